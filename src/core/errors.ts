@@ -1,0 +1,138 @@
+/**
+ * Stable error codes, one per kind of failure. Match on these rather than on messages.
+ */
+export const ErrorCode = {
+  invalidKey: 'IDEMPOTENCY_INVALID_KEY',
+  invalidDigest: 'IDEMPOTENCY_INVALID_DIGEST',
+  invalidTime: 'IDEMPOTENCY_INVALID_TIME',
+  invalidLimit: 'IDEMPOTENCY_INVALID_LIMIT',
+  invalidOption: 'IDEMPOTENCY_INVALID_OPTION',
+  unserializableResponse: 'IDEMPOTENCY_UNSERIALIZABLE_RESPONSE',
+  databaseOpen: 'IDEMPOTENCY_DATABASE_OPEN',
+  schemaMismatch: 'IDEMPOTENCY_SCHEMA_MISMATCH',
+  storeClosed: 'IDEMPOTENCY_STORE_CLOSED',
+} as const;
+
+/** One of the values of {@link ErrorCode}. */
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+/**
+ * Base class of every error this library throws on purpose. `code` is stable across versions.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   store.expired(now, 1000);
+ * } catch (error) {
+ *   if (error instanceof IdempotencyError) console.error(error.code, error.message);
+ * }
+ * ```
+ */
+export class IdempotencyError extends Error {
+  /** A stable, machine-readable code from {@link ErrorCode}. */
+  readonly code: ErrorCode;
+
+  /**
+   * @param code - the stable code of this failure
+   * @param message - a sentence for a human
+   * @param options - the underlying error, when there is one
+   */
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+/**
+ * An argument was refused before anything was read or written. The database is unchanged.
+ * Each field of the contract has its own subclass so callers can tell them apart.
+ */
+export class InvalidArgumentError extends IdempotencyError {}
+
+/** The idempotency key is not a non-empty, well-formed string. */
+export class InvalidKeyError extends InvalidArgumentError {
+  /** @param message - what was wrong with the key */
+  constructor(message: string) {
+    super(ErrorCode.invalidKey, message);
+  }
+}
+
+/** The payload digest (fingerprint) is not a non-empty, well-formed string. */
+export class InvalidDigestError extends InvalidArgumentError {
+  /** @param message - what was wrong with the digest */
+  constructor(message: string) {
+    super(ErrorCode.invalidDigest, message);
+  }
+}
+
+/** A time (`expires` or `now`) is not a finite number. */
+export class InvalidTimeError extends InvalidArgumentError {
+  /** @param message - what was wrong with the time */
+  constructor(message: string) {
+    super(ErrorCode.invalidTime, message);
+  }
+}
+
+/** A `limit` is not an integer in its allowed range. */
+export class InvalidLimitError extends InvalidArgumentError {
+  /** @param message - what was wrong with the limit */
+  constructor(message: string) {
+    super(ErrorCode.invalidLimit, message);
+  }
+}
+
+/** An option (batch size, TTL, …) is out of range or of the wrong type. */
+export class InvalidOptionError extends InvalidArgumentError {
+  /** @param message - what was wrong with the option */
+  constructor(message: string) {
+    super(ErrorCode.invalidOption, message);
+  }
+}
+
+/**
+ * A response cannot be stored as JSON without changing it (`undefined`, a function, a symbol, a
+ * BigInt, a cycle, NaN or ±Infinity, a Map or Set, a sparse array, …). `path` says where.
+ */
+export class UnserializableResponseError extends InvalidArgumentError {
+  /** Where in the response the offending value sits, e.g. `$.items[2].price`. */
+  readonly path: string;
+
+  /**
+   * @param path - where the offending value sits
+   * @param reason - what the value is
+   */
+  constructor(path: string, reason: string) {
+    super(
+      ErrorCode.unserializableResponse,
+      `response is not faithfully representable as JSON: ${reason} at ${path}`,
+    );
+    this.path = path;
+  }
+}
+
+/** The database file could not be opened or is not a SQLite database. Nothing was written. */
+export class DatabaseOpenError extends IdempotencyError {
+  /**
+   * @param message - what went wrong, naming the path
+   * @param cause - the driver's error, when there is one
+   */
+  constructor(message: string, cause?: unknown) {
+    super(ErrorCode.databaseOpen, message, { cause });
+  }
+}
+
+/** A `keys` table exists but is not the one this library keeps. Nothing was written. */
+export class SchemaMismatchError extends IdempotencyError {
+  /** @param message - which columns differ */
+  constructor(message: string) {
+    super(ErrorCode.schemaMismatch, message);
+  }
+}
+
+/** The store was used after `close()`. */
+export class StoreClosedError extends IdempotencyError {
+  constructor() {
+    super(ErrorCode.storeClosed, 'the idempotency store is closed');
+  }
+}

@@ -1,0 +1,24 @@
+export {
+  DatabaseOpenError,
+  ErrorCode,
+  IdempotencyError,
+  InvalidArgumentError,
+  InvalidDigestError,
+  InvalidKeyError,
+  InvalidLimitError,
+  InvalidOptionError,
+  InvalidTimeError,
+  SchemaMismatchError,
+  StoreClosedError,
+  UnserializableResponseError,
+} from './core/errors.js';
+export type { JsonValue } from './core/json.js';
+export { parseResponse, serializeResponse } from './core/json.js';
+export { KeyStatus } from './core/status.js';
+export type {
+  IdempotencyRecord,
+  IdempotencyStore,
+  MaybePromise,
+  StatusCounts,
+} from './core/store.js';
+export { DEFAULT_LIMIT, MAX_LIMIT } from './core/validation.js';

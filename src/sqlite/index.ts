@@ -1,0 +1,10 @@
+export {
+  applySqliteMigrations,
+  assertAdoptableKeysTable,
+  sqliteMigrationsFolder,
+} from './migrate.js';
+export type { OpenSqliteStoreOptions, SqliteSynchronous } from './open.js';
+export { openSqliteStore } from './open.js';
+export { keys } from './schema.js';
+export type { AnyBetterSqliteDatabase, SqliteStoreOptions } from './store.js';
+export { SqliteIdempotencyStore } from './store.js';

@@ -1,0 +1,113 @@
+import { existsSync, statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import Database from 'better-sqlite3';
+import { drizzle } from 'drizzle-orm/better-sqlite3';
+import { DatabaseOpenError, InvalidOptionError } from '../core/errors.js';
+import { assertIntegerOption } from '../core/validation.js';
+import { applySqliteMigrations, assertAdoptableKeysTable } from './migrate.js';
+import { SqliteIdempotencyStore } from './store.js';
+
+/** SQLite's `synchronous` levels. */
+export type SqliteSynchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
+
+const SYNCHRONOUS_LEVELS: readonly SqliteSynchronous[] = ['OFF', 'NORMAL', 'FULL', 'EXTRA'];
+
+/** Options of {@link openSqliteStore}. */
+export interface OpenSqliteStoreOptions {
+  /**
+   * How long a write waits for another connection's write lock before failing, in milliseconds.
+   * Default 5000.
+   */
+  readonly busyTimeoutMs?: number;
+  /**
+   * SQLite's `synchronous` pragma. Default `'NORMAL'`: with WAL, a committed write survives the
+   * process crashing, but a power loss or OS crash may roll back the last few commits. Use
+   * `'FULL'` when a stored answer must survive a power loss, at the cost of an fsync per commit.
+   */
+  readonly synchronous?: SqliteSynchronous;
+}
+
+function isSqliteError(error: unknown, code: string): boolean {
+  return error instanceof Error && (error as { code?: unknown }).code === code;
+}
+
+function assertOpenablePath(path: unknown): asserts path is string {
+  if (typeof path !== 'string' || path.length === 0) {
+    throw new DatabaseOpenError('the database path must be a non-empty string');
+  }
+  if (path === ':memory:' || path.startsWith('file:')) return;
+  const directory = dirname(resolve(path));
+  if (!existsSync(directory) || !statSync(directory).isDirectory()) {
+    throw new DatabaseOpenError(`cannot open ${path}: the directory ${directory} does not exist`);
+  }
+  if (existsSync(path) && statSync(path).isDirectory()) {
+    throw new DatabaseOpenError(`cannot open ${path}: it is a directory, not a database file`);
+  }
+}
+
+/**
+ * Opens (creating if needed) a SQLite file as an idempotency store: WAL journal, a busy timeout,
+ * the chosen `synchronous` level, then the migrations. `close()` closes the connection.
+ *
+ * Nothing is written to a file that turns out not to be a SQLite database, or whose `keys` table
+ * is not the contract's.
+ *
+ * @param path - the database file, or `:memory:`
+ * @param options - see {@link OpenSqliteStoreOptions}
+ * @typeParam T - the type of the stored responses
+ * @example
+ * ```ts
+ * const store = openSqliteStore<{ receipt: number }>('./idempotency.db');
+ * try {
+ *   store.reserve('order-42', digest, now + 86_400);
+ * } finally {
+ *   store.close();
+ * }
+ * ```
+ * @throws {@link DatabaseOpenError} for a missing directory, a directory, a file that is not a
+ * database, or a file that cannot be opened
+ * @throws {@link SchemaMismatchError} when a foreign `keys` table is in the way
+ */
+export function openSqliteStore<T = unknown>(
+  path: string,
+  options: OpenSqliteStoreOptions = {},
+): SqliteIdempotencyStore<T> {
+  const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
+  assertIntegerOption(busyTimeoutMs, 'busyTimeoutMs', 0, 2 ** 31 - 1);
+  const synchronous = options.synchronous ?? 'NORMAL';
+  if (!SYNCHRONOUS_LEVELS.includes(synchronous)) {
+    throw new InvalidOptionError(
+      `synchronous must be one of ${SYNCHRONOUS_LEVELS.join(', ')}, got ${String(synchronous)}`,
+    );
+  }
+  assertOpenablePath(path);
+
+  let client: Database.Database;
+  try {
+    client = new Database(path, { timeout: busyTimeoutMs });
+  } catch (error) {
+    throw new DatabaseOpenError(`cannot open ${path}: ${(error as Error).message}`, error);
+  }
+  try {
+    const db = drizzle(client);
+    // Read before writing anything: this is where a file that is not a database fails.
+    client.prepare('SELECT count(*) FROM sqlite_master').get();
+    assertAdoptableKeysTable(client);
+    client.pragma('journal_mode = WAL');
+    client.pragma(`synchronous = ${synchronous}`);
+    applySqliteMigrations(db);
+    return new SqliteIdempotencyStore<T>(db, { closeConnection: true });
+  } catch (error) {
+    client.close();
+    if (isSqliteError(error, 'SQLITE_NOTADB')) {
+      throw new DatabaseOpenError(`cannot open ${path}: the file is not a SQLite database`, error);
+    }
+    if (isSqliteError(error, 'SQLITE_READONLY') || isSqliteError(error, 'SQLITE_CANTOPEN')) {
+      throw new DatabaseOpenError(
+        `cannot open ${path} for writing: ${(error as Error).message}`,
+        error,
+      );
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,5 @@
+import { describeStoreContract } from './contract/store-contract.js';
+import { sqliteHarness } from './support/sqlite-harness.js';
+import { tempDir } from './support/temp.js';
+
+describeStoreContract('SQLite file', sqliteHarness(tempDir()));
