@@ -14,11 +14,12 @@ export {
 } from './core/errors.js';
 export type { JsonValue } from './core/json.js';
 export { parseResponse, serializeResponse } from './core/json.js';
-export { KeyStatus } from './core/status.js';
+export { countByStatus, KeyStatus } from './core/status.js';
 export type {
   IdempotencyRecord,
   IdempotencyStore,
   MaybePromise,
+  RetentionStats,
   StatusCounts,
 } from './core/store.js';
-export { DEFAULT_LIMIT, MAX_LIMIT } from './core/validation.js';
+export { DEFAULT_LIMIT, MAX_BATCH_SIZE, MAX_LIMIT } from './core/validation.js';

@@ -25,6 +25,17 @@ export interface StatusCounts {
   readonly done: number;
 }
 
+/** What retention sees at one moment: {@link StatusCounts} plus the rows past their deadline. */
+export interface RetentionStats extends StatusCounts {
+  /** `done` rows with `expires <= now`: the backlog a purge or sweep deletes. */
+  readonly expired: number;
+  /**
+   * `pending` rows with `expires <= now`. Never deleted by retention: reported so a human can look
+   * at work that may have been abandoned.
+   */
+  readonly stalePending: number;
+}
+
 /**
  * The operations every dialect provides, with the same semantics. Times are numbers on the
  * caller's clock (seconds, by convention); the store never reads a clock of its own.
@@ -61,6 +72,14 @@ export interface IdempotencyStore<T = unknown> {
   purge(now: number, limit?: number): MaybePromise<string[]>;
   /** The number of `pending` and `done` rows. */
   counts(): MaybePromise<StatusCounts>;
+  /**
+   * Deletes up to `batchSize` `done` rows with `expires <= now` in one short transaction, taking
+   * them in index order `(expires, id)` so no batch sorts the backlog, and returns how many it
+   * deleted. The building block of `sweep`; `batchSize` is an integer from 1 to 10,000.
+   */
+  sweepBatch(now: number, batchSize: number): MaybePromise<number>;
+  /** Counts by status and past `now`, for operators. */
+  stats(now: number): MaybePromise<RetentionStats>;
   /** Deletes the row only if it is `pending` with this fingerprint. For an owner whose work failed. */
   release(key: string, digest: string): MaybePromise<boolean>;
   /** The whole record of `key`, or `null`. */

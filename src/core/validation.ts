@@ -12,6 +12,9 @@ export const MAX_LIMIT = 100;
 /** The number of rows `expired` and `purge` return when no limit is given. */
 export const DEFAULT_LIMIT = 10;
 
+/** The largest batch one `sweepBatch` deletes. */
+export const MAX_BATCH_SIZE = 10_000;
+
 function describe(value: unknown): string {
   if (typeof value === 'string') return `the string ${JSON.stringify(value.slice(0, 40))}`;
   if (typeof value === 'bigint') return `the BigInt ${value}n`;

@@ -3,14 +3,21 @@ import { and, asc, eq, gt, inArray, lte, sql } from 'drizzle-orm';
 import type { BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
 import { StoreClosedError } from '../core/errors.js';
 import { parseResponse, serializeResponse } from '../core/json.js';
-import { KeyStatus } from '../core/status.js';
-import type { IdempotencyRecord, IdempotencyStore, StatusCounts } from '../core/store.js';
+import { countByStatus, KeyStatus } from '../core/status.js';
+import type {
+  IdempotencyRecord,
+  IdempotencyStore,
+  RetentionStats,
+  StatusCounts,
+} from '../core/store.js';
 import {
   assertDigest,
+  assertIntegerOption,
   assertKey,
   assertLimit,
   assertTime,
   DEFAULT_LIMIT,
+  MAX_BATCH_SIZE,
 } from '../core/validation.js';
 import { keys } from './schema.js';
 
@@ -70,13 +77,43 @@ function prepareQueries(db: AnyBetterSqliteDatabase) {
       .limit(p('limit'))
       .prepare(),
     // The ids come as one JSON array so the statement is prepared once for any batch size.
-    // The predicate is repeated: only rows that are still expired answers are deleted.
+    // The predicate is repeated: only rows that are still expired answers are deleted. Its unary
+    // `+` keeps SQLite from answering it with the retention index (a scan of the whole backlog)
+    // instead of looking each id up by primary key.
     deleteExpiredIds: db
       .delete(keys)
       .where(
-        and(inArray(keys.id, sql`(select value from json_each(${p('ids')}))`), isExpiredAnswer),
+        and(
+          inArray(keys.id, sql`(select value from json_each(${p('ids')}))`),
+          sql`+${keys.status} = ${KeyStatus.done}`,
+          sql`+${keys.expires} <= ${p('now')}`,
+        ),
       )
       .returning({ id: keys.id })
+      .prepare(),
+    // ORDER BY (expires, id) follows the (status, expires, id) index, so SQLite walks it from the
+    // start of the range without sorting, and the outer delete finds each row by primary key:
+    // each batch costs O(batchSize), whatever the backlog. One statement is atomic, so the
+    // predicate needs no repeating here (repeating it would make SQLite scan the whole range).
+    sweepBatch: db
+      .delete(keys)
+      .where(
+        inArray(
+          keys.id,
+          db
+            .select({ id: keys.id })
+            .from(keys)
+            .where(isExpiredAnswer)
+            .orderBy(asc(keys.expires), asc(keys.id))
+            .limit(p('limit')),
+        ),
+      )
+      .prepare(),
+    countPastDeadline: db
+      .select({ status: keys.status, count: sql<number>`count(*)` })
+      .from(keys)
+      .where(lte(keys.expires, p('now')))
+      .groupBy(keys.status)
       .prepare(),
     counts: db
       .select({ status: keys.status, count: sql<number>`count(*)` })
@@ -208,13 +245,24 @@ export class SqliteIdempotencyStore<T = unknown> implements IdempotencyStore<T> 
 
   /** {@inheritDoc IdempotencyStore.counts} */
   counts(): StatusCounts {
-    const counts = { pending: 0, done: 0 };
-    for (const row of this.#open().counts.all()) {
-      if (row.status === KeyStatus.pending || row.status === KeyStatus.done) {
-        counts[row.status] = row.count;
-      }
-    }
-    return counts;
+    return countByStatus(this.#open().counts.all());
+  }
+
+  /** {@inheritDoc IdempotencyStore.sweepBatch} */
+  sweepBatch(now: number, batchSize: number): number {
+    assertIntegerOption(batchSize, 'batchSize', 1, MAX_BATCH_SIZE);
+    assertTime(now, 'now');
+    const queries = this.#open();
+    return this.#db.transaction(() => queries.sweepBatch.run({ now, limit: batchSize }).changes, {
+      behavior: 'immediate',
+    });
+  }
+
+  /** {@inheritDoc IdempotencyStore.stats} */
+  stats(now: number): RetentionStats {
+    assertTime(now, 'now');
+    const past = countByStatus(this.#open().countPastDeadline.all({ now }));
+    return { ...this.counts(), expired: past.done, stalePending: past.pending };
   }
 
   /** {@inheritDoc IdempotencyStore.release} */

@@ -3,6 +3,7 @@ import {
   InvalidDigestError,
   InvalidKeyError,
   InvalidLimitError,
+  InvalidOptionError,
   InvalidTimeError,
   StoreClosedError,
   UnserializableResponseError,
@@ -317,6 +318,71 @@ export function describeStoreContract(dialect: string, makeHarness: HarnessFacto
         await h.store.finish('k', 'v1', { receipt: 1 });
         await h.store.purge(10);
         expect(await h.store.reserve('k', 'v2', 20)).toBe(true);
+      });
+    });
+
+    describe('sweepBatch', () => {
+      it('deletes expired done rows in (expires, id) order, never pending ones', async () => {
+        await h.seed([
+          done('b', 2),
+          done('a', 3),
+          done('c', 1),
+          done('z', 2),
+          pending('p', 0),
+          done('live', 9),
+        ]);
+        expect(await h.store.sweepBatch(5, 2)).toBe(2);
+        expect((await h.rows()).map((row) => row.id)).toEqual(['a', 'live', 'p', 'z']);
+        expect(await h.store.sweepBatch(5, 10)).toBe(2);
+        expect(await h.store.sweepBatch(5, 10)).toBe(0);
+        expect(await h.rows()).toEqual([done('live', 9), pending('p', 0)]);
+      });
+
+      it('accepts batch sizes from 1 to 10,000 only, changing nothing otherwise', async () => {
+        await h.seed([done('a', 1)]);
+        for (const size of [0, 10_001, 1.5, '5', true, null, Number.NaN]) {
+          await expect(
+            Promise.resolve().then(() => h.store.sweepBatch(5, size as number)),
+          ).rejects.toBeInstanceOf(InvalidOptionError);
+        }
+        await expect(
+          Promise.resolve().then(() => h.store.sweepBatch(Number.NaN, 5)),
+        ).rejects.toBeInstanceOf(InvalidTimeError);
+        expect(await h.rows()).toEqual([done('a', 1)]);
+        expect(await h.store.sweepBatch(5, 10_000)).toBe(1);
+      });
+    });
+
+    describe('stats', () => {
+      it('reports zeros on an empty store', async () => {
+        expect(await h.store.stats(0)).toEqual({
+          pending: 0,
+          done: 0,
+          expired: 0,
+          stalePending: 0,
+        });
+      });
+
+      it('counts the expired backlog and stale pending rows at now', async () => {
+        await h.seed([
+          pending('a', 1),
+          pending('b', 100),
+          done('c', 1),
+          done('d', 5),
+          done('e', 100),
+        ]);
+        expect(await h.store.stats(5)).toEqual({
+          pending: 2,
+          done: 3,
+          expired: 2,
+          stalePending: 1,
+        });
+        expect(await h.store.stats(4.99)).toEqual({
+          pending: 2,
+          done: 3,
+          expired: 1,
+          stalePending: 1,
+        });
       });
     });
 
