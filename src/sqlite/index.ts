@@ -7,4 +7,4 @@ export type { OpenSqliteStoreOptions, SqliteSynchronous } from './open.js';
 export { openSqliteStore } from './open.js';
 export { keys } from './schema.js';
 export type { AnyBetterSqliteDatabase, SqliteStoreOptions } from './store.js';
-export { SqliteIdempotencyStore } from './store.js';
+export { MAX_ANSWER_CACHE_SIZE, SqliteIdempotencyStore } from './store.js';
