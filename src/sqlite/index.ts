@@ -1,3 +1,4 @@
+export { SqliteGroupCommitStore } from './group-commit-store.js';
 export {
   applySqliteMigrations,
   assertAdoptableKeysTable,
