@@ -107,6 +107,8 @@ export async function sqliteRetention({ quick }: BenchSize): Promise<GroupResult
         'sqlite.purge100.rows.big': big,
         'sqlite.sweep.ms.single': median(sweep.single),
         'sqlite.sweep.ms.double': median(sweep.double),
+        'sqlite.sweep.plainRowidDeletes.linearity':
+          median(sweep.plainDouble) / median(sweep.plainSingle),
         'sqlite.sweep.backlog.single': sweep.backlog,
         'sqlite.sweep.tableRows': sweep.total,
       },
@@ -124,7 +126,32 @@ function sweepTimes(path: string, quick: boolean) {
   const rounds = quick ? 2 : 3;
   seedKeys(path, 'base', total - 2 * backlog, 'live');
   const store = openSqliteStore(path);
-  const times = { single: [] as number[], double: [] as number[] };
+  const times = {
+    single: [] as number[],
+    double: [] as number[],
+    plainSingle: [] as number[],
+    plainDouble: [] as number[],
+  };
+  const client = store.db.$client;
+  const seededRowids = client.prepare(
+    'SELECT min(rowid) AS first, max(rowid) AS last FROM keys WHERE id >= ? AND id < ?',
+  );
+  const deleteRowids = client.prepare('DELETE FROM keys WHERE rowid >= ? AND rowid < ?');
+  // The reference: the same rows deleted by plain rowid ranges of the same size, no retention
+  // query at all. Whatever scaling it shows belongs to SQLite deleting those rows, not to the sweep.
+  const plainDeletes = (prefix: string) => {
+    const { first, last } = seededRowids.get(prefix, `${prefix}~`) as {
+      first: number;
+      last: number;
+    };
+    return timed(() => {
+      for (let rowid = first; rowid <= last; rowid += SWEEP_BATCH) {
+        store.db.transaction(() => deleteRowids.run(rowid, rowid + SWEEP_BATCH), {
+          behavior: 'immediate',
+        });
+      }
+    });
+  };
   const sweepAll = () =>
     timed(() => {
       while (store.sweepBatch(SEEDED_NOW, SWEEP_BATCH) > 0);
@@ -135,6 +162,9 @@ function sweepTimes(path: string, quick: boolean) {
       seedKeys(path, `s${round}-${size}-`, size * backlog, 'expired');
       if (size === 1) seedKeys(path, filler, backlog, 'live');
       (size === 1 ? times.single : times.double).push(sweepAll());
+      const plain = `p${round}-${size}-`;
+      seedKeys(path, plain, size * backlog, 'expired');
+      (size === 1 ? times.plainSingle : times.plainDouble).push(plainDeletes(plain));
       if (size === 1) {
         store.db.$client
           .prepare('DELETE FROM keys WHERE id >= ? AND id < ?')

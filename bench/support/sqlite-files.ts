@@ -26,8 +26,8 @@ const scrambled = (prefix: string) => `printf('${prefix}%08x', (n.i * 2654435761
 
 /**
  * Inserts `count` rows in one statement on a separate connection (so the store's own connection
- * keeps its pragmas): `expired` done rows with `expires` in [0, 1000), the others live (one in ten
- * pending, the rest done) with `expires` far in the future.
+ * keeps its pragmas): `expired` done rows with `expires` rising from 0 to 1000 in insertion order,
+ * or live rows (one in ten pending, the rest done) with `expires` far in the future.
  */
 export function seedKeys(
   path: string,
@@ -45,7 +45,9 @@ export function seedKeys(
       kind === 'expired'
         ? `'{"receipt":1}'`
         : `CASE WHEN n.i % 10 = 0 THEN NULL ELSE '{"receipt":1}' END`;
-    const expires = kind === 'expired' ? '(n.i % 1000)' : '(1e9 + n.i)';
+    // Deadlines grow with insertion order, as they do with one retention period: the backlog is
+    // the oldest rows. Ids stay scrambled, like real random keys.
+    const expires = kind === 'expired' ? `(n.i * 1000.0 / ${count})` : '(1e9 + n.i)';
     client
       .prepare(
         `INSERT INTO ${table} (id, fingerprint, status, response, expires)
@@ -53,6 +55,8 @@ export function seedKeys(
          SELECT ${scrambled(prefix)}, 'd', ${status}, ${response}, ${expires} FROM n`,
       )
       .run(count);
+    // Write the seeded pages into the database now, so no timed operation pays for it.
+    client.pragma('wal_checkpoint(TRUNCATE)');
   } finally {
     client.close();
   }
