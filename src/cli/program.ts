@@ -20,13 +20,13 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
   const db = io.env.IDEM_DB || DEFAULT_DB;
   const dbOption = () =>
     new Option('--db <path>', 'the SQLite database file (env IDEM_DB)').default(db);
-  // Read when a command runs, not when the program is built, so a long-lived caller gets a fresh
-  // time. The store itself never reads a clock: this is the operator's notion of now.
   const nowOption = () =>
     new Option(
       '--now <seconds>',
       "the time to judge expiry at, on the application's clock (default: now, epoch seconds)",
     ).argParser(parseNow);
+  // Read when a command runs, not when the program is built, so a long-lived caller gets a fresh
+  // time. The store itself never reads a clock: this is the operator's notion of now.
   const timeOf = (options: { now?: number }) => options.now ?? Date.now() / 1000;
   const jsonOption = () => new Option('--json', 'print one line of JSON');
   const limitOption = () =>
