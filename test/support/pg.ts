@@ -165,16 +165,24 @@ function once<R>(make: () => Promise<R>, dispose: (value: R) => Promise<void>): 
   };
 }
 
-/** A harness over one in-process PGlite database per test file, a fresh schema per test. */
-export function pgliteHarness(): HarnessFactory {
+/**
+ * One in-process PGlite database for the whole test file, created on first use (it takes seconds)
+ * and closed when the file ends. Give each test its own schema.
+ */
+export function sharedPglite(): () => Promise<AnyPgDatabase> {
   const client = once(
     async () => new PGlite(),
     (pglite) => pglite.close(),
   );
-  return schemaHarness(async () => drizzlePglite(await client()));
+  return async () => drizzlePglite(await client());
 }
 
-/** A harness over the real server at `url`: one pool per test file, a fresh schema per test. */
+/** A harness over one in-process PGlite database per test file. */
+export function pgliteHarness(): HarnessFactory {
+  return schemaHarness(sharedPglite());
+}
+
+/** A harness over the real server at `url`, with one pool per test file. */
 export function serverHarness(url: string): HarnessFactory {
   const pool = once(
     async () => new pg.Pool({ connectionString: url, max: 4 }),
