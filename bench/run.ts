@@ -1,6 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { peers } from './peers.js';
+import { pgOps } from './pg.js';
 import { sqliteOps } from './sqlite-ops.js';
 import { sqliteRetention } from './sqlite-retention.js';
 import { sqliteSweepImpact } from './sqlite-sweep-impact.js';
@@ -36,6 +37,7 @@ const GROUPS: Record<string, (size: BenchSize) => Promise<GroupResult>> = {
   'sqlite-ops': sqliteOps,
   'sqlite-retention': sqliteRetention,
   'sqlite-sweep-impact': sqliteSweepImpact,
+  pg: pgOps,
   peers,
 };
 

@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { DEFAULT_BATCH_SIZE, sweep } from '../src/index.js';
 import { openSqliteStore } from '../src/sqlite/index.js';
 import { median, nowMs } from './support/measure.js';
 import type { BenchSize, GroupResult } from './support/report.js';
@@ -6,7 +7,6 @@ import { benchDir, freshStoreFile, SEEDED_NOW, seedKeys } from './support/sqlite
 
 const BACKLOG = 1_000;
 const PURGES_PER_ROUND = BACKLOG / 100;
-const SWEEP_BATCH = 1_000;
 
 // The same table without the retention index, purged the way code without one does it.
 function naivePurger(path: string) {
@@ -45,8 +45,8 @@ function timed(op: () => unknown): number {
 
 /**
  * purge(100) latency at two table sizes with the same 1,000-row expired backlog, against a naive
- * select-then-delete on an unindexed copy of the big table; and the time to sweep (sweepBatch in
- * a loop) a 100k and a 200k backlog in a table of the same total size.
+ * select-then-delete on an unindexed copy of the big table; and the time `sweep()` (default batch size)
+ * takes for a 100k and a 200k backlog in a table of the same total size.
  */
 export async function sqliteRetention({ quick }: BenchSize): Promise<GroupResult> {
   const small = 10_000;
@@ -91,13 +91,13 @@ export async function sqliteRetention({ quick }: BenchSize): Promise<GroupResult
     smallStore.close();
     bigStore.close();
 
-    const sweep = sweepTimes(freshStoreFile(dir), quick);
+    const swept = await sweepTimes(freshStoreFile(dir), quick);
     return {
       metrics: {
         'sqlite.purge100.scale': median(latencies.big) / median(latencies.small),
         'sqlite.purge100.vsNaive': median(latencies.naive) / median(latencies.big),
-        'sqlite.sweep.linearity': median(sweep.double) / median(sweep.single),
-        'sqlite.sweep.rowsPerSec': (sweep.backlog * 2) / (median(sweep.double) / 1000),
+        'sqlite.sweep.linearity': median(swept.double) / median(swept.single),
+        'sqlite.sweep.rowsPerSec': (swept.backlog * 2) / (median(swept.double) / 1000),
       },
       details: {
         'sqlite.purge100.ms.small': median(latencies.small),
@@ -105,12 +105,12 @@ export async function sqliteRetention({ quick }: BenchSize): Promise<GroupResult
         'sqlite.purge100.ms.naive': median(latencies.naive),
         'sqlite.purge100.rows.small': small,
         'sqlite.purge100.rows.big': big,
-        'sqlite.sweep.ms.single': median(sweep.single),
-        'sqlite.sweep.ms.double': median(sweep.double),
+        'sqlite.sweep.ms.single': median(swept.single),
+        'sqlite.sweep.ms.double': median(swept.double),
         'sqlite.sweep.plainRowidDeletes.linearity':
-          median(sweep.plainDouble) / median(sweep.plainSingle),
-        'sqlite.sweep.backlog.single': sweep.backlog,
-        'sqlite.sweep.tableRows': sweep.total,
+          median(swept.plainDouble) / median(swept.plainSingle),
+        'sqlite.swept.backlog.single': swept.backlog,
+        'sqlite.sweep.tableRows': swept.total,
       },
     };
   } finally {
@@ -120,7 +120,7 @@ export async function sqliteRetention({ quick }: BenchSize): Promise<GroupResult
 
 // Sweeps of a backlog and of twice that backlog, alternately, in a table kept at the same total
 // size by adding live filler rows to the smaller case.
-function sweepTimes(path: string, quick: boolean) {
+async function sweepTimes(path: string, quick: boolean) {
   const total = quick ? 200_000 : 1_000_000;
   const backlog = quick ? 20_000 : 100_000;
   const rounds = quick ? 2 : 3;
@@ -145,23 +145,25 @@ function sweepTimes(path: string, quick: boolean) {
       last: number;
     };
     return timed(() => {
-      for (let rowid = first; rowid <= last; rowid += SWEEP_BATCH) {
-        store.db.transaction(() => deleteRowids.run(rowid, rowid + SWEEP_BATCH), {
+      for (let rowid = first; rowid <= last; rowid += DEFAULT_BATCH_SIZE) {
+        store.db.transaction(() => deleteRowids.run(rowid, rowid + DEFAULT_BATCH_SIZE), {
           behavior: 'immediate',
         });
       }
     });
   };
-  const sweepAll = () =>
-    timed(() => {
-      while (store.sweepBatch(SEEDED_NOW, SWEEP_BATCH) > 0);
-    });
+  const sweepAll = async () => {
+    const start = nowMs();
+    const result = await sweep(store, { now: SEEDED_NOW });
+    if (result.remaining !== 0) throw new Error(`the sweep left ${result.remaining} rows`);
+    return nowMs() - start;
+  };
   for (let round = 0; round < rounds; round++) {
     for (const size of round % 2 === 0 ? [1, 2] : [2, 1]) {
       const filler = `f${round}-${size}-`;
       seedKeys(path, `s${round}-${size}-`, size * backlog, 'expired');
       if (size === 1) seedKeys(path, filler, backlog, 'live');
-      (size === 1 ? times.single : times.double).push(sweepAll());
+      (size === 1 ? times.single : times.double).push(await sweepAll());
       const plain = `p${round}-${size}-`;
       seedKeys(path, plain, size * backlog, 'expired');
       (size === 1 ? times.plainSingle : times.plainDouble).push(plainDeletes(plain));

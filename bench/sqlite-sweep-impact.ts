@@ -1,19 +1,24 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { sweep } from '../src/index.js';
 import { openSqliteStore } from '../src/sqlite/index.js';
 import { startChild } from './support/child.js';
 import { epochMs, median, percentile } from './support/measure.js';
 import type { BenchSize, GroupResult } from './support/report.js';
 import { benchDir, freshStoreFile, SEEDED_NOW, seedKeys } from './support/sqlite-files.js';
 
-const SWEEP_BATCH = 1_000;
 const WRITER_INTERVAL_MS = 1;
 const SETTLE_MS = 300;
 
 interface Window {
   readonly start: number;
   readonly end: number;
+}
+
+// The writer prints `ready` first and its samples last.
+function lastLine(output: string): string {
+  return output.trimEnd().split('\n').at(-1) ?? '';
 }
 
 function p99Within(samples: { scheduled: number[]; latencies: number[] }, window: Window): number {
@@ -24,10 +29,10 @@ function p99Within(samples: { scheduled: number[]; latencies: number[] }, window
   return percentile(inside, 99);
 }
 
-async function during(run: () => void): Promise<Window> {
+async function during(run: () => unknown): Promise<Window> {
   await sleep(SETTLE_MS);
   const start = epochMs();
-  run();
+  await run();
   const end = epochMs();
   await sleep(SETTLE_MS);
   return { start, end };
@@ -35,22 +40,20 @@ async function during(run: () => void): Promise<Window> {
 
 /**
  * While a second process reserves a key every millisecond, removes the same expired backlog once
- * by sweeping (sweepBatch in a loop) and once by one `DELETE`, and compares the p99 latency of the
+ * by `sweep()` (default batch size) and once by one `DELETE`, and compares the p99 latency of the
  * writer's reserves in each window. Then sweeps a large backlog in a child process and reports
  * that process's peak RSS.
  */
 export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResult> {
-  const total = quick ? 200_000 : 1_000_000;
-  const backlog = quick ? 50_000 : 200_000;
+  const total = quick ? 300_000 : 1_000_000;
+  const backlog = quick ? 100_000 : 200_000;
   const rounds = quick ? 2 : 3;
   const { dir, cleanup } = benchDir();
   try {
     const path = freshStoreFile(dir);
     seedKeys(path, 'base', total - backlog, 'live');
     const store = openSqliteStore(path);
-    const sweep = () => {
-      while (store.sweepBatch(SEEDED_NOW, SWEEP_BATCH) > 0);
-    };
+    const sweepAll = () => sweep(store, { now: SEEDED_NOW });
     const singleDelete = () =>
       store.db.$client
         .prepare("DELETE FROM keys WHERE status = 'done' AND expires <= ?")
@@ -70,10 +73,10 @@ export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResu
       for (const [index, side] of order.entries()) {
         // Seeding holds the write lock too; it happens outside both windows.
         seedKeys(path, `x${round}-${index}-`, backlog, 'expired');
-        windows[side] = await during(side === 'sweep' ? sweep : singleDelete);
+        windows[side] = await during(side === 'sweep' ? sweepAll : singleDelete);
       }
       writeFileSync(stopFile, '');
-      const samples = JSON.parse(await writer.output) as {
+      const samples = JSON.parse(lastLine(await writer.output)) as {
         scheduled: number[];
         latencies: number[];
       };
@@ -89,7 +92,7 @@ export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResu
     const rssBacklog = quick ? 200_000 : 1_000_000;
     seedKeys(rssPath, 'x', rssBacklog, 'expired');
     const rss = JSON.parse(
-      await startChild('sweep-rss.ts', [rssPath, String(SWEEP_BATCH), String(SEEDED_NOW)]).output,
+      await startChild('sweep-rss.ts', [rssPath, String(SEEDED_NOW)]).output,
     ) as { deleted: number; baselineMb: number; peakMb: number };
     if (rss.deleted !== rssBacklog) throw new Error(`swept ${rss.deleted} of ${rssBacklog} rows`);
 
