@@ -36,6 +36,32 @@ describe('group commit on SQLite', () => {
     await store.close();
   });
 
+  it('runs calls at once while they come singly, and batches whole bursts once they do', async () => {
+    const { path, store } = open();
+    const reader = new Database(path, { readonly: true });
+    const written = (key: string) =>
+      reader.prepare('SELECT count(*) FROM keys WHERE id = ?').pluck().get(key) === 1;
+    const lone = store.reserve('lone', 'd', 100);
+    expect(written('lone')).toBe(true);
+    await lone;
+    await Promise.all(Array.from({ length: 8 }, (_, i) => store.reserve(`a${i}`, 'd', 100)));
+    expect(store.batches).toBe(1);
+    const first = store.reserve('b0', 'd', 100);
+    expect(written('b0')).toBe(false);
+    await Promise.all([
+      first,
+      ...Array.from({ length: 7 }, (_, i) => store.reserve(`b${i + 1}`, 'd', 100)),
+    ]);
+    expect(written('b0')).toBe(true);
+    expect(store.batches).toBe(2);
+    await store.reserve('c', 'd', 100);
+    const quiet = store.reserve('d', 'd', 100);
+    expect(written('d')).toBe(true);
+    await quiet;
+    reader.close();
+    await store.close();
+  });
+
   it('still lets exactly one of many concurrent reserves of one key win', async () => {
     const { path, store } = open();
     const results = await Promise.all(

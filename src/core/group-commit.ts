@@ -13,12 +13,15 @@ interface Queued {
  * requests pays for one commit instead of one each.
  *
  * ```
- *  turn n:   op1 ─ runs at once (nothing was waiting) ─ resolved
+ *  turn n:   op1 ─ runs at once (the last turn was quiet) ─ resolved
  *            op2, op3, … op32 ─ queued
  *  check:    BEGIN IMMEDIATE; op2; op3; … op32; COMMIT ─ all resolved, in arrival order
+ *  turn n+1: op1' … op32' ─ all queued (the last turn was a burst)
+ *  check:    BEGIN IMMEDIATE; op1'; … op32'; COMMIT
  * ```
  *
- * A lone operation (nothing else arrived in its turn) runs at once, with no added delay. Every
+ * While calls come one at a time, each runs at once, with no added delay; once they come in
+ * bursts, the first call of a turn waits for the batch too, so a burst costs one commit. Every
  * promise resolves only after its transaction committed. If any operation of a batch throws, the
  * whole batch is rolled back and each operation is run again on its own, so each gets exactly the
  * result or error it would have had alone, and a bad argument never takes its neighbours down. If
@@ -29,6 +32,9 @@ export class GroupCommit {
   readonly #transact: Transact;
   #queue: Queued[] = [];
   #busyTurn = false;
+  // Whether the last flush ran a batch: then calls keep coming in bursts, and the first call of a
+  // turn waits for its batch too instead of paying a commit of its own.
+  #bursting = false;
   #batches = 0;
 
   /** @param transact - runs a body in one transaction of the underlying connection */
@@ -43,9 +49,12 @@ export class GroupCommit {
 
   /** Runs `op`, alone or in a batch with the operations queued beside it, in arrival order. */
   run<R>(op: () => R): Promise<R> {
-    if (!this.#busyTurn) {
+    const firstOfTurn = !this.#busyTurn;
+    if (firstOfTurn) {
       this.#busyTurn = true;
       setImmediate(() => this.#flush());
+    }
+    if (firstOfTurn && !this.#bursting) {
       try {
         return Promise.resolve(op());
       } catch (error) {
@@ -61,6 +70,7 @@ export class GroupCommit {
     const batch = this.#queue;
     this.#queue = [];
     this.#busyTurn = false;
+    this.#bursting = batch.length > 1;
     if (batch.length === 0) return;
     if (batch.length > 1) {
       this.#batches += 1;

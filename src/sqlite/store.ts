@@ -4,7 +4,7 @@ import type { BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
 import { AnswerCache } from '../core/answer-cache.js';
 import { StoreClosedError } from '../core/errors.js';
 import { parseResponse, serializeResponse } from '../core/json.js';
-import { toRecord } from '../core/record.js';
+import { type KeyRow, toRecord } from '../core/record.js';
 import { RETENTION_CYCLE } from '../core/retention-cycle.js';
 import { countByStatus, KeyStatus } from '../core/status.js';
 import type {
@@ -54,7 +54,7 @@ const p = sql.placeholder;
 // Retention only ever selects done rows past their deadline; a pending row is owned by its worker.
 const isExpiredAnswer = and(eq(keys.status, KeyStatus.done), lte(keys.expires, p('now')));
 
-// The three per-request operations run as better-sqlite3 statements compiled from these drizzle
+// The per-request operations run as better-sqlite3 statements compiled from these drizzle
 // queries (see compileStatement): drizzle writes the SQL, the driver binds positionally. Statuses
 // are placeholders too, so each statement has only positional parameters.
 function compileHotQueries(db: AnyBetterSqliteDatabase) {
@@ -98,6 +98,15 @@ function compileHotQueries(db: AnyBetterSqliteDatabase) {
       db.select({ response: keys.response }).from(keys).where(fetchWhere),
       ['id', 'done', 'now'],
     ).pluck(),
+    // A replay's lookup: the columns come back under their own names, the shape of KeyRow.
+    get: compileStatement(
+      client,
+      db
+        .select()
+        .from(keys)
+        .where(eq(keys.id, p('id'))),
+      ['id'],
+    ),
     // With a cache the deadline is needed too, as a bare array.
     fetchWithExpiry: compileStatement(
       client,
@@ -169,11 +178,6 @@ function prepareQueries(db: AnyBetterSqliteDatabase) {
           eq(keys.status, KeyStatus.pending),
         ),
       )
-      .prepare(),
-    get: db
-      .select()
-      .from(keys)
-      .where(eq(keys.id, p('id')))
       .prepare(),
   };
 }
@@ -357,7 +361,7 @@ export class SqliteIdempotencyStore<T = unknown> implements IdempotencyStore<T> 
   /** {@inheritDoc IdempotencyStore.get} */
   get(key: string): IdempotencyRecord<T> | null {
     assertKey(key);
-    const row = this.#open().get.get({ id: key });
+    const row = this.#openHot().get.get(key) as KeyRow | undefined;
     return row ? toRecord<T>(row) : null;
   }
 
