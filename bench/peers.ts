@@ -6,7 +6,7 @@ import { RedisStorageAdapter } from '@node-idempotency/storage-adapter-redis';
 import { createClient } from '@redis/client';
 import canonicalize from 'canonicalize';
 import { openSqliteStore, SqliteGroupCommitStore } from '../src/sqlite/index.js';
-import { alternate, median, nowMs } from './support/measure.js';
+import { alternate, median, medianRatio, nowMs } from './support/measure.js';
 import type { BenchSize, GroupResult } from './support/report.js';
 import { benchDir, freshStoreFile } from './support/sqlite-files.js';
 
@@ -108,8 +108,15 @@ async function powertoolsCycle() {
     await charge({ key, body });
     expectReplay(await charge({ key, body }));
   };
+  // One round trip to Redis, the unit a network store pays per call, for reading the ratios.
+  const roundTripMicros = async (count: number) => {
+    const start = nowMs();
+    for (let i = 0; i < count; i++) await client.ping();
+    return ((nowMs() - start) * 1000) / count;
+  };
   return {
     cycle,
+    roundTripMicros,
     close: async () => {
       await client.quit();
     },
@@ -136,8 +143,8 @@ async function cyclesPerSecond(cycle: Cycle, prefix: string, count: number, inFl
  * requests in flight, the sides alternating in this process.
  */
 export async function peers({ quick }: BenchSize): Promise<GroupResult> {
-  const count = quick ? 1_000 : 4_000;
-  const rounds = quick ? 3 : 7;
+  const count = 400;
+  const rounds = quick ? 9 : 31;
   const run = `${process.pid}-${Date.now()}`;
   const { dir, cleanup } = benchDir();
   const ours = oursCycle(freshStoreFile(dir));
@@ -157,12 +164,12 @@ export async function peers({ quick }: BenchSize): Promise<GroupResult> {
     const one = await compare(1, nodeIdem.cycle, 'ni');
     const many = await compare(32, nodeIdem.cycle, 'ni');
     const manyPowertools = await compare(32, powertools.cycle, 'pt');
+    const roundTrip = await powertools.roundTripMicros(count);
     return {
       metrics: {
-        'peer.cycle1.vsNodeIdempotencyRedis': median(one.ours) / median(one.theirs),
-        'peer.cycle32.vsNodeIdempotencyRedis': median(many.ours) / median(many.theirs),
-        'peer.cycle32.vsPowertoolsRedis':
-          median(manyPowertools.ours) / median(manyPowertools.theirs),
+        'peer.cycle1.vsNodeIdempotencyRedis': medianRatio(one),
+        'peer.cycle32.vsNodeIdempotencyRedis': medianRatio(many),
+        'peer.cycle32.vsPowertoolsRedis': medianRatio(manyPowertools),
       },
       details: {
         'peer.cycle1.perSec.ours': median(one.ours),
@@ -171,6 +178,7 @@ export async function peers({ quick }: BenchSize): Promise<GroupResult> {
         'peer.cycle32.perSec.nodeIdempotencyRedis': median(many.theirs),
         'peer.cycle32.perSec.oursBesidePowertools': median(manyPowertools.ours),
         'peer.cycle32.perSec.powertoolsRedis': median(manyPowertools.theirs),
+        'peer.redis.roundTripMicros': roundTrip,
       },
     };
   } finally {

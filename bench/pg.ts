@@ -3,7 +3,7 @@ import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { KeyStatus } from '../src/core/status.js';
 import { openPgStore, pgKeysTable } from '../src/pg/index.js';
-import { alternate, median, nowMs } from './support/measure.js';
+import { alternate, median, medianRatio, nowMs } from './support/measure.js';
 import type { BenchSize, GroupResult } from './support/report.js';
 
 const URL = 'postgres://postgres@127.0.0.1:5432/test';
@@ -41,8 +41,8 @@ async function opsPerSecondConcurrent(count: number, op: (index: number) => Prom
  * operations in flight, alternating.
  */
 export async function pgOps({ quick }: BenchSize): Promise<GroupResult> {
-  const count = quick ? 2_000 : 10_000;
-  const rounds = quick ? 3 : 7;
+  const count = 400;
+  const rounds = quick ? 11 : 31;
   const schema = `bench_${process.pid}`;
   const pool = new pg.Pool({ connectionString: URL, max: CONNECTIONS });
   const store = await openPgStore<{ receipt: number }>(pool, { schema });
@@ -125,8 +125,7 @@ export async function pgOps({ quick }: BenchSize): Promise<GroupResult> {
           return text == null ? null : JSON.parse(text);
         }),
     );
-    const ratio = (side: { ours: number[]; theirs: number[] }) =>
-      median(side.ours) / median(side.theirs);
+    const ratio = medianRatio;
     return {
       metrics: {
         'pg.reserve.ratio': ratio(reserve),

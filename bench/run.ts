@@ -60,6 +60,7 @@ async function main(): Promise<void> {
     .find((arg) => arg.startsWith('--only='))
     ?.slice('--only='.length)
     .split(',');
+  const machine = { ...describeMachine(), mode: quick ? 'quick' : 'full' };
   const metrics: Record<string, number> = {};
   const details: Record<string, number> = {};
   for (const [name, run] of Object.entries(GROUPS)) {
@@ -83,7 +84,6 @@ async function main(): Promise<void> {
   }
   console.log('\nbehind the ratios:');
   for (const [name, value] of Object.entries(details)) console.log(`  ${name}: ${format(value)}`);
-  const machine = { ...describeMachine(), mode: quick ? 'quick' : 'full' };
   const output = fileURLToPath(new URL('./results.json', import.meta.url));
   writeFileSync(output, `${JSON.stringify({ machine, metrics, details }, null, 2)}\n`);
   console.log(`\nwrote ${output}`);

@@ -1,5 +1,5 @@
 import { openSqliteStore } from '../src/sqlite/index.js';
-import { alternate, median, opsPerSecond } from './support/measure.js';
+import { alternate, median, medianRatio, opsPerSecond } from './support/measure.js';
 import type { BenchSize, GroupResult } from './support/report.js';
 import { benchDir, freshStoreFile } from './support/sqlite-files.js';
 
@@ -10,8 +10,8 @@ import { benchDir, freshStoreFile } from './support/sqlite-files.js';
  * `.pluck()` and `JSON.parse` when reading. The store also validates every argument.
  */
 export async function sqliteOps({ quick }: BenchSize): Promise<GroupResult> {
-  const count = quick ? 5_000 : 20_000;
-  const rounds = quick ? 5 : 9;
+  const count = 2_000;
+  const rounds = quick ? 25 : 75;
   const { dir, cleanup } = benchDir();
   const path = freshStoreFile(dir);
   const store = openSqliteStore<{ receipt: number }>(path);
@@ -61,8 +61,7 @@ export async function sqliteOps({ quick }: BenchSize): Promise<GroupResult> {
       },
       (r) => opsPerSecond(count, (i) => rawFetch(key('r', r, i), 5)),
     );
-    const ratio = (side: { ours: number[]; theirs: number[] }) =>
-      median(side.ours) / median(side.theirs);
+    const ratio = medianRatio;
     return {
       metrics: {
         'sqlite.reserve.ratio': ratio(reserve),

@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
 import { DEFAULT_BATCH_SIZE, sweep } from '../src/index.js';
 import { openSqliteStore } from '../src/sqlite/index.js';
-import { median, nowMs } from './support/measure.js';
+import { median, medianRatio, nowMs } from './support/measure.js';
 import type { BenchSize, GroupResult } from './support/report.js';
 import { benchDir, freshStoreFile, SEEDED_NOW, seedKeys } from './support/sqlite-files.js';
 
@@ -96,7 +96,7 @@ export async function sqliteRetention({ quick }: BenchSize): Promise<GroupResult
       metrics: {
         'sqlite.purge100.scale': median(latencies.big) / median(latencies.small),
         'sqlite.purge100.vsNaive': median(latencies.naive) / median(latencies.big),
-        'sqlite.sweep.linearity': median(swept.double) / median(swept.single),
+        'sqlite.sweep.linearity': medianRatio({ ours: swept.double, theirs: swept.single }),
         'sqlite.sweep.rowsPerSec': (swept.backlog * 2) / (median(swept.double) / 1000),
       },
       details: {
@@ -107,9 +107,11 @@ export async function sqliteRetention({ quick }: BenchSize): Promise<GroupResult
         'sqlite.purge100.rows.big': big,
         'sqlite.sweep.ms.single': median(swept.single),
         'sqlite.sweep.ms.double': median(swept.double),
-        'sqlite.sweep.plainRowidDeletes.linearity':
-          median(swept.plainDouble) / median(swept.plainSingle),
-        'sqlite.swept.backlog.single': swept.backlog,
+        'sqlite.sweep.plainRowidDeletes.linearity': medianRatio({
+          ours: swept.plainDouble,
+          theirs: swept.plainSingle,
+        }),
+        'sqlite.sweep.backlog.single': swept.backlog,
         'sqlite.sweep.tableRows': swept.total,
       },
     };

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { availableParallelism, cpus, totalmem } from 'node:os';
+import { availableParallelism, cpus, loadavg, totalmem } from 'node:os';
 import Database from 'better-sqlite3';
 
 // Read from the file: not every package exports its package.json.
@@ -21,6 +21,8 @@ export function describeMachine(): Record<string, string | number> {
     sqlite,
     betterSqlite3: versionOf('better-sqlite3'),
     drizzleOrm: versionOf('drizzle-orm'),
+    // Other work on the machine shifts absolute figures; ratios alternate both sides to cancel it.
+    loadAverage1m: Math.round((loadavg()[0] ?? 0) * 100) / 100,
     date: new Date().toISOString(),
   };
 }

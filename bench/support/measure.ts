@@ -49,3 +49,11 @@ export async function alternate(
   }
   return result;
 }
+
+/**
+ * The median of the per-round ratios ours ÷ theirs. Each round's two figures were measured next
+ * to each other, so a burst of load from elsewhere skews one pair, not the result.
+ */
+export function medianRatio(sides: { ours: readonly number[]; theirs: readonly number[] }): number {
+  return median(sides.ours.map((value, round) => value / (sides.theirs[round] as number)));
+}
