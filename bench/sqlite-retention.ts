@@ -1,9 +1,15 @@
 import Database from 'better-sqlite3';
-import { DEFAULT_BATCH_SIZE, sweep } from '../src/index.js';
+import { sweep } from '../src/index.js';
 import { openSqliteStore } from '../src/sqlite/index.js';
 import { median, medianRatio, nowMs } from './support/measure.js';
 import type { BenchSize, GroupResult } from './support/report.js';
-import { benchDir, freshStoreFile, SEEDED_NOW, seedKeys } from './support/sqlite-files.js';
+import {
+  benchDir,
+  freshStoreFile,
+  SEEDED_NOW,
+  SWEEP_BATCH,
+  seedKeys,
+} from './support/sqlite-files.js';
 
 const BACKLOG = 1_000;
 const PURGES_PER_ROUND = BACKLOG / 100;
@@ -45,8 +51,8 @@ function timed(op: () => unknown): number {
 
 /**
  * purge(100) latency at two table sizes with the same 1,000-row expired backlog, against a naive
- * select-then-delete on an unindexed copy of the big table; and the time `sweep()` (default batch size)
- * takes for a 100k and a 200k backlog in a table of the same total size.
+ * select-then-delete on an unindexed copy of the big table; and the time `sweep()` (batches of
+ * SWEEP_BATCH) takes for a 100k and a 200k backlog in a table of the same total size.
  */
 export async function sqliteRetention({ quick }: BenchSize): Promise<GroupResult> {
   const small = 10_000;
@@ -147,8 +153,8 @@ async function sweepTimes(path: string, quick: boolean) {
       last: number;
     };
     return timed(() => {
-      for (let rowid = first; rowid <= last; rowid += DEFAULT_BATCH_SIZE) {
-        store.db.transaction(() => deleteRowids.run(rowid, rowid + DEFAULT_BATCH_SIZE), {
+      for (let rowid = first; rowid <= last; rowid += SWEEP_BATCH) {
+        store.db.transaction(() => deleteRowids.run(rowid, rowid + SWEEP_BATCH), {
           behavior: 'immediate',
         });
       }
@@ -156,7 +162,7 @@ async function sweepTimes(path: string, quick: boolean) {
   };
   const sweepAll = async () => {
     const start = nowMs();
-    const result = await sweep(store, { now: SEEDED_NOW });
+    const result = await sweep(store, { now: SEEDED_NOW, batchSize: SWEEP_BATCH });
     if (result.remaining !== 0) throw new Error(`the sweep left ${result.remaining} rows`);
     return nowMs() - start;
   };

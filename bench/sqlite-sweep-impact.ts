@@ -6,7 +6,13 @@ import { openSqliteStore } from '../src/sqlite/index.js';
 import { startChild } from './support/child.js';
 import { epochMs, median, percentile } from './support/measure.js';
 import type { BenchSize, GroupResult } from './support/report.js';
-import { benchDir, freshStoreFile, SEEDED_NOW, seedKeys } from './support/sqlite-files.js';
+import {
+  benchDir,
+  freshStoreFile,
+  SEEDED_NOW,
+  SWEEP_BATCH,
+  seedKeys,
+} from './support/sqlite-files.js';
 
 const WRITER_INTERVAL_MS = 1;
 const SETTLE_MS = 300;
@@ -40,8 +46,8 @@ async function during(run: () => unknown): Promise<Window> {
 
 /**
  * While a second process reserves a key every millisecond, removes the same expired backlog once
- * by `sweep()` (default batch size) and once by one `DELETE`, and compares the p99 latency of the
- * writer's reserves in each window. Then sweeps a large backlog in a child process and reports
+ * by `sweep()` (batches of SWEEP_BATCH) and once by one `DELETE`, and compares the p99 latency
+ * of the writer's reserves in each window. Then sweeps a large backlog in a child process and reports
  * that process's peak RSS.
  */
 export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResult> {
@@ -53,7 +59,7 @@ export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResu
     const path = freshStoreFile(dir);
     seedKeys(path, 'base', total - backlog, 'live');
     const store = openSqliteStore(path);
-    const sweepAll = () => sweep(store, { now: SEEDED_NOW });
+    const sweepAll = () => sweep(store, { now: SEEDED_NOW, batchSize: SWEEP_BATCH });
     const singleDelete = () =>
       store.db.$client
         .prepare("DELETE FROM keys WHERE status = 'done' AND expires <= ?")
@@ -92,7 +98,7 @@ export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResu
     const rssBacklog = quick ? 200_000 : 1_000_000;
     seedKeys(rssPath, 'x', rssBacklog, 'expired');
     const rss = JSON.parse(
-      await startChild('sweep-rss.ts', [rssPath, String(SEEDED_NOW)]).output,
+      await startChild('sweep-rss.ts', [rssPath, String(SEEDED_NOW), String(SWEEP_BATCH)]).output,
     ) as { deleted: number; baselineMb: number; peakMb: number };
     if (rss.deleted !== rssBacklog) throw new Error(`swept ${rss.deleted} of ${rssBacklog} rows`);
 

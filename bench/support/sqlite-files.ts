@@ -64,3 +64,9 @@ export function seedKeys(
 
 /** `now` at which every seeded expired row is past its deadline and no live row is. */
 export const SEEDED_NOW = 5000;
+
+/**
+ * The batch size every benchmarked sweep uses, as in the README's cron example. Each SQLite batch
+ * ends with a checkpoint (and its fsyncs), so much smaller batches spend their time syncing.
+ */
+export const SWEEP_BATCH = 500;
