@@ -23,3 +23,4 @@ export type {
   StatusCounts,
 } from './core/store.js';
 export { DEFAULT_LIMIT, MAX_BATCH_SIZE, MAX_LIMIT } from './core/validation.js';
+export * from './http/index.js';
