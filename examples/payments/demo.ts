@@ -6,9 +6,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { openSqliteStore } from '../../src/sqlite/index.js';
 
 const TTL_SECONDS = 2;
-const SWEEP_INTERVAL_MS = 200;
+const SWEEP_INTERVAL_MS = 1000;
 
 interface Row {
   step: string;
@@ -39,6 +40,18 @@ function startService(db: string): Promise<{ child: ChildProcess; url: string }>
     child.on('error', reject);
     child.on('exit', (code) => reject(new Error(`the service exited early with code ${code}`)));
   });
+}
+
+// Looks at the service's own SQLite file (WAL lets a second connection read it) until the slow
+// request holds its key, so the duplicate really arrives while the first is running.
+async function untilPending(db: string, key: string): Promise<void> {
+  const store = openSqliteStore(db);
+  try {
+    const deadline = Date.now() + 5000;
+    while (store.get(key)?.status !== 'pending' && Date.now() < deadline) await sleep(10);
+  } finally {
+    store.close();
+  }
 }
 
 async function pay(url: string, key: string, body: object): Promise<Response> {
@@ -93,7 +106,7 @@ try {
 
   const slow = { amount: 500, currency: 'USD', delay_ms: 1000 };
   const first = pay(url, 'order-2', slow);
-  await sleep(200);
+  await untilPending(join(dir, 'payments.db'), 'order-2');
   const duplicate = await row(
     'concurrent duplicate while the first runs',
     await pay(url, 'order-2', slow),
