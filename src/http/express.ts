@@ -21,8 +21,10 @@ type End = Response['end'];
 type Write = Response['write'];
 
 // `res.end` is overloaded; the held answer is always sent as one chunk.
-function endWith(end: End, res: Response, chunk: string | Buffer): void {
-  (end as unknown as (this: Response, chunk: string | Buffer) => Response).call(res, chunk);
+function endWith(end: End, res: Response, chunk: string | Buffer, callback?: () => void): void {
+  (
+    end as unknown as (this: Response, chunk: string | Buffer, callback?: () => void) => Response
+  ).call(res, chunk, callback);
 }
 
 function flattenHeaders(res: Response): Record<string, string> {
@@ -75,6 +77,7 @@ function capture(
     res.write = write;
     res.end = end;
     const [chunk, encoding] = args;
+    const callback = args.find((arg) => typeof arg === 'function') as (() => void) | undefined;
     if (chunk !== undefined && chunk !== null && typeof chunk !== 'function') {
       chunks.push(toBuffer(chunk, encoding));
     }
@@ -86,7 +89,7 @@ function capture(
     recorded
       .then((result) => {
         if (result.outcome !== 'problem' || res.headersSent) {
-          endWith(end, res, bytes);
+          endWith(end, res, bytes, callback);
         } else if (onError) {
           onError(result.problem, req, res);
         } else {
@@ -137,7 +140,9 @@ export function expressIdempotency(
         body: req.body,
         scope: options.scope ? await options.scope(req) : undefined,
       });
-      if (decision.action === 'run') {
+      if (decision.action === 'pass') {
+        next();
+      } else if (decision.action === 'run') {
         capture(req, res, next, decision.execution, options.onError);
         next();
       } else if (decision.result.outcome === 'problem' && options.onError) {

@@ -80,6 +80,10 @@ export function honoIdempotency(
       body: await readBody(c),
       scope: options.scope ? await options.scope(c) : undefined,
     });
+    if (decision.action === 'pass') {
+      await next();
+      return;
+    }
     if (decision.action === 'respond') {
       const { result } = decision;
       return result.outcome === 'problem'

@@ -48,16 +48,21 @@ export interface Execution {
   fail(error: unknown): Promise<void>;
 }
 
-/** What {@link IdempotentExecutor.begin} decided. */
+/**
+ * What {@link IdempotentExecutor.begin} decided: answer now, run the handler under an
+ * {@link Execution}, or let the request pass untouched (no key where none is required, or a method
+ * the layer does not cover), in which case nothing is captured or stored.
+ */
 export type Decision =
   | { readonly action: 'respond'; readonly result: IdempotentResult }
-  | { readonly action: 'run'; readonly execution: Execution };
+  | { readonly action: 'run'; readonly execution: Execution }
+  | { readonly action: 'pass' };
 
 /** The idempotency layer over one store. */
 export interface IdempotentExecutor {
   /**
-   * Decides what to do with a request without running anything: answer now (replay, problem) or
-   * run the handler under an {@link Execution}. For adapters that cannot wrap the handler in a
+   * Decides what to do with a request without running anything: answer now (replay, problem),
+   * run the handler under an {@link Execution}, or pass. For adapters that cannot wrap the handler in a
    * function call. May throw what the store, the fingerprint or the scope throw.
    */
   begin(request: IdempotentRequest): Promise<Decision>;
@@ -74,18 +79,6 @@ export interface IdempotentExecutor {
 // How often a key that vanished between `reserve` and `get` (released or purged in between) is
 // tried again before answering "in progress": it keeps changing hands, so someone else owns it.
 const MAX_VANISHED = 3;
-
-const passThrough: Execution = {
-  complete: async (response) => ({
-    outcome: Outcome.passedThrough,
-    response: normalizeResponse(response),
-  }),
-  completeUnstorable: async (response) => ({
-    outcome: Outcome.passedThrough,
-    response: normalizeResponse(response),
-  }),
-  fail: async () => undefined,
-};
 
 function replay(record: IdempotencyRecord<unknown>): IdempotentResult {
   const stored = record.response;
@@ -230,13 +223,13 @@ export function idempotent(
 
   async function begin(request: IdempotentRequest): Promise<Decision> {
     if (!settings.methods.has(request.method.toUpperCase())) {
-      return { action: 'run', execution: passThrough };
+      return { action: 'pass' };
     }
     const header = headerValue(request.headers, IDEMPOTENCY_KEY_HEADER);
     if (header === undefined) {
       return settings.required
         ? { action: 'respond', result: problemResult(new KeyMissingError()) }
-        : { action: 'run', execution: passThrough };
+        : { action: 'pass' };
     }
     const parsed = parseIdempotencyKey(header);
     if (!parsed.ok) {
@@ -278,6 +271,9 @@ export function idempotent(
     async handle(request, handler) {
       const decision = await begin(request);
       if (decision.action === 'respond') return decision.result;
+      if (decision.action === 'pass') {
+        return { outcome: Outcome.passedThrough, response: normalizeResponse(await handler()) };
+      }
       let response: HttpResponse;
       try {
         response = await handler();
