@@ -84,8 +84,8 @@ export function toWire(response: HttpResponse): WireResponse {
 }
 
 /**
- * The part of a normalized response that is stored: its status, the headers in `storedHeaders`
- * and its body. Refuses what a replay could not reproduce exactly.
+ * The part of a normalized response that is stored: its status, its content type, the headers in
+ * `storedHeaders` and its body. Refuses what a replay could not reproduce exactly.
  *
  * @throws {@link UnserializableResponseError} for a status that is not an integer 200–599, a body
  * JSON cannot represent, or a non-string body with a content type that is not JSON or text
@@ -100,11 +100,12 @@ export function toStoredResponse(
   }
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(response.headers ?? {})) {
-    if (storedHeaders.has(name)) headers[name] = value;
+    // The content type is always kept: it decides how the stored body is sent again.
+    if (storedHeaders.has(name) || name === 'content-type') headers[name] = value;
   }
   if (body === undefined) return { status, headers };
   serializeResponse(body);
-  const contentType = headers['content-type'] ?? response.headers?.['content-type'] ?? '';
+  const contentType = headers['content-type'] ?? '';
   if (
     !isJsonContentType(contentType) &&
     !(TEXT_TYPE.test(contentType) && typeof body === 'string')

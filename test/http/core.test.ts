@@ -79,4 +79,19 @@ describe('idempotent core', () => {
       response: { status: 204, headers: { etag: '"v1"', 'idempotent-replayed': 'true' } },
     });
   });
+
+  it('keeps the content type of a text answer even when no header is listed as stored', async () => {
+    const layer = idempotent(store, { now: () => 0, storedHeaders: [] });
+    await layer.handle(request, () => ({
+      status: 200,
+      headers: { 'Content-Type': 'text/plain', 'X-Trace': 't1' },
+      body: 'ok',
+    }));
+    const replay = await layer.handle(request, () => ({ status: 500 }));
+    expect(replay.response).toEqual({
+      status: 200,
+      headers: { 'content-type': 'text/plain', 'idempotent-replayed': 'true' },
+      body: 'ok',
+    });
+  });
 });
