@@ -94,4 +94,15 @@ describe('idempotent core', () => {
       body: 'ok',
     });
   });
+
+  it('lets a waiting duplicate run once the owner released the key after a failure', async () => {
+    const layer = idempotent(store, { now: () => 0, wait: { timeoutMs: 10_000, intervalMs: 5 } });
+    const owner = await layer.begin(request);
+    if (owner.action !== 'run') throw new Error(`expected to run, got ${owner.action}`);
+    const waiter = layer.begin(request);
+    await owner.execution.fail(new Error('boom'));
+    const next = await waiter;
+    expect(next.action).toBe('run');
+    expect(store.get('k1')?.status).toBe('pending');
+  });
 });
