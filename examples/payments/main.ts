@@ -4,9 +4,9 @@
 //   IDEM_TTL_SECONDS        how long answers are replayed (default 86400)
 //   IDEM_SWEEP_INTERVAL_MS  how often expired answers are purged (default 60000)
 import type { AddressInfo } from 'node:net';
+import { sweep } from '../../src/index.js';
 import { openSqliteStore } from '../../src/sqlite/index.js';
 import { createPaymentsApp } from './app.js';
-import { sweepExpired } from './sweep.js';
 
 function numberFromEnv(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -27,8 +27,10 @@ const now = () => Date.now() / 1000;
 const store = openSqliteStore(path);
 const app = createPaymentsApp(store, { ttlSeconds, now });
 
+// Retention runs in the background: each sweep deletes expired answers in short batches of 100
+// and never touches a pending row.
 const sweeper = setInterval(() => {
-  sweepExpired(store, now()).catch((error: unknown) => console.error('sweep failed:', error));
+  sweep(store, { now: now() }).catch((error: unknown) => console.error('sweep failed:', error));
 }, sweepIntervalMs);
 
 const server = app.listen(port, '127.0.0.1', () => {

@@ -4,7 +4,6 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createPaymentsApp } from '../../examples/payments/app.js';
-import { sweepExpired } from '../../examples/payments/sweep.js';
 import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/index.js';
 import { runTs } from '../support/child.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
@@ -100,26 +99,6 @@ describe('payments example service', () => {
     expect(await listPayments()).toEqual([]);
     // The client can fix the body and retry with the same key.
     expect((await pay('bad', '{"amount":1,"currency":"EUR"}')).status).toBe(201);
-  });
-});
-
-describe('sweepExpired', () => {
-  it('deletes every expired answer in batches and never a pending row', async () => {
-    const store = openSqliteStore(freshDbPath(dir));
-    try {
-      for (let i = 0; i < 250; i++) {
-        store.reserve(`old-${i}`, 'd', 10);
-        store.finish(`old-${i}`, 'd', { i });
-      }
-      store.reserve('live', 'd', 1000);
-      store.finish('live', 'd', {});
-      store.reserve('stale-pending', 'd', 5);
-      expect(await sweepExpired(store, 100)).toBe(250);
-      expect(store.counts()).toEqual({ pending: 1, done: 1 });
-      expect(await sweepExpired(store, 100)).toBe(0);
-    } finally {
-      store.close();
-    }
   });
 });
 

@@ -1,5 +1,6 @@
 import type { IdempotencyStore } from '../../src/index.js';
 import { openSqliteStore } from '../../src/sqlite/index.js';
+import { serverHarness, serverUrl } from './pg.js';
 import { freshDbPath, tempDir } from './temp.js';
 
 /** A fresh, empty store of one dialect, for the HTTP tests. */
@@ -9,11 +10,16 @@ export interface StoreFactory {
 }
 
 /**
- * Every dialect the HTTP layer is tested on. Call it at the top level of a test file (it makes a
- * temporary directory removed when the file ends). A dialect is one more entry.
+ * Every dialect the HTTP layer is tested on: a SQLite file, and the real PostgreSQL server
+ * whenever `DATABASE_URL` is set (CI sets it; if it is set but unreachable, the tests fail rather
+ * than skip). Call it at the top level of a test file: it makes a temporary directory and a pool
+ * that are cleaned up when the file ends. A dialect is one more entry.
  */
 export function storeFactories(): StoreFactory[] {
   const dir = tempDir('idem-http-');
+  const url = serverUrl();
+  const server: StoreFactory[] =
+    url === undefined ? [] : [{ name: 'PostgreSQL server', open: serverHarness(url) }];
   return [
     {
       name: 'SQLite file',
@@ -22,5 +28,6 @@ export function storeFactories(): StoreFactory[] {
         return { store, close: async () => store.close() };
       },
     },
+    ...server,
   ];
 }
