@@ -23,6 +23,7 @@ export type {
   StatusCounts,
 } from './core/store.js';
 export { DEFAULT_LIMIT, MAX_BATCH_SIZE, MAX_LIMIT } from './core/validation.js';
+export * from './http/index.js';
 export type {
   SweepableStore,
   SweepOptions,
@@ -31,4 +32,3 @@ export type {
   SweepStop,
 } from './sweep.js';
 export { DEFAULT_BATCH_SIZE, sweep, validateSweepOptions } from './sweep.js';
-export * from './http/index.js';
