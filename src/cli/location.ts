@@ -24,6 +24,7 @@ const PG_PROTOCOLS = ['postgres:', 'postgresql:'];
 /**
  * Asserts that `text` is a `postgres://` or `postgresql://` connection string.
  *
+ * @param text - the connection string as given
  * @param source - where the text came from, for the message (`--url`, `DATABASE_URL`)
  * @throws {@link InvalidOptionError} otherwise
  */
