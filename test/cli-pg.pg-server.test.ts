@@ -218,7 +218,7 @@ describe.concurrent('idem on PostgreSQL', () => {
       for (const result of results.slice(0, 2)) {
         expect(result.stderr).toMatch(/option '--(db|url) <\w+>' cannot be used with option/);
       }
-      expect(results[2]?.stderr).toContain('both DATABASE_URL and IDEM_DB are set');
+      expect(results[2]?.stderr).toContain('--schema applies to a PostgreSQL store only');
       expect(results[3]?.stderr).toContain('--schema applies to a PostgreSQL store only');
       expect(await tallyPg(fresh.db, fresh.schema)).toEqual({
         expired: 3,

@@ -82,7 +82,6 @@ describe('runCli, in-process', () => {
       [['migrate', '--schema', 'billing'], { IDEM_DB: missing }],
       [['stats', '--url', pgUrl, '--schema', ''], {}],
       [['stats', '--url', pgUrl, '--schema', 'x'.repeat(64)], {}],
-      [['purge'], { DATABASE_URL: pgUrl, IDEM_DB: path }],
       [['migrate'], { DATABASE_URL: 'file:./idempotency.db' }],
       [['sweep', '--schema', 'billing', '--db', missing], { DATABASE_URL: pgUrl }],
     ];
@@ -95,6 +94,15 @@ describe('runCli, in-process', () => {
     }
     expect(tally(path)).toEqual({ expired: 3, live: 0, pending: 1, stalePending: 0 });
     expect(existsSync(missing)).toBe(false);
+  });
+
+  it('takes IDEM_DB over DATABASE_URL', async () => {
+    const path = freshDbPath(dir);
+    seedBacklog(path, { expired: 2, pending: 1 });
+    const env = { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/test', IDEM_DB: path };
+    const result = await run(['stats', '--now', String(SWEEP_NOW), '--json'], env);
+    expect(result.code).toBe(ExitCode.ok);
+    expect(JSON.parse(result.stdout)).toMatchObject({ expired: 2, pending: 1 });
   });
 
   it('takes --db over DATABASE_URL, and DATABASE_URL over the default file', async () => {

@@ -38,16 +38,16 @@ export function assertPostgresUrl(text: string, source: string): void {
 }
 
 /**
- * Decides which store a command works on. An explicit flag beats the environment: `--url`, else
- * `--db` (commander refuses the two together), else `DATABASE_URL`, else `IDEM_DB`, else
- * `./idempotency.db`. When both variables are set and no flag chooses, the command is refused
- * rather than guessing which of two databases a purge should delete from. Empty variables count
- * as unset.
+ * Decides which store a command works on. An explicit flag beats the environment, and this
+ * tool's own variable beats a shared one: `--url`, else `--db` (commander refuses the two
+ * together), else `IDEM_DB`, else `DATABASE_URL`, else `./idempotency.db`. `DATABASE_URL` is read
+ * last because many tools on one machine set it for their own purposes; `IDEM_DB` only ever names
+ * this store. Empty variables count as unset.
  *
  * @param flags - the parsed `--db`, `--url` and `--schema`
  * @param env - the environment holding `DATABASE_URL` and `IDEM_DB`
- * @throws {@link InvalidOptionError} for both variables without a flag, a `DATABASE_URL` that is
- * not a PostgreSQL URL, or `--schema` with a SQLite store
+ * @throws {@link InvalidOptionError} for a `DATABASE_URL` that is not a PostgreSQL URL (when it
+ * is the one used), or `--schema` with a SQLite store
  */
 export function resolveStoreLocation(
   flags: LocationFlags,
@@ -58,14 +58,11 @@ export function resolveStoreLocation(
   let location: StoreLocation;
   if (flags.url !== undefined) location = pg(flags.url, flags.schema);
   else if (flags.db !== undefined) location = { dialect: 'sqlite', path: flags.db };
-  else if (envUrl !== undefined && envDb !== undefined) {
-    throw new InvalidOptionError(
-      'both DATABASE_URL and IDEM_DB are set: choose the store with --url or --db',
-    );
-  } else if (envUrl !== undefined) {
+  else if (envDb !== undefined) location = { dialect: 'sqlite', path: envDb };
+  else if (envUrl !== undefined) {
     assertPostgresUrl(envUrl, 'DATABASE_URL');
     location = pg(envUrl, flags.schema);
-  } else location = { dialect: 'sqlite', path: envDb ?? DEFAULT_DB };
+  } else location = { dialect: 'sqlite', path: DEFAULT_DB };
   if (location.dialect === 'sqlite' && flags.schema !== undefined) {
     throw new InvalidOptionError(
       '--schema applies to a PostgreSQL store only (--url or DATABASE_URL)',
