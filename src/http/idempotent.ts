@@ -15,6 +15,7 @@ import {
 } from './problems.js';
 import { headerValue, type IdempotentRequest } from './request.js';
 import {
+  fromStoredResponse,
   type HttpResponse,
   isStoredResponse,
   normalizeResponse,
@@ -36,11 +37,6 @@ export interface Execution {
    * {@link AnswerNotRecordedError} problem. Never throws for a store failure.
    */
   complete(response: HttpResponse): Promise<IdempotentResult>;
-  /**
-   * Like `complete`, for an answer whose body cannot be stored (binary): it is `notStored` if its
-   * status is not stored, otherwise an {@link AnswerNotRecordedError} problem.
-   */
-  completeUnstorable(response: HttpResponse): Promise<IdempotentResult>;
   /**
    * The handler threw: releases the key this request reserved (its key and fingerprint checked),
    * so a retry runs. Throws an `AggregateError` of `error` and the store's error if that fails.
@@ -87,9 +83,10 @@ function replay(record: IdempotencyRecord<unknown>): IdempotentResult {
       `the stored answer of ${JSON.stringify(record.key)} is not an HTTP response; is the store shared with other code?`,
     );
   }
+  const response = fromStoredResponse(stored);
   return {
     outcome: Outcome.replayed,
-    response: { ...stored, headers: { ...stored.headers, [REPLAYED_HEADER]: 'true' } },
+    response: { ...response, headers: { ...response.headers, [REPLAYED_HEADER]: 'true' } },
   };
 }
 
@@ -162,11 +159,6 @@ function owned(
         );
       }
       return { outcome: Outcome.executed, response };
-    },
-    async completeUnstorable(answer) {
-      const response = normalizeResponse(answer);
-      if (!settings.shouldStore(response.status)) return notStored(response);
-      return notRecorded('only JSON and text bodies are stored', response);
     },
     async fail(error) {
       try {

@@ -164,10 +164,10 @@ export class AnswerExpiredError extends IdempotencyProblem {
 }
 
 /**
- * 500: the handler ran but its answer could not be stored: it is not JSON or text, the store
- * failed, or `finish` found no pending row of this request (someone released or replaced it). The
- * key was released where this request still owned it. `response` is the handler's answer, for an
- * `onError` hook that prefers to send it.
+ * 500: the handler ran but its answer could not be stored: the store failed or refused it, or
+ * `finish` found no pending row of this request (someone released or replaced it). The key was
+ * released where this request still owned it. `response` is the handler's answer, for an `onError`
+ * hook that prefers to send it.
  */
 export class AnswerNotRecordedError extends IdempotencyProblem {
   readonly status = 500;

@@ -31,6 +31,9 @@ interface Problem {
 
 const factories = storeFactories();
 
+/** Every byte value once, 0x00 to 0xFF: a body no text or JSON encoding can carry. */
+const ALL_BYTES = Uint8Array.from({ length: 256 }, (_, index) => index);
+
 function defer(): { promise: Promise<void>; open: () => void } {
   let open = () => {};
   const promise = new Promise<void>((resolve) => {
@@ -76,7 +79,7 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
           status: 200,
           headers: { 'content-type': 'application/octet-stream' },
           kind: 'binary',
-          body: new Uint8Array([0xff, 0, 1]),
+          body: ALL_BYTES,
         };
       }
       return {
@@ -372,13 +375,26 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
       expect(calls).toBe(1);
     });
 
-    if (kind.binary) {
-      it('refuses to store a binary answer: 500 and the key released', async () => {
-        const url = await start();
-        await expectProblem(await send(url, 'k1', { binary: true }), 500, 'answer-not-recorded');
-        expect(await store.get('k1')).toBeNull();
+    it('stores a binary answer as base64 and replays it byte for byte', async () => {
+      const url = await start();
+      const first = await send(url, 'k1', { binary: true });
+      expect(first.status).toBe(200);
+      expect(first.headers.get('content-type')).toBe('application/octet-stream');
+      expect(new Uint8Array(await first.arrayBuffer())).toEqual(ALL_BYTES);
+
+      const retry = await send(url, 'k1', { binary: true });
+      expect(retry.status).toBe(200);
+      expect(retry.headers.get('idempotent-replayed')).toBe('true');
+      expect(retry.headers.get('content-type')).toBe('application/octet-stream');
+      expect(new Uint8Array(await retry.arrayBuffer())).toEqual(ALL_BYTES);
+      expect(calls).toBe(1);
+      expect((await store.get('k1'))?.response).toMatchObject({
+        status: 200,
+        headers: { 'content-type': 'application/octet-stream' },
+        body: Buffer.from(ALL_BYTES).toString('base64'),
+        encoding: 'base64',
       });
-    }
+    });
 
     it('surfaces a finish that finds its row gone as 500 answer-not-recorded', async () => {
       const url = await start();

@@ -58,6 +58,39 @@ describe('idempotent core', () => {
     expect(result.response.status).toBe(500);
   });
 
+  it('stores a body of any other content type as its bytes and replays those bytes', async () => {
+    const layer = idempotent(store, { now: () => 0 });
+    const xml = '<receipt id="1">caf\u00e9</receipt>';
+    await layer.handle(request, () => ({
+      status: 200,
+      headers: { 'content-type': 'application/xml' },
+      body: xml,
+    }));
+    expect(store.get('k1')?.response).toEqual({
+      status: 200,
+      headers: { 'content-type': 'application/xml' },
+      body: Buffer.from(xml).toString('base64'),
+      encoding: 'base64',
+    });
+    const replay = await layer.handle(request, () => ({ status: 500 }));
+    expect(replay.outcome).toBe('replayed');
+    expect(replay.response.body).toEqual(new Uint8Array(Buffer.from(xml)));
+    expect(replay.response.headers?.['content-type']).toBe('application/xml');
+  });
+
+  it('refuses to replay a stored body marked base64 that is not base64', async () => {
+    const layer = idempotent(store, { now: () => 0 });
+    await layer.handle(request, () => ({ status: 200, body: new Uint8Array([1, 2, 3]) }));
+    store.db.$client
+      .prepare(
+        "UPDATE keys SET response = json_set(response, '$.body', 'not base64!') WHERE id = 'k1'",
+      )
+      .run();
+    await expect(layer.handle(request, () => ({ status: 201 }))).rejects.toThrow(
+      SchemaMismatchError,
+    );
+  });
+
   it('refuses to replay a stored value that is not an HTTP response', async () => {
     const layer = idempotent(store, { now: () => 0 });
     const first = await layer.handle(request, () => ({ status: 201, body: {} }));
