@@ -109,7 +109,9 @@ function capture(
  * - a new key runs the handler once; its answer is stored before it is sent;
  * - a retry gets the stored answer with `Idempotent-Replayed: true`, without running the handler;
  * - every other outcome is an `application/problem+json` answer (see {@link IdempotencyProblem});
- * - a handler that fails (an error, or a status that is not stored) releases the key.
+ * - a handler that fails (an error, or a status that is not stored) releases the key;
+ * - an answer that cannot be recorded (the store fails) gives a 500 `answer-not-recorded` and
+ *   leaves the key pending, since the handler's effect happened (see {@link idempotent}).
  *
  * JSON answers are stored as values, `text/*` as strings, anything else as its bytes.
  *

@@ -44,7 +44,9 @@ function toResponse(wire: ReturnType<typeof toWire>): Response {
  * - a retry gets the stored answer with `Idempotent-Replayed: true`, without running the handler;
  * - every other outcome is an `application/problem+json` answer (or `onError`'s);
  * - a handler that throws (Hono's `onError` answered instead) or answers a status that is not
- *   stored releases the key, so a retry runs.
+ *   stored releases the key, so a retry runs;
+ * - an answer that cannot be recorded (the store fails) gives a 500 `answer-not-recorded` and
+ *   leaves the key pending, since the handler's effect happened (see {@link idempotent}).
  *
  * JSON answers are stored as values, `text/*` as strings, anything else as its bytes.
  *

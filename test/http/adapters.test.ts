@@ -75,7 +75,7 @@ describe('Express adapter', () => {
       error: 'IDEMPOTENCY_ANSWER_NOT_RECORDED',
       kind: 'AnswerNotRecordedError',
     });
-    expect(store.get('k1')).toBeNull();
+    expect(store.get('k1')?.status).toBe('pending');
   });
 
   it('fingerprints the full path of a mounted router', async () => {

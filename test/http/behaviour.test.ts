@@ -1,7 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { type IdempotentOptions, MAX_KEY_LENGTH, storedId } from '../../src/http/index.js';
+import {
+  type IdempotentOptions,
+  MAX_KEY_LENGTH,
+  requestFingerprint,
+  storedId,
+} from '../../src/http/index.js';
 import type { IdempotencyStore } from '../../src/index.js';
+import { failingFinish } from '../support/failing-store.js';
 import {
   type Answer,
   type Behaviour,
@@ -90,8 +96,11 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
       };
     };
 
-    async function start(options: IdempotentOptions = {}): Promise<string> {
-      server = await kind.start(store, { now: () => clock, ...options }, behave);
+    async function start(
+      options: IdempotentOptions = {},
+      through: IdempotencyStore<unknown> = store,
+    ): Promise<string> {
+      server = await kind.start(through, { now: () => clock, ...options }, behave);
       return server.url;
     }
 
@@ -394,6 +403,30 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
         body: Buffer.from(ALL_BYTES).toString('base64'),
         encoding: 'base64',
       });
+    });
+
+    it('keeps the key pending when recording the answer fails, so a retry never runs it again', async () => {
+      const url = await start({}, failingFinish(store));
+      await expectProblem(await send(url, 'k1', { amount: 1 }), 500, 'answer-not-recorded');
+      expect(calls).toBe(1);
+      const record = await store.get('k1');
+      expect(record?.status).toBe('pending');
+      expect(record?.fingerprint).toBe(
+        requestFingerprint({ method: 'POST', path: '/run', headers: {}, body: { amount: 1 } }),
+      );
+      const retry = await send(url, 'k1', { amount: 1 });
+      await expectProblem(retry, 409, 'request-in-progress');
+      expect(calls).toBe(1);
+      expect((await store.get('k1'))?.status).toBe('pending');
+    });
+
+    it('still releases the key when the handler fails, whatever finish would do', async () => {
+      const url = await start({}, failingFinish(store));
+      expect((await send(url, 'k1', { throw: true })).status).toBe(500);
+      expect(await store.get('k1')).toBeNull();
+      expect((await send(url, 'k2', { status: 503 })).status).toBe(503);
+      expect(await store.get('k2')).toBeNull();
+      expect(calls).toBe(2);
     });
 
     it('surfaces a finish that finds its row gone as 500 answer-not-recorded', async () => {
