@@ -1,0 +1,160 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  AnswerNotRecordedError,
+  type IdempotentRequest,
+  idempotent,
+  RequestInProgressError,
+  requestFingerprint,
+} from '../../src/http/index.js';
+import { SchemaMismatchError } from '../../src/index.js';
+import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/index.js';
+import { freshDbPath, tempDir } from '../support/temp.js';
+
+const dir = tempDir('idem-core-');
+const request: IdempotentRequest = {
+  method: 'POST',
+  path: '/pay',
+  headers: { 'idempotency-key': 'k1' },
+  body: { amount: 1 },
+};
+
+describe('idempotent core', () => {
+  let path: string;
+  let store: SqliteIdempotencyStore<unknown>;
+  beforeEach(() => {
+    path = freshDbPath(dir);
+    store = openSqliteStore(path);
+  });
+  afterEach(() => store.close());
+
+  it('rethrows the handler error itself after releasing the key', async () => {
+    const layer = idempotent(store, { now: () => 0 });
+    const boom = new Error('boom');
+    await expect(
+      layer.handle(request, () => {
+        throw boom;
+      }),
+    ).rejects.toBe(boom);
+    expect(store.get('k1')).toBeNull();
+  });
+
+  it('reports a failed release together with the handler error', async () => {
+    const layer = idempotent(store, { now: () => 0 });
+    const decision = await layer.begin(request);
+    if (decision.action !== 'run') throw new Error(`expected to run, got ${decision.action}`);
+    store.close();
+    const boom = new Error('boom');
+    const failure = await decision.execution.fail(boom).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(AggregateError);
+    expect((failure as AggregateError).errors[0]).toBe(boom);
+  });
+
+  it('keeps the key pending when the connection closed before finish, so a retry never runs', async () => {
+    let runs = 0;
+    const result = await idempotent(store, { now: () => 0 }).handle(request, () => {
+      runs += 1;
+      // The effect happens, then the database goes away before its answer is recorded.
+      store.close();
+      return { status: 201, body: { id: 1 } };
+    });
+    expect(result.outcome).toBe('problem');
+    if (result.outcome !== 'problem') return;
+    expect(result.problem).toBeInstanceOf(AnswerNotRecordedError);
+    expect((result.problem as AnswerNotRecordedError).response.body).toEqual({ id: 1 });
+    expect(result.response.status).toBe(500);
+
+    store = openSqliteStore(path);
+    const record = store.get('k1');
+    expect(record?.status).toBe('pending');
+    expect(record?.fingerprint).toBe(requestFingerprint(request));
+    const retry = await idempotent(store, { now: () => 0 }).handle(request, () => {
+      runs += 1;
+      return { status: 201, body: { id: 2 } };
+    });
+    expect(retry.outcome).toBe('problem');
+    if (retry.outcome !== 'problem') return;
+    expect(retry.problem).toBeInstanceOf(RequestInProgressError);
+    expect(runs).toBe(1);
+  });
+
+  it('stores a body of any other content type as its bytes and replays those bytes', async () => {
+    const layer = idempotent(store, { now: () => 0 });
+    const xml = '<receipt id="1">caf\u00e9</receipt>';
+    await layer.handle(request, () => ({
+      status: 200,
+      headers: { 'content-type': 'application/xml' },
+      body: xml,
+    }));
+    expect(store.get('k1')?.response).toEqual({
+      status: 200,
+      headers: { 'content-type': 'application/xml' },
+      body: Buffer.from(xml).toString('base64'),
+      encoding: 'base64',
+    });
+    const replay = await layer.handle(request, () => ({ status: 500 }));
+    expect(replay.outcome).toBe('replayed');
+    expect(replay.response.body).toEqual(new Uint8Array(Buffer.from(xml)));
+    expect(replay.response.headers?.['content-type']).toBe('application/xml');
+  });
+
+  it('refuses to replay a stored body marked base64 that is not base64', async () => {
+    const layer = idempotent(store, { now: () => 0 });
+    await layer.handle(request, () => ({ status: 200, body: new Uint8Array([1, 2, 3]) }));
+    store.db.$client
+      .prepare(
+        "UPDATE keys SET response = json_set(response, '$.body', 'not base64!') WHERE id = 'k1'",
+      )
+      .run();
+    await expect(layer.handle(request, () => ({ status: 201 }))).rejects.toThrow(
+      SchemaMismatchError,
+    );
+  });
+
+  it('refuses to replay a stored value that is not an HTTP response', async () => {
+    const layer = idempotent(store, { now: () => 0 });
+    const first = await layer.handle(request, () => ({ status: 201, body: {} }));
+    expect(first.outcome).toBe('executed');
+    const fingerprint = store.get('k1')?.fingerprint ?? '';
+    store.db.$client.prepare("UPDATE keys SET response = '[1]' WHERE id = 'k1'").run();
+    expect(store.get('k1')?.fingerprint).toBe(fingerprint);
+    await expect(layer.handle(request, () => ({ status: 201 }))).rejects.toThrow(
+      SchemaMismatchError,
+    );
+  });
+
+  it('stores a bodiless answer and replays it without a body', async () => {
+    const layer = idempotent(store, { now: () => 0 });
+    await layer.handle(request, () => ({ status: 204, headers: { ETag: '"v1"' } }));
+    const replay = await layer.handle(request, () => ({ status: 500 }));
+    expect(replay).toEqual({
+      outcome: 'replayed',
+      response: { status: 204, headers: { etag: '"v1"', 'idempotent-replayed': 'true' } },
+    });
+  });
+
+  it('keeps the content type of a text answer even when no header is listed as stored', async () => {
+    const layer = idempotent(store, { now: () => 0, storedHeaders: [] });
+    await layer.handle(request, () => ({
+      status: 200,
+      headers: { 'Content-Type': 'text/plain', 'X-Trace': 't1' },
+      body: 'ok',
+    }));
+    const replay = await layer.handle(request, () => ({ status: 500 }));
+    expect(replay.response).toEqual({
+      status: 200,
+      headers: { 'content-type': 'text/plain', 'idempotent-replayed': 'true' },
+      body: 'ok',
+    });
+  });
+
+  it('lets a waiting duplicate run once the owner released the key after a failure', async () => {
+    const layer = idempotent(store, { now: () => 0, wait: { timeoutMs: 10_000, intervalMs: 5 } });
+    const owner = await layer.begin(request);
+    if (owner.action !== 'run') throw new Error(`expected to run, got ${owner.action}`);
+    const waiter = layer.begin(request);
+    await owner.execution.fail(new Error('boom'));
+    const next = await waiter;
+    expect(next.action).toBe('run');
+    expect(store.get('k1')?.status).toBe('pending');
+  });
+});
