@@ -23,3 +23,11 @@ export type {
   StatusCounts,
 } from './core/store.js';
 export { DEFAULT_LIMIT, MAX_BATCH_SIZE, MAX_LIMIT } from './core/validation.js';
+export type {
+  SweepableStore,
+  SweepOptions,
+  SweepProgress,
+  SweepResult,
+  SweepStop,
+} from './sweep.js';
+export { DEFAULT_BATCH_SIZE, sweep, validateSweepOptions } from './sweep.js';

@@ -111,10 +111,13 @@ export class UnserializableResponseError extends InvalidArgumentError {
   }
 }
 
-/** The database file could not be opened or is not a SQLite database. Nothing was written. */
+/**
+ * The database could not be opened: a SQLite file that cannot be opened or is not a database, or
+ * a PostgreSQL server that cannot be reached. Nothing was written.
+ */
 export class DatabaseOpenError extends IdempotencyError {
   /**
-   * @param message - what went wrong, naming the path
+   * @param message - what went wrong, naming the path or the server
    * @param cause - the driver's error, when there is one
    */
   constructor(message: string, cause?: unknown) {

@@ -3,6 +3,8 @@ import { and, asc, eq, gt, inArray, lte, sql } from 'drizzle-orm';
 import type { BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
 import { StoreClosedError } from '../core/errors.js';
 import { parseResponse, serializeResponse } from '../core/json.js';
+import { toRecord } from '../core/record.js';
+import { RETENTION_CYCLE } from '../core/retention-cycle.js';
 import { countByStatus, KeyStatus } from '../core/status.js';
 import type {
   IdempotencyRecord,
@@ -276,23 +278,17 @@ export class SqliteIdempotencyStore<T = unknown> implements IdempotencyStore<T> 
   get(key: string): IdempotencyRecord<T> | null {
     assertKey(key);
     const row = this.#open().get.get({ id: key });
-    if (!row) return null;
-    return {
-      key: row.id,
-      fingerprint: row.fingerprint,
-      status: row.status,
-      expires: row.expires,
-      response: row.response == null ? null : parseResponse<T>(row.response),
-    };
+    return row ? toRecord<T>(row) : null;
   }
 
   /** {@inheritDoc IdempotencyStore.retentionCycle} */
   retentionCycle(key: string): boolean {
     assertKey(key);
-    this.reserve(key, 'v1', 10);
-    this.finish(key, 'v1', { receipt: 1 } as T);
-    this.purge(10);
-    return this.reserve(key, 'v2', 20);
+    const { first, purgeAt, second } = RETENTION_CYCLE;
+    this.reserve(key, first.digest, first.expires);
+    this.finish(key, first.digest, first.response as T);
+    this.purge(purgeAt);
+    return this.reserve(key, second.digest, second.expires);
   }
 
   /** {@inheritDoc IdempotencyStore.close} */

@@ -1,5 +1,9 @@
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+// Resolved here, not by the child: a child started in another directory must still find tsx.
+const TSX_LOADER = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
 
 /** What a child process printed and how it ended. */
 export interface ChildResult {
@@ -9,9 +13,42 @@ export interface ChildResult {
   stderr: string;
 }
 
+/** A running child process and the promise of how it ends. */
+export interface RunningChild {
+  child: ChildProcess;
+  result: Promise<ChildResult>;
+}
+
 /** The absolute path of a fixture script under test/fixtures. */
 export function fixture(name: string): string {
   return fileURLToPath(new URL(`../fixtures/${name}`, import.meta.url));
+}
+
+/** Starts a TypeScript file in a real child process (through tsx), collecting its output. */
+export function spawnTs(
+  script: string,
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  cwd?: string,
+): RunningChild {
+  const child = spawn(process.execPath, ['--import', TSX_LOADER, script, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    cwd,
+  });
+  const result = new Promise<ChildResult>((resolve, reject) => {
+    let stdout = '';
+    let stderr = '';
+    child.stdout?.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    child.stderr?.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    child.on('error', reject);
+    child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
+  });
+  return { child, result };
 }
 
 /** Runs a TypeScript file in a real child process (through tsx) and collects its output. */
@@ -19,21 +56,7 @@ export function runTs(
   script: string,
   args: string[],
   env: NodeJS.ProcessEnv = {},
+  cwd?: string,
 ): Promise<ChildResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-    });
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-    });
-    child.on('error', reject);
-    child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
-  });
+  return spawnTs(script, args, env, cwd).result;
 }

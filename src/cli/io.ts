@@ -1,0 +1,24 @@
+/** A stream the CLI writes text to; `isTTY` decides whether a progress bar is drawn. */
+export type CliOutput = NodeJS.WritableStream & { readonly isTTY?: boolean };
+
+/** Where the CLI reads its environment and signals from and writes its output to. */
+export interface CliIo {
+  /** Results: one JSON line with `--json`, human lines otherwise. */
+  readonly stdout: CliOutput;
+  /** Errors, usage and the progress bar. */
+  readonly stderr: CliOutput;
+  /** Environment variables (`IDEM_DB`). */
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** Where SIGINT and SIGTERM arrive; `process` for the real command. */
+  readonly signals: Pick<NodeJS.EventEmitter, 'on' | 'off'>;
+}
+
+/** The real process's streams, environment and signals. */
+export function processIo(): CliIo {
+  return { stdout: process.stdout, stderr: process.stderr, env: process.env, signals: process };
+}
+
+/** Writes one line of JSON, the machine-readable output of every `--json` command. */
+export function writeJson(output: CliOutput, value: unknown): void {
+  output.write(`${JSON.stringify(value)}\n`);
+}

@@ -1,0 +1,60 @@
+import { InvalidArgumentError } from 'commander';
+import { IdempotencyError } from '../core/errors.js';
+import { assertIntegerOption, assertLimit, MAX_BATCH_SIZE } from '../core/validation.js';
+
+const INTEGER = /^\d+$/;
+const DECIMAL = /^-?\d+(\.\d+)?$/;
+
+// Each parser runs while commander reads the arguments, before any database is opened, so a bad
+// flag is a usage error that changes nothing. Ranges come from the library's own validators.
+function usingLibraryCheck(check: () => void): void {
+  try {
+    check();
+  } catch (error) {
+    if (error instanceof IdempotencyError) throw new InvalidArgumentError(error.message);
+    throw error;
+  }
+}
+
+function integer(text: string): number {
+  if (!INTEGER.test(text)) throw new InvalidArgumentError('expected a whole number.');
+  return Number(text);
+}
+
+/** `--limit N` of `expired` and `purge`: an integer from 1 to 100. */
+export function parseLimit(text: string): number {
+  const limit = integer(text);
+  usingLibraryCheck(() => assertLimit(limit));
+  return limit;
+}
+
+/** `--batch N` of `sweep`: an integer from 1 to 10,000. */
+export function parseBatch(text: string): number {
+  const batch = integer(text);
+  usingLibraryCheck(() => assertIntegerOption(batch, 'batch', 1, MAX_BATCH_SIZE));
+  return batch;
+}
+
+/** `--max-batches N` of `sweep`: a positive integer. */
+export function parseMaxBatches(text: string): number {
+  const max = integer(text);
+  usingLibraryCheck(() => assertIntegerOption(max, 'max-batches', 1, Number.MAX_SAFE_INTEGER));
+  return max;
+}
+
+/** `--max-seconds S` of `sweep`: a positive decimal number. */
+export function parseMaxSeconds(text: string): number {
+  if (!DECIMAL.test(text) || Number(text) <= 0) {
+    throw new InvalidArgumentError('expected a number of seconds greater than 0.');
+  }
+  return Number(text);
+}
+
+/** `--now T`: a decimal number of seconds on the application's clock. */
+export function parseNow(text: string): number {
+  const now = Number(text);
+  if (!DECIMAL.test(text) || !Number.isFinite(now)) {
+    throw new InvalidArgumentError('expected a decimal number of epoch seconds.');
+  }
+  return now;
+}

@@ -1,0 +1,105 @@
+import { Command, Option } from 'commander';
+import { DEFAULT_LIMIT } from '../core/validation.js';
+import { DEFAULT_BATCH_SIZE } from '../sweep.js';
+import { expiredCommand, migrateCommand, purgeCommand, statsCommand } from './commands.js';
+import type { CliIo } from './io.js';
+import { parseBatch, parseLimit, parseMaxBatches, parseMaxSeconds, parseNow } from './parse.js';
+import { sweepCommand } from './sweep-command.js';
+
+/** The file used when neither `--db` nor `IDEM_DB` names one. */
+export const DEFAULT_DB = './idempotency.db';
+
+/**
+ * Builds the `idem` program. Commands only parse their flags and call library functions; the
+ * exit code of a command that has one (a sweep stopped by a signal) is passed to `setExitCode`.
+ *
+ * @param io - streams, environment and signals
+ * @param setExitCode - receives a command's exit code
+ */
+export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
+  const db = io.env.IDEM_DB || DEFAULT_DB;
+  const dbOption = () =>
+    new Option('--db <path>', 'the SQLite database file (env IDEM_DB)').default(db);
+  const nowOption = () =>
+    new Option(
+      '--now <seconds>',
+      "the time to judge expiry at, on the application's clock (default: now, epoch seconds)",
+    ).argParser(parseNow);
+  // Read when a command runs, not when the program is built, so a long-lived caller gets a fresh
+  // time. The store itself never reads a clock: this is the operator's notion of now.
+  const timeOf = (options: { now?: number }) => options.now ?? Date.now() / 1000;
+  const jsonOption = () => new Option('--json', 'print one line of JSON');
+  const limitOption = () =>
+    new Option('--limit <n>', 'at most this many ids, 1-100')
+      .argParser(parseLimit)
+      .default(DEFAULT_LIMIT);
+
+  const program = new Command('idem')
+    .description('Retention and inspection of a drizzle-idempotency key store.')
+    .exitOverride()
+    .showHelpAfterError()
+    .configureOutput({
+      writeOut: (text) => io.stdout.write(text),
+      writeErr: (text) => io.stderr.write(text),
+    });
+
+  program
+    .command('migrate')
+    .description('create the database file, the keys table and its index, or bring them up to date')
+    .addOption(dbOption())
+    .action(async (options) => migrateCommand(io, options));
+
+  program
+    .command('stats')
+    .description('count pending, done, expired (the backlog) and stale pending rows')
+    .addOption(dbOption())
+    .addOption(nowOption())
+    .addOption(jsonOption())
+    .action(async (options) => statsCommand(io, { ...options, now: timeOf(options) }));
+
+  program
+    .command('expired')
+    .description('list the ids of expired done rows, ascending')
+    .addOption(dbOption())
+    .addOption(nowOption())
+    .addOption(limitOption())
+    .addOption(jsonOption())
+    .action(async (options) => expiredCommand(io, { ...options, now: timeOf(options) }));
+
+  program
+    .command('purge')
+    .description('delete one batch of expired done rows, ascending by id, and print their ids')
+    .addOption(dbOption())
+    .addOption(nowOption())
+    .addOption(limitOption())
+    .addOption(jsonOption())
+    .action(async (options) => purgeCommand(io, { ...options, now: timeOf(options) }));
+
+  program
+    .command('sweep')
+    .description('delete every expired done row in batches; never a pending row')
+    .addOption(dbOption())
+    .addOption(nowOption())
+    .addOption(
+      new Option('--batch <n>', 'rows per batch transaction, 1-10000')
+        .argParser(parseBatch)
+        .default(DEFAULT_BATCH_SIZE),
+    )
+    .addOption(
+      new Option('--max-batches <n>', 'stop after this many batches').argParser(parseMaxBatches),
+    )
+    .addOption(
+      new Option('--max-seconds <s>', 'start no new batch after this many seconds').argParser(
+        parseMaxSeconds,
+      ),
+    )
+    .addOption(
+      new Option('--dry-run', 'delete nothing; report the backlog and what a sweep would delete'),
+    )
+    .addOption(jsonOption())
+    .action(async (options) =>
+      setExitCode(await sweepCommand(io, { ...options, now: timeOf(options) })),
+    );
+
+  return program;
+}

@@ -1,0 +1,93 @@
+import type { Pool } from 'pg';
+import { DatabaseOpenError } from '../core/errors.js';
+import { assertIntegerOption } from '../core/validation.js';
+import { assertSchemaName } from './identifier.js';
+import { applyPgMigrations, type PgMigrationOptions } from './migrate.js';
+import { DEFAULT_PG_SCHEMA } from './schema.js';
+import { PgIdempotencyStore } from './store.js';
+
+/** Options of {@link openPgStore}. */
+export interface OpenPgStoreOptions extends PgMigrationOptions {
+  /**
+   * The most connections of the pool `openPgStore` creates from a URL. Default 10. Ignored when
+   * you pass your own pool.
+   */
+  readonly max?: number;
+}
+
+/**
+ * Opens an idempotency store on PostgreSQL: connects, applies the migrations under an advisory
+ * lock (so any number of instances can start at once), and returns the store.
+ *
+ * Given a URL, the store creates a node-postgres `Pool` and `close()` ends it. Given your own
+ * `Pool`, the store shares it and `close()` leaves it open. For PGlite or any other drizzle
+ * database, use `applyPgMigrations` and `new PgIdempotencyStore(db)`.
+ *
+ * @param source - a `postgres://` connection string, or a node-postgres `Pool`
+ * @param options - see {@link OpenPgStoreOptions}
+ * @typeParam T - the type of the stored responses
+ * @example
+ * ```ts
+ * const store = await openPgStore<{ receipt: number }>(process.env.DATABASE_URL!, {
+ *   schema: 'idempotency',
+ * });
+ * try {
+ *   await store.reserve('order-42', digest, now + 86_400);
+ * } finally {
+ *   await store.close();
+ * }
+ * ```
+ * @throws {@link InvalidOptionError} for a bad schema name or pool size, before connecting
+ * @throws {@link DatabaseOpenError} when the server cannot be reached
+ * @throws {@link SchemaMismatchError} when a foreign `keys` table is in the way; nothing is written
+ */
+export async function openPgStore<T = unknown>(
+  source: string | Pool,
+  options: OpenPgStoreOptions = {},
+): Promise<PgIdempotencyStore<T>> {
+  const schema = options.schema ?? DEFAULT_PG_SCHEMA;
+  assertSchemaName(schema);
+  const max = options.max ?? 10;
+  assertIntegerOption(max, 'max', 1, 10_000);
+  if (typeof source === 'string' && source.length === 0) {
+    throw new DatabaseOpenError('the connection string must not be empty');
+  }
+  // Loaded here rather than at the top so that PGlite users need not install `pg`.
+  const [{ default: pg }, { drizzle }] = await Promise.all([
+    import('pg'),
+    import('drizzle-orm/node-postgres'),
+  ]);
+  let pool: Pool;
+  try {
+    pool = typeof source === 'string' ? new pg.Pool({ connectionString: source, max }) : source;
+  } catch (error) {
+    throw new DatabaseOpenError(
+      `cannot use the connection string: ${(error as Error).message}`,
+      error,
+    );
+  }
+  const ownsPool = pool !== source;
+  // An idle client whose connection breaks (a server restart) makes the pool emit `error`; the
+  // pool already discards that client and the next query opens a new one. Without a listener
+  // Node would treat the event as an uncaught exception and end the process.
+  if (ownsPool) pool.on('error', () => undefined);
+  try {
+    try {
+      await pool.query('SELECT 1');
+    } catch (error) {
+      throw new DatabaseOpenError(
+        `cannot reach the PostgreSQL server: ${(error as Error).message}`,
+        error,
+      );
+    }
+    const db = drizzle(pool);
+    await applyPgMigrations(db, { schema });
+    return new PgIdempotencyStore<T>(db, {
+      schema,
+      ...(ownsPool ? { onClose: () => pool.end() } : {}),
+    });
+  } catch (error) {
+    if (ownsPool) await pool.end();
+    throw error;
+  }
+}

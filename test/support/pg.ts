@@ -1,0 +1,192 @@
+import { PGlite } from '@electric-sql/pglite';
+import { sql } from 'drizzle-orm';
+import { drizzle as drizzleNodePg } from 'drizzle-orm/node-postgres';
+import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
+import pg from 'pg';
+import { afterAll } from 'vitest';
+import {
+  type AnyPgDatabase,
+  applyPgMigrations,
+  PgIdempotencyStore,
+  quoteIdentifier,
+} from '../../src/pg/index.js';
+import type { HarnessFactory, RawRow } from '../contract/harness.js';
+
+/**
+ * The real server's URL from `DATABASE_URL`, or `undefined` when it is not set. When it is set
+ * and the server cannot be reached, the tests using it fail: they never skip.
+ */
+export function serverUrl(): string | undefined {
+  const url = process.env.DATABASE_URL;
+  return url === undefined || url === '' ? undefined : url;
+}
+
+let counter = 0;
+
+/**
+ * A schema or database name that no other test, test file or concurrent test run uses:
+ * lower case, so it needs no quoting in psql either.
+ */
+export function uniqueName(prefix = 't'): string {
+  counter += 1;
+  const random = Math.random().toString(36).slice(2, 8);
+  return `${prefix}_${process.pid}_${counter}_${random}`;
+}
+
+/** A fresh, empty schema on the real server, with its own pool. */
+export interface ServerSchema {
+  readonly url: string;
+  readonly schema: string;
+  readonly pool: pg.Pool;
+  readonly db: AnyPgDatabase;
+  /** Drops the schema with everything in it and ends the pool. */
+  drop(): Promise<void>;
+}
+
+/**
+ * Creates an empty schema on the real server (nothing in it: no migrations applied) and a pool of
+ * `max` connections. Call `drop()` when done.
+ */
+export async function freshServerSchema(url: string, max = 4): Promise<ServerSchema> {
+  const schema = uniqueName('s');
+  const pool = new pg.Pool({ connectionString: url, max });
+  await pool.query(`CREATE SCHEMA ${quoteIdentifier(schema)}`);
+  return {
+    url,
+    schema,
+    pool,
+    db: drizzleNodePg(pool),
+    drop: async () => {
+      try {
+        await pool.query(`DROP SCHEMA ${quoteIdentifier(schema)} CASCADE`);
+      } finally {
+        await pool.end();
+      }
+    },
+  };
+}
+
+/** A fresh, empty database on the real server, for code that must use the `public` schema. */
+export interface ServerDatabase {
+  /** The connection string of the new database. */
+  readonly url: string;
+  /** Drops the database, ending any connection still open to it. */
+  drop(): Promise<void>;
+}
+
+/** Creates an empty database on the real server next to the one `url` names. */
+export async function freshServerDatabase(url: string): Promise<ServerDatabase> {
+  const name = uniqueName('d');
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${quoteIdentifier(name)}`);
+  } finally {
+    await admin.end();
+  }
+  const target = new URL(url);
+  target.pathname = `/${name}`;
+  return {
+    url: target.toString(),
+    drop: async () => {
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      try {
+        await client.query(`DROP DATABASE ${quoteIdentifier(name)} WITH (FORCE)`);
+      } finally {
+        await client.end();
+      }
+    },
+  };
+}
+
+/** Every row of `schema.keys`, ordered by id (byte order, the column's "C" collation). */
+export async function readPgRows(db: AnyPgDatabase, schema: string): Promise<RawRow[]> {
+  const result = (await db.execute(
+    sql.raw(
+      `SELECT id, fingerprint, status, response, expires FROM ${quoteIdentifier(schema)}.keys ORDER BY id`,
+    ),
+  )) as unknown as { rows: RawRow[] };
+  return result.rows;
+}
+
+/** Inserts rows into `schema.keys` directly, bypassing the store. */
+export async function seedPgRows(db: AnyPgDatabase, schema: string, rows: RawRow[]): Promise<void> {
+  if (rows.length === 0) return;
+  const values = sql.join(
+    rows.map(
+      (row) =>
+        sql`(${row.id}, ${row.fingerprint}, ${row.status}, ${row.response}, ${row.expires}::float8)`,
+    ),
+    sql`, `,
+  );
+  await db.execute(
+    sql`INSERT INTO ${sql.raw(quoteIdentifier(schema))}.keys (id, fingerprint, status, response, expires) VALUES ${values}`,
+  );
+}
+
+// One schema per test file on one connection source shared by the file, emptied before each test:
+// a PGlite instance takes seconds to create, and creating and migrating a schema per test would
+// cost more than the test itself. Test files run in parallel, each in its own schema. DELETE
+// rather than TRUNCATE: on a few rows it is many times cheaper.
+function schemaHarness(shared: () => Promise<AnyPgDatabase>): HarnessFactory {
+  const schema = uniqueName('c');
+  const migrated = once(
+    async () => {
+      const db = await shared();
+      await applyPgMigrations(db, { schema });
+      return db;
+    },
+    async (db) => {
+      await db.execute(sql.raw(`DROP SCHEMA ${quoteIdentifier(schema)} CASCADE`));
+    },
+  );
+  return async () => {
+    const db = await migrated();
+    await db.execute(sql.raw(`DELETE FROM ${quoteIdentifier(schema)}.keys`));
+    const store = new PgIdempotencyStore(db, { schema });
+    return {
+      store,
+      rows: () => readPgRows(db, schema),
+      seed: (rows) => seedPgRows(db, schema, rows),
+      close: () => store.close(),
+    };
+  };
+}
+
+function once<R>(make: () => Promise<R>, dispose: (value: R) => Promise<void>): () => Promise<R> {
+  let value: Promise<R> | undefined;
+  afterAll(async () => {
+    if (value) await dispose(await value);
+  });
+  return () => {
+    value ??= make();
+    return value;
+  };
+}
+
+/**
+ * One in-process PGlite database for the whole test file, created on first use (it takes seconds)
+ * and closed when the file ends. Give each test its own schema.
+ */
+export function sharedPglite(): () => Promise<AnyPgDatabase> {
+  const client = once(
+    async () => new PGlite(),
+    (pglite) => pglite.close(),
+  );
+  return async () => drizzlePglite(await client());
+}
+
+/** A harness over one in-process PGlite database per test file. */
+export function pgliteHarness(): HarnessFactory {
+  return schemaHarness(sharedPglite());
+}
+
+/** A harness over the real server at `url`, with one pool per test file. */
+export function serverHarness(url: string): HarnessFactory {
+  const pool = once(
+    async () => new pg.Pool({ connectionString: url, max: 4 }),
+    (value) => value.end(),
+  );
+  return schemaHarness(async () => drizzleNodePg(await pool()));
+}
