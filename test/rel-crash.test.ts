@@ -11,8 +11,8 @@ import {
   sweepRowKind,
   writeCrashTemplate,
 } from './fixtures/rel-crash-data.js';
-import { fixture } from './support/child.js';
-import { startTs, until } from './support/rel-processes.js';
+import { fixture, spawnTs } from './support/child.js';
+import { until, watchStdout } from './support/rel-processes.js';
 import { readRows } from './support/sqlite-harness.js';
 import { scaled } from './support/stress.js';
 import { freshDbPath, tempDir } from './support/temp.js';
@@ -39,12 +39,13 @@ async function crashOnce(mode: 'finish' | 'sweep', rows: number, trial: number) 
   const path = freshDbPath(dir);
   copyFileSync(templates[mode], path);
   const synchronous = trial % 2 === 0 ? 'NORMAL' : 'FULL';
-  const run = startTs(fixture('rel-crash.ts'), [path, mode, String(rows), synchronous]);
-  await until(() => run.stdout().includes('go\n') || run.child.exitCode !== null);
+  const run = spawnTs(fixture('rel-crash.ts'), [path, mode, String(rows), synchronous]);
+  const stdout = watchStdout(run.child);
+  await until(() => stdout().includes('go\n') || run.child.exitCode !== null);
   // Up to a few hundred milliseconds into the burst: mid-commit, mid-checkpoint, between.
   await new Promise((resolve) => setTimeout(resolve, Math.random() * 300));
   run.child.kill('SIGKILL');
-  const result = await run.done;
+  const result = await run.result;
   expect(result.stderr).toBe('');
   const lines = result.stdout.split('\n').filter((line) => line !== '' && line !== 'go');
   return { path, lines, killed: result.signal === 'SIGKILL' };

@@ -12,6 +12,7 @@ import {
   InvalidTimeError,
   UnserializableResponseError,
 } from '../../src/index.js';
+import { sweep } from '../../src/sweep.js';
 import type { RawRow } from '../contract/harness.js';
 import { byteOrder, type ReferenceModel } from './model.js';
 
@@ -81,6 +82,17 @@ const BAD_RESPONSES: [string, () => unknown][] = [
   ['new Map()', () => new Map([['a', 1]])],
 ];
 
+const BAD_SWEEP_OPTIONS: [string, unknown, new (...args: never[]) => Error][] = [
+  ['{ now: NaN }', { now: Number.NaN }, InvalidTimeError],
+  ['{}', {}, InvalidTimeError],
+  ['{ now: 1, batchSize: 0 }', { now: 1, batchSize: 0 }, InvalidOptionError],
+  ['{ now: 1, batchSize: 10001 }', { now: 1, batchSize: 10_001 }, InvalidOptionError],
+  ['{ now: 1, maxBatches: 0 }', { now: 1, maxBatches: 0 }, InvalidOptionError],
+  ['{ now: 1, maxSeconds: 0 }', { now: 1, maxSeconds: 0 }, InvalidOptionError],
+  ["{ now: 1, dryRun: 'yes' }", { now: 1, dryRun: 'yes' }, InvalidOptionError],
+  ['null', null, InvalidOptionError],
+];
+
 // Calls with a wrong-typed argument go through `unknown` on purpose: they are the hostile input.
 type Loose = Record<string, (...args: unknown[]) => unknown>;
 const loose = (store: IdempotencyStore): Loose => store as unknown as Loose;
@@ -146,6 +158,21 @@ const good: fc.WeightedArbitrary<StoreCommand>[] = [
           expect(await store.sweepBatch(now, n)).toBe(ref.sweepBatch(now, n));
         }),
     ),
+  },
+  {
+    weight: 1,
+    arbitrary: fc
+      .tuple(time, batchSize, fc.option(fc.integer({ min: 1, max: 3 })), fc.boolean())
+      .map(([now, n, max, dryRun]) => {
+        const maxBatches = max ?? undefined;
+        const label = `sweep({ now: ${now}, batchSize: ${n}, maxBatches: ${maxBatches}, dryRun: ${dryRun} })`;
+        return new StoreCommand(label, async (ref, store) => {
+          const result = await sweep(store, { now, batchSize: n, maxBatches, dryRun });
+          const { seconds, ...rest } = result;
+          expect(seconds).toBeGreaterThanOrEqual(0);
+          expect(rest).toEqual(ref.sweep(now, n, maxBatches, dryRun));
+        });
+      }),
   },
   {
     weight: 1,
@@ -268,6 +295,14 @@ const bad = fc.oneof(
       ([k, d]) =>
         new StoreCommand(`release(${show(k)}, ${d}) refused`, (_, store) =>
           refused(() => loose(store).release?.(k, d), InvalidKeyError),
+        ),
+    ),
+  fc
+    .constantFrom(...BAD_SWEEP_OPTIONS)
+    .map(
+      ([label, options, error]) =>
+        new StoreCommand(`sweep(${label}) refused`, (_, store) =>
+          refused(() => sweep(store, options as never), error),
         ),
     ),
   fc

@@ -64,6 +64,35 @@ export class ReferenceModel {
     return victims.length;
   }
 
+  /**
+   * The batched sweep as documented: batches of `batchSize` in `(expires, id)` order until one
+   * comes back short, or `maxBatches` full ones; with `dryRun`, only what it would delete.
+   */
+  sweep(now: number, batchSize: number, maxBatches: number | undefined, dryRun: boolean) {
+    const backlog = this.stats(now).expired;
+    const cap = maxBatches === undefined ? backlog : Math.min(backlog, maxBatches * batchSize);
+    if (dryRun) {
+      return {
+        deleted: 0,
+        batches: 0,
+        remaining: backlog,
+        backlog,
+        stoppedBy: 'dryRun',
+        wouldDelete: cap,
+      };
+    }
+    const deleted = this.sweepBatch(now, cap);
+    const full = maxBatches !== undefined && backlog >= maxBatches * batchSize;
+    return {
+      deleted,
+      batches: Math.ceil(deleted / batchSize),
+      remaining: backlog - deleted,
+      backlog,
+      stoppedBy: full ? 'maxBatches' : 'drained',
+      wouldDelete: 0,
+    };
+  }
+
   counts(): { pending: number; done: number } {
     let pending = 0;
     for (const row of this.rows.values()) if (row.status === 'pending') pending++;

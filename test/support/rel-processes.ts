@@ -1,35 +1,15 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ChildResult } from './child.js';
+import { type ChildResult, spawnTs } from './child.js';
 
-/** A running TypeScript child process and the promise of how it ended. */
-export interface RunningChild {
-  child: ChildProcess;
-  done: Promise<ChildResult>;
-  /** Everything printed to stdout so far. */
-  stdout(): string;
-}
-
-/** Starts a TypeScript file in a real child process (through tsx), collecting its output. */
-export function startTs(script: string, args: string[], env: NodeJS.ProcessEnv = {}): RunningChild {
-  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+/** Collects what `child` prints to stdout, readable at any moment while it runs. */
+export function watchStdout(child: ChildProcess): () => string {
   let stdout = '';
-  let stderr = '';
   child.stdout?.on('data', (chunk: Buffer) => {
     stdout += chunk.toString();
   });
-  child.stderr?.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString();
-  });
-  const done = new Promise<ChildResult>((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
-  });
-  return { child, done, stdout: () => stdout };
+  return () => stdout;
 }
 
 /** Resolves once `predicate` holds, polling every few milliseconds. */
@@ -46,10 +26,10 @@ export async function runTogether(
   scratchDir: string,
 ): Promise<ChildResult[]> {
   const barrier = mkdtempSync(join(scratchDir, 'barrier-'));
-  const running = jobs.map((job) => startTs(job.script, job.args, { REL_BARRIER: barrier }));
+  const running = jobs.map((job) => spawnTs(job.script, job.args, { REL_BARRIER: barrier }));
   const ended = running.map(() => false);
   running.forEach((run, i) => {
-    run.done.then(() => {
+    run.result.then(() => {
       ended[i] = true;
     });
   });
@@ -61,5 +41,5 @@ export async function runTogether(
       jobs.length,
   );
   if (!existsSync(join(barrier, 'go'))) writeFileSync(join(barrier, 'go'), '');
-  return Promise.all(running.map((run) => run.done));
+  return Promise.all(running.map((run) => run.result));
 }
