@@ -3,7 +3,14 @@ import { DEFAULT_LIMIT } from '../core/validation.js';
 import { DEFAULT_BATCH_SIZE } from '../sweep.js';
 import { expiredCommand, migrateCommand, purgeCommand, statsCommand } from './commands.js';
 import type { CliIo } from './io.js';
-import { parseBatch, parseLimit, parseMaxBatches, parseMaxSeconds, parseNow } from './parse.js';
+import {
+  parseBatch,
+  parseDbPath,
+  parseLimit,
+  parseMaxBatches,
+  parseMaxSeconds,
+  parseNow,
+} from './parse.js';
 import { sweepCommand } from './sweep-command.js';
 
 /** The file used when neither `--db` nor `IDEM_DB` names one. */
@@ -19,7 +26,9 @@ export const DEFAULT_DB = './idempotency.db';
 export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
   const db = io.env.IDEM_DB || DEFAULT_DB;
   const dbOption = () =>
-    new Option('--db <path>', 'the SQLite database file (env IDEM_DB)').default(db);
+    new Option('--db <path>', 'the SQLite database file (env IDEM_DB)')
+      .default(db)
+      .argParser(parseDbPath);
   const nowOption = () =>
     new Option(
       '--now <seconds>',
