@@ -1,25 +1,16 @@
 import { execFileSync } from 'node:child_process';
-import { chmodSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DatabaseOpenError, type IdempotencyError, SchemaMismatchError } from '../src/index.js';
 import { openSqliteStore } from '../src/sqlite/index.js';
 import { fixture, runTs } from './support/child.js';
+import { snapshotDir } from './support/rel-files.js';
 import { scaled } from './support/stress.js';
 import { freshDbPath, tempDir } from './support/temp.js';
 
 const dir = tempDir();
-
-/** Every file under `root` with its bytes, so "unchanged" covers new -wal/-shm/-journal files. */
-function snapshot(root: string): Map<string, Buffer> {
-  const files = new Map<string, Buffer>();
-  for (const name of readdirSync(root, { recursive: true }) as string[]) {
-    const path = join(root, name);
-    files.set(name, statSync(path).isDirectory() ? Buffer.from('<dir>') : readFileSync(path));
-  }
-  return files;
-}
 
 function sqliteFile(path: string, ddl: string): void {
   const client = new Database(path);
@@ -133,7 +124,7 @@ describe('foreign files: a typed error, and not one byte changed', () => {
     mkdirSync(root);
     const path = join(root, 'target.db');
     make(path);
-    const before = snapshot(root);
+    const before = snapshotDir(root);
     for (let attempt = 0; attempt < 2; attempt++) {
       let caught: unknown;
       try {
@@ -144,7 +135,7 @@ describe('foreign files: a typed error, and not one byte changed', () => {
       expect(caught).toBeInstanceOf(errorClass);
       expect((caught as Error).message).toMatch(message);
     }
-    expect(snapshot(root)).toEqual(before);
+    expect(snapshotDir(root)).toEqual(before);
   });
 });
 
