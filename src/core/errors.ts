@@ -11,6 +11,12 @@ export const ErrorCode = {
   databaseOpen: 'IDEMPOTENCY_DATABASE_OPEN',
   schemaMismatch: 'IDEMPOTENCY_SCHEMA_MISMATCH',
   storeClosed: 'IDEMPOTENCY_STORE_CLOSED',
+  keyMissing: 'IDEMPOTENCY_KEY_MISSING',
+  keyMalformed: 'IDEMPOTENCY_KEY_MALFORMED',
+  keyReused: 'IDEMPOTENCY_KEY_REUSED',
+  requestInProgress: 'IDEMPOTENCY_REQUEST_IN_PROGRESS',
+  answerExpired: 'IDEMPOTENCY_ANSWER_EXPIRED',
+  answerNotRecorded: 'IDEMPOTENCY_ANSWER_NOT_RECORDED',
 } as const;
 
 /** One of the values of {@link ErrorCode}. */

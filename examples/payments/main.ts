@@ -1,0 +1,52 @@
+// The payments service: `npm start`. Configuration comes from the environment:
+//   IDEM_DB                 the SQLite file (default ./idempotency.db)
+//   PORT                    the port on 127.0.0.1 (default 3000; 0 picks a free one)
+//   IDEM_TTL_SECONDS        how long answers are replayed (default 86400)
+//   IDEM_SWEEP_INTERVAL_MS  how often expired answers are purged (default 60000)
+import type { AddressInfo } from 'node:net';
+import { sweep } from '../../src/index.js';
+import { openSqliteStore } from '../../src/sqlite/index.js';
+import { createPaymentsApp } from './app.js';
+
+function numberFromEnv(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value < 0) {
+    throw new Error(`${name} must be a non-negative number, got ${JSON.stringify(raw)}`);
+  }
+  return value;
+}
+
+const path = process.env.IDEM_DB || './idempotency.db';
+const port = numberFromEnv('PORT', 3000);
+const ttlSeconds = numberFromEnv('IDEM_TTL_SECONDS', 86_400);
+const sweepIntervalMs = numberFromEnv('IDEM_SWEEP_INTERVAL_MS', 60_000);
+const now = () => Date.now() / 1000;
+
+const store = openSqliteStore(path);
+const app = createPaymentsApp(store, { ttlSeconds, now });
+
+// Retention runs in the background: each sweep deletes expired answers in short batches of 100
+// and never touches a pending row.
+const sweeper = setInterval(() => {
+  sweep(store, { now: now() }).catch((error: unknown) => console.error('sweep failed:', error));
+}, sweepIntervalMs);
+
+const server = app.listen(port, '127.0.0.1', () => {
+  const { port: actual } = server.address() as AddressInfo;
+  console.log(
+    `payments service listening on http://127.0.0.1:${actual} (db ${path}, ttl ${ttlSeconds} s)`,
+  );
+});
+
+function shutdown(): void {
+  clearInterval(sweeper);
+  server.close(() => {
+    store.close();
+    process.exit(0);
+  });
+  server.closeAllConnections();
+}
+process.on('SIGTERM', shutdown);
+process.on('SIGINT', shutdown);

@@ -1,0 +1,157 @@
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import type { IdempotencyStore } from '../core/store.js';
+import { type Execution, idempotent } from './idempotent.js';
+import type { IdempotentOptions } from './options.js';
+import type { IdempotentResult } from './outcome.js';
+import type { IdempotencyProblem } from './problems.js';
+import { fromCapturedAnswer, toWire } from './response.js';
+
+/** Options of {@link expressIdempotency}: the core's, plus Express-shaped hooks. */
+export interface ExpressIdempotencyOptions extends IdempotentOptions {
+  /** Who the key belongs to, e.g. the authenticated client; `undefined` for unscoped. */
+  readonly scope?: (req: Request) => string | undefined | Promise<string | undefined>;
+  /**
+   * Sends the answer for a problem outcome instead of the default `application/problem+json` one.
+   * It must end the response.
+   */
+  readonly onError?: (problem: IdempotencyProblem, req: Request, res: Response) => void;
+}
+
+type End = Response['end'];
+type Write = Response['write'];
+
+// `res.end` is overloaded; the held answer is always sent as one chunk.
+function endWith(end: End, res: Response, chunk: string | Buffer, callback?: () => void): void {
+  (
+    end as unknown as (this: Response, chunk: string | Buffer, callback?: () => void) => Response
+  ).call(res, chunk, callback);
+}
+
+function flattenHeaders(res: Response): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(res.getHeaders())) {
+    if (value !== undefined)
+      headers[name] = Array.isArray(value) ? value.join(', ') : String(value);
+  }
+  return headers;
+}
+
+function toBuffer(chunk: unknown, encoding: unknown): Buffer {
+  if (typeof chunk === 'string') {
+    return Buffer.from(chunk, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8');
+  }
+  return Buffer.from(chunk as Uint8Array);
+}
+
+function sendResult(res: Response, result: IdempotentResult, end: End): void {
+  const wire = toWire(result.response);
+  for (const name of res.getHeaderNames()) res.removeHeader(name);
+  res.statusCode = wire.status;
+  for (const [name, value] of Object.entries(wire.headers)) res.setHeader(name, value);
+  if (wire.body !== undefined) res.setHeader('content-length', Buffer.byteLength(wire.body));
+  endWith(end, res, wire.body ?? '');
+}
+
+/**
+ * Holds back what the handler writes until its answer is recorded, so the client never sees an
+ * answer that a retry would not get back: a crash before `finish` leaves the client without an
+ * answer, and its retry is then replayed or run, never answered differently.
+ */
+function capture(
+  req: Request,
+  res: Response,
+  next: NextFunction,
+  execution: Execution,
+  onError: ExpressIdempotencyOptions['onError'],
+): void {
+  const write = res.write;
+  const end = res.end;
+  const chunks: Buffer[] = [];
+  res.write = function heldWrite(this: Response, chunk: unknown, ...rest: unknown[]): boolean {
+    chunks.push(toBuffer(chunk, rest[0]));
+    const callback = rest.find((arg) => typeof arg === 'function') as (() => void) | undefined;
+    callback?.();
+    return true;
+  } as Write;
+  res.end = function heldEnd(this: Response, ...args: unknown[]): Response {
+    res.write = write;
+    res.end = end;
+    const [chunk, encoding] = args;
+    const callback = args.find((arg) => typeof arg === 'function') as (() => void) | undefined;
+    if (chunk !== undefined && chunk !== null && typeof chunk !== 'function') {
+      chunks.push(toBuffer(chunk, encoding));
+    }
+    const bytes = Buffer.concat(chunks);
+    const captured = fromCapturedAnswer(res.statusCode, flattenHeaders(res), bytes);
+    const recorded = captured.storable
+      ? execution.complete(captured.response)
+      : execution.completeUnstorable(captured.response);
+    recorded
+      .then((result) => {
+        if (result.outcome !== 'problem' || res.headersSent) {
+          endWith(end, res, bytes, callback);
+        } else if (onError) {
+          onError(result.problem, req, res);
+        } else {
+          sendResult(res, result, end);
+        }
+      })
+      .catch(next);
+    return res;
+  } as End;
+}
+
+/**
+ * Express 5 middleware that makes a route idempotent with the `Idempotency-Key` header. Mount it
+ * after the body parser (the body is part of the fingerprint) and before the route handler:
+ *
+ * - a new key runs the handler once; its answer is stored before it is sent;
+ * - a retry gets the stored answer with `Idempotent-Replayed: true`, without running the handler;
+ * - every other outcome is an `application/problem+json` answer (see {@link IdempotencyProblem});
+ * - a handler that fails (an error, or a status that is not stored) releases the key.
+ *
+ * Only JSON and `text/*` answers are stored; a binary answer gives a 500 `answer-not-recorded`.
+ *
+ * @param store - any {@link IdempotencyStore}, e.g. `openSqliteStore(path)`
+ * @param options - see {@link ExpressIdempotencyOptions}
+ * @example
+ * ```ts
+ * import express from 'express';
+ * import { expressIdempotency } from 'drizzle-idempotency/express';
+ *
+ * const app = express();
+ * app.post('/payments', express.json(), expressIdempotency(store), (req, res) => {
+ *   res.status(201).json(createPayment(req.body));
+ * });
+ * ```
+ * @throws {@link InvalidOptionError} for a bad option, when called
+ */
+export function expressIdempotency(
+  store: IdempotencyStore<unknown>,
+  options: ExpressIdempotencyOptions = {},
+): RequestHandler {
+  const layer = idempotent(store, options);
+  return async function idempotencyMiddleware(req, res, next) {
+    try {
+      const decision = await layer.begin({
+        method: req.method,
+        path: req.baseUrl + req.path,
+        headers: req.headers,
+        body: req.body,
+        scope: options.scope ? await options.scope(req) : undefined,
+      });
+      if (decision.action === 'pass') {
+        next();
+      } else if (decision.action === 'run') {
+        capture(req, res, next, decision.execution, options.onError);
+        next();
+      } else if (decision.result.outcome === 'problem' && options.onError) {
+        options.onError(decision.result.problem, req, res);
+      } else {
+        sendResult(res, decision.result, res.end);
+      }
+    } catch (error) {
+      next(error);
+    }
+  };
+}

@@ -1,0 +1,122 @@
+import type { Context, MiddlewareHandler } from 'hono';
+import type { IdempotencyStore } from '../core/store.js';
+import { idempotent } from './idempotent.js';
+import type { IdempotentOptions } from './options.js';
+import type { IdempotencyProblem } from './problems.js';
+import { fromCapturedAnswer, isJsonContentType, toWire } from './response.js';
+
+/** Options of {@link honoIdempotency}: the core's, plus Hono-shaped hooks. */
+export interface HonoIdempotencyOptions extends IdempotentOptions {
+  /** Who the key belongs to, e.g. the authenticated client; `undefined` for unscoped. */
+  readonly scope?: (c: Context) => string | undefined | Promise<string | undefined>;
+  /**
+   * Builds the answer for a problem outcome instead of the default `application/problem+json` one.
+   */
+  readonly onError?: (problem: IdempotencyProblem, c: Context) => Response | Promise<Response>;
+}
+
+const BODYLESS_METHODS = new Set(['GET', 'HEAD']);
+
+// The body as the fingerprint sees it: parsed JSON when it is JSON, else the text. Hono caches the
+// text, so the handler can still read the body.
+async function readBody(c: Context): Promise<unknown> {
+  if (BODYLESS_METHODS.has(c.req.method)) return undefined;
+  const text = await c.req.text();
+  if (text === '') return undefined;
+  if (isJsonContentType(c.req.header('content-type') ?? '')) {
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      return text;
+    }
+  }
+  return text;
+}
+
+function toResponse(wire: ReturnType<typeof toWire>): Response {
+  return new Response(wire.body ?? null, { status: wire.status, headers: wire.headers });
+}
+
+/**
+ * Hono middleware that makes routes idempotent with the `Idempotency-Key` header:
+ *
+ * - a new key runs the handler once; its answer is stored before it is returned;
+ * - a retry gets the stored answer with `Idempotent-Replayed: true`, without running the handler;
+ * - every other outcome is an `application/problem+json` answer (or `onError`'s);
+ * - a handler that throws (Hono's `onError` answered instead) or answers a status that is not
+ *   stored releases the key, so a retry runs.
+ *
+ * Only JSON and `text/*` answers are stored; a binary answer gives a 500 `answer-not-recorded`.
+ *
+ * @param store - any {@link IdempotencyStore}, e.g. `openSqliteStore(path)`
+ * @param options - see {@link HonoIdempotencyOptions}
+ * @example
+ * ```ts
+ * import { Hono } from 'hono';
+ * import { honoIdempotency } from 'drizzle-idempotency/hono';
+ *
+ * const app = new Hono();
+ * app.post('/payments', honoIdempotency(store, { ttlSeconds: 72 * 3600 }), async (c) =>
+ *   c.json(createPayment(await c.req.json()), 201),
+ * );
+ * ```
+ * @throws {@link InvalidOptionError} for a bad option, when called
+ */
+export function honoIdempotency(
+  store: IdempotencyStore<unknown>,
+  options: HonoIdempotencyOptions = {},
+): MiddlewareHandler {
+  const layer = idempotent(store, options);
+
+  async function problemResponse(problem: IdempotencyProblem, c: Context): Promise<Response> {
+    return options.onError ? options.onError(problem, c) : toResponse(toWire(problem.toResponse()));
+  }
+
+  return async function idempotencyMiddleware(c, next) {
+    const decision = await layer.begin({
+      method: c.req.method,
+      path: c.req.path,
+      headers: c.req.header(),
+      body: await readBody(c),
+      scope: options.scope ? await options.scope(c) : undefined,
+    });
+    if (decision.action === 'pass') {
+      await next();
+      return;
+    }
+    if (decision.action === 'respond') {
+      const { result } = decision;
+      return result.outcome === 'problem'
+        ? problemResponse(result.problem, c)
+        : toResponse(toWire(result.response));
+    }
+    const { execution } = decision;
+    try {
+      await next();
+    } catch (error) {
+      await execution.fail(error);
+      throw error;
+    }
+    if (c.error !== undefined) {
+      // The handler threw and Hono's error handler answered: the key is released, not stored.
+      await execution.fail(c.error);
+      return;
+    }
+    const answer = c.res;
+    const bytes = new Uint8Array(await answer.arrayBuffer());
+    const captured = fromCapturedAnswer(answer.status, Object.fromEntries(answer.headers), bytes);
+    const result = captured.storable
+      ? await execution.complete(captured.response)
+      : await execution.completeUnstorable(captured.response);
+    // Setting c.res merges the previous response's headers into the new one: clear it first.
+    c.res = undefined;
+    c.res =
+      result.outcome === 'problem'
+        ? await problemResponse(result.problem, c)
+        : new Response(bytes.byteLength === 0 ? null : bytes, {
+            status: answer.status,
+            statusText: answer.statusText,
+            headers: answer.headers,
+          });
+  };
+}

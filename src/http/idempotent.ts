@@ -1,0 +1,287 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { SchemaMismatchError } from '../core/errors.js';
+import { KeyStatus } from '../core/status.js';
+import type { IdempotencyRecord, IdempotencyStore } from '../core/store.js';
+import { IDEMPOTENCY_KEY_HEADER, parseIdempotencyKey } from './key.js';
+import { type IdempotentOptions, type ResolvedOptions, resolveOptions } from './options.js';
+import { type IdempotentResult, Outcome, problemResult } from './outcome.js';
+import {
+  AnswerExpiredError,
+  AnswerNotRecordedError,
+  KeyMalformedError,
+  KeyMissingError,
+  KeyReusedError,
+  RequestInProgressError,
+} from './problems.js';
+import { headerValue, type IdempotentRequest } from './request.js';
+import {
+  type HttpResponse,
+  isStoredResponse,
+  normalizeResponse,
+  toStoredResponse,
+} from './response.js';
+import { storedId } from './scope.js';
+
+/** The header that marks a replayed answer. */
+export const REPLAYED_HEADER = 'idempotent-replayed';
+
+/**
+ * A request this layer let through to the handler. Exactly one of `complete` or `fail` must be
+ * called once the handler is done.
+ */
+export interface Execution {
+  /**
+   * Records the handler's answer: stores it (and returns `executed`) if its status is stored,
+   * otherwise releases the key (`notStored`). A store that refuses or fails gives an
+   * {@link AnswerNotRecordedError} problem. Never throws for a store failure.
+   */
+  complete(response: HttpResponse): Promise<IdempotentResult>;
+  /**
+   * Like `complete`, for an answer whose body cannot be stored (binary): it is `notStored` if its
+   * status is not stored, otherwise an {@link AnswerNotRecordedError} problem.
+   */
+  completeUnstorable(response: HttpResponse): Promise<IdempotentResult>;
+  /**
+   * The handler threw: releases the key this request reserved (its key and fingerprint checked),
+   * so a retry runs. Throws an `AggregateError` of `error` and the store's error if that fails.
+   */
+  fail(error: unknown): Promise<void>;
+}
+
+/**
+ * What {@link IdempotentExecutor.begin} decided: answer now, run the handler under an
+ * {@link Execution}, or let the request pass untouched (no key where none is required, or a method
+ * the layer does not cover), in which case nothing is captured or stored.
+ */
+export type Decision =
+  | { readonly action: 'respond'; readonly result: IdempotentResult }
+  | { readonly action: 'run'; readonly execution: Execution }
+  | { readonly action: 'pass' };
+
+/** The idempotency layer over one store. */
+export interface IdempotentExecutor {
+  /**
+   * Decides what to do with a request without running anything: answer now (replay, problem),
+   * run the handler under an {@link Execution}, or pass. For adapters that cannot wrap the handler in a
+   * function call. May throw what the store, the fingerprint or the scope throw.
+   */
+  begin(request: IdempotentRequest): Promise<Decision>;
+  /**
+   * Runs `handler` at most once per key within the retention period and returns the outcome with
+   * the response to send. A handler that throws releases the key and the error is rethrown.
+   */
+  handle(
+    request: IdempotentRequest,
+    handler: () => HttpResponse | Promise<HttpResponse>,
+  ): Promise<IdempotentResult>;
+}
+
+// How often a key that vanished between `reserve` and `get` (released or purged in between) is
+// tried again before answering "in progress": it keeps changing hands, so someone else owns it.
+const MAX_VANISHED = 3;
+
+function replay(record: IdempotencyRecord<unknown>): IdempotentResult {
+  const stored = record.response;
+  if (!isStoredResponse(stored)) {
+    throw new SchemaMismatchError(
+      `the stored answer of ${JSON.stringify(record.key)} is not an HTTP response; is the store shared with other code?`,
+    );
+  }
+  return {
+    outcome: Outcome.replayed,
+    response: { ...stored, headers: { ...stored.headers, [REPLAYED_HEADER]: 'true' } },
+  };
+}
+
+function owned(
+  store: IdempotencyStore<unknown>,
+  settings: ResolvedOptions,
+  id: string,
+  fingerprint: string,
+): Execution {
+  async function release(): Promise<void> {
+    // Deletes only the pending row with this fingerprint: never another request's row or answer.
+    await store.release(id, fingerprint);
+  }
+
+  async function notRecorded(
+    reason: string,
+    response: HttpResponse,
+    cause?: unknown,
+  ): Promise<IdempotentResult> {
+    try {
+      await release();
+    } catch (releaseError) {
+      return problemResult(
+        new AnswerNotRecordedError(
+          `${reason}; releasing the key failed too`,
+          response,
+          new AggregateError([cause, releaseError]),
+        ),
+      );
+    }
+    return problemResult(new AnswerNotRecordedError(reason, response, cause));
+  }
+
+  async function notStored(response: HttpResponse): Promise<IdempotentResult> {
+    try {
+      await release();
+    } catch (error) {
+      return problemResult(
+        new AnswerNotRecordedError(
+          'releasing the key of an answer not stored failed',
+          response,
+          error,
+        ),
+      );
+    }
+    return { outcome: Outcome.notStored, response };
+  }
+
+  return {
+    async complete(answer) {
+      const response = normalizeResponse(answer);
+      if (!settings.shouldStore(response.status)) return notStored(response);
+      let finished: boolean;
+      try {
+        finished = await store.finish(
+          id,
+          fingerprint,
+          toStoredResponse(response, settings.storedHeaders),
+        );
+      } catch (error) {
+        return notRecorded((error as Error).message, response, error);
+      }
+      if (!finished) {
+        // Our pending row is gone or changed hands: someone released it. Nothing is ours to release.
+        return problemResult(
+          new AnswerNotRecordedError(
+            'finish found no pending row of this request: it was released or replaced while the handler ran',
+            response,
+          ),
+        );
+      }
+      return { outcome: Outcome.executed, response };
+    },
+    async completeUnstorable(answer) {
+      const response = normalizeResponse(answer);
+      if (!settings.shouldStore(response.status)) return notStored(response);
+      return notRecorded('only JSON and text bodies are stored', response);
+    },
+    async fail(error) {
+      try {
+        await release();
+      } catch (releaseError) {
+        throw new AggregateError(
+          [error, releaseError],
+          'the handler failed and releasing its idempotency key failed too',
+        );
+      }
+    },
+  };
+}
+
+/**
+ * The idempotency layer: runs a handler at most once per key within the retention period, and
+ * answers every other request with that key from the store.
+ *
+ * ```
+ *  request ─ key? ── none ──▶ 400 key-missing (or pass through if not required)
+ *             │ malformed ──▶ 400 key-malformed
+ *             ▼
+ *  reserve(id, fingerprint, now + ttl) ── won ──▶ run handler ─┬─ stored status ─▶ finish ─▶ executed
+ *             │ lost                                           ├─ other status ──▶ release ─▶ notStored
+ *             ▼                                                └─ throws ────────▶ release, rethrow
+ *  get(id) ─┬─ other fingerprint ─────────▶ 422 key-reused
+ *           ├─ done, expires > now ───────▶ replay (Idempotent-Replayed: true)
+ *           ├─ done, expires <= now ──────▶ 409 answer-expired (not replayed, not run)
+ *           ├─ pending ───────────────────▶ 409 request-in-progress + Retry-After (or wait, poll)
+ *           └─ gone (released meanwhile) ─▶ reserve again
+ * ```
+ *
+ * Only the request that reserved a key ever releases it, and only while it is `pending` with its
+ * fingerprint, so a failure never deletes another request's row or a stored answer.
+ *
+ * @param store - any {@link IdempotencyStore}; its answers are stored as {@link HttpResponse}s
+ * @param options - see {@link IdempotentOptions}
+ * @example
+ * ```ts
+ * const layer = idempotent(openSqliteStore('./idempotency.db'), { ttlSeconds: 72 * 3600 });
+ * const result = await layer.handle(
+ *   { method: 'POST', path: '/payments', headers, body },
+ *   async () => ({ status: 201, body: await createPayment(body) }),
+ * );
+ * send(result.response);
+ * ```
+ * @throws {@link InvalidOptionError} for a bad option, when called
+ */
+export function idempotent(
+  store: IdempotencyStore<unknown>,
+  options: IdempotentOptions = {},
+): IdempotentExecutor {
+  const settings = resolveOptions(options);
+
+  async function begin(request: IdempotentRequest): Promise<Decision> {
+    if (!settings.methods.has(request.method.toUpperCase())) {
+      return { action: 'pass' };
+    }
+    const header = headerValue(request.headers, IDEMPOTENCY_KEY_HEADER);
+    if (header === undefined) {
+      return settings.required
+        ? { action: 'respond', result: problemResult(new KeyMissingError()) }
+        : { action: 'pass' };
+    }
+    const parsed = parseIdempotencyKey(header);
+    if (!parsed.ok) {
+      return { action: 'respond', result: problemResult(new KeyMalformedError(parsed.reason)) };
+    }
+    const id = storedId(request.scope, parsed.key);
+    const fingerprint = await settings.fingerprint(request);
+    const deadline = performance.now() + settings.waitTimeoutMs;
+    let vanished = 0;
+    for (;;) {
+      const now = settings.now();
+      if (await store.reserve(id, fingerprint, now + settings.ttlSeconds)) {
+        return { action: 'run', execution: owned(store, settings, id, fingerprint) };
+      }
+      const record = await store.get(id);
+      if (record === null) {
+        vanished += 1;
+        if (vanished < MAX_VANISHED) continue;
+      } else if (record.fingerprint !== fingerprint) {
+        return { action: 'respond', result: problemResult(new KeyReusedError(record)) };
+      } else if (record.status === KeyStatus.done) {
+        const result =
+          record.expires > now ? replay(record) : problemResult(new AnswerExpiredError(record));
+        return { action: 'respond', result };
+      }
+      // Pending, or a key that keeps changing hands: someone else is working on it.
+      if (performance.now() + settings.waitIntervalMs > deadline) {
+        return {
+          action: 'respond',
+          result: problemResult(new RequestInProgressError(settings.retryAfterSeconds, record)),
+        };
+      }
+      await sleep(settings.waitIntervalMs);
+    }
+  }
+
+  return {
+    begin,
+    async handle(request, handler) {
+      const decision = await begin(request);
+      if (decision.action === 'respond') return decision.result;
+      if (decision.action === 'pass') {
+        return { outcome: Outcome.passedThrough, response: normalizeResponse(await handler()) };
+      }
+      let response: HttpResponse;
+      try {
+        response = await handler();
+      } catch (error) {
+        await decision.execution.fail(error);
+        throw error;
+      }
+      return decision.execution.complete(response);
+    },
+  };
+}

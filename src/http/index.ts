@@ -1,0 +1,25 @@
+export { requestFingerprint } from './fingerprint.js';
+export type { Decision, Execution, IdempotentExecutor } from './idempotent.js';
+export { idempotent, REPLAYED_HEADER } from './idempotent.js';
+export type { ParsedKey } from './key.js';
+export { IDEMPOTENCY_KEY_HEADER, MAX_KEY_LENGTH, parseIdempotencyKey } from './key.js';
+export type { IdempotentOptions } from './options.js';
+export { DEFAULT_TTL_SECONDS } from './options.js';
+export type { IdempotentResult } from './outcome.js';
+export { Outcome } from './outcome.js';
+export type { ProblemDetails } from './problems.js';
+export {
+  AnswerExpiredError,
+  AnswerNotRecordedError,
+  IdempotencyProblem,
+  KeyMalformedError,
+  KeyMissingError,
+  KeyReusedError,
+  PROBLEM_CONTENT_TYPE,
+  ProblemType,
+  RequestInProgressError,
+} from './problems.js';
+export type { HeaderValues, IdempotentRequest } from './request.js';
+export type { HttpResponse, WireResponse } from './response.js';
+export { DEFAULT_STORED_HEADERS, fromCapturedAnswer, toWire } from './response.js';
+export { storedId } from './scope.js';

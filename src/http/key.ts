@@ -1,0 +1,66 @@
+/** The longest idempotency key accepted, in characters (Stripe's limit). */
+export const MAX_KEY_LENGTH = 255;
+
+/** The header that carries the key, in the lower case Node and Hono use for header names. */
+export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
+
+/** What {@link parseIdempotencyKey} found in the header. */
+export type ParsedKey =
+  | { readonly ok: true; readonly key: string }
+  | { readonly ok: false; readonly reason: string };
+
+// RFC 8941 sf-string: DQUOTE *( unescaped / "\" ( DQUOTE / "\" ) ) DQUOTE, where unescaped is
+// printable ASCII (0x20–0x7E) except DQUOTE and backslash.
+const QUOTED = /^"((?:[\x20\x21\x23-\x5B\x5D-\x7E]|\\["\\])*)"$/;
+// The common bare form: visible ASCII (0x21–0x7E). Not starting with a quote, so a broken
+// quoted string is refused instead of being taken literally.
+const BARE = /^[\x21\x23-\x7E][\x21-\x7E]*$/;
+
+/**
+ * Reads an `Idempotency-Key` header value. Two forms are accepted:
+ *
+ * - the draft's Structured Field string, `"abc"`: printable ASCII (0x20–0x7E, spaces included)
+ *   between double quotes, with `\"` and `\\` as the only escapes; no parameters after it;
+ * - the common bare form, `abc`: visible ASCII only (0x21–0x7E, no spaces), not starting with `"`.
+ *
+ * Both give the same key (`"abc"` and `abc` are one key). The key must have 1 to
+ * {@link MAX_KEY_LENGTH} characters once unquoted. Whitespace around the value is ignored, as in
+ * HTTP. Several header lines (joined with `, ` by Node) are refused: they are not one key.
+ *
+ * @example
+ * ```ts
+ * parseIdempotencyKey('"8e03978e-40d5"'); // { ok: true, key: '8e03978e-40d5' }
+ * parseIdempotencyKey('order 42');        // { ok: false, reason: '…' }
+ * ```
+ */
+export function parseIdempotencyKey(value: string): ParsedKey {
+  const trimmed = value.replace(/^[ \t]+|[ \t]+$/g, '');
+  if (trimmed === '') return { ok: false, reason: 'the key must not be empty' };
+  let key: string;
+  const quoted = QUOTED.exec(trimmed);
+  if (quoted) {
+    key = (quoted[1] ?? '').replace(/\\(["\\])/g, '$1');
+  } else if (BARE.test(trimmed)) {
+    key = trimmed;
+  } else if (trimmed.startsWith('"')) {
+    return {
+      ok: false,
+      reason:
+        'a quoted key must be one Structured Field string: printable ASCII between double quotes, with only \\" and \\\\ escaped, and nothing after it',
+    };
+  } else {
+    return {
+      ok: false,
+      reason:
+        'a bare key must be visible ASCII characters (0x21–0x7E) without spaces; quote it as a Structured Field string ("…") to include spaces',
+    };
+  }
+  if (key.length === 0) return { ok: false, reason: 'the key must not be empty' };
+  if (key.length > MAX_KEY_LENGTH) {
+    return {
+      ok: false,
+      reason: `the key must be at most ${MAX_KEY_LENGTH} characters, got ${key.length}`,
+    };
+  }
+  return { ok: true, key };
+}

@@ -1,0 +1,195 @@
+import { ErrorCode, IdempotencyError } from '../core/errors.js';
+import type { IdempotencyRecord } from '../core/store.js';
+import type { HttpResponse } from './response.js';
+
+/**
+ * The `type` URIs of the problem responses (RFC 9457). They identify the problem; they are not
+ * meant to be dereferenced.
+ */
+export const ProblemType = {
+  keyMissing: 'urn:drizzle-idempotency:problem:key-missing',
+  keyMalformed: 'urn:drizzle-idempotency:problem:key-malformed',
+  keyReused: 'urn:drizzle-idempotency:problem:key-reused',
+  requestInProgress: 'urn:drizzle-idempotency:problem:request-in-progress',
+  answerExpired: 'urn:drizzle-idempotency:problem:answer-expired',
+  answerNotRecorded: 'urn:drizzle-idempotency:problem:answer-not-recorded',
+} as const;
+
+/** One of the values of {@link ProblemType}. */
+export type ProblemType = (typeof ProblemType)[keyof typeof ProblemType];
+
+/** An RFC 9457 problem details object, as sent with `application/problem+json`. */
+export interface ProblemDetails {
+  readonly type: ProblemType;
+  readonly title: string;
+  readonly status: number;
+  readonly detail: string;
+}
+
+/** The media type of every problem response. */
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
+
+/**
+ * An outcome that is answered with a problem instead of the handler's answer. Each kind is its
+ * own class, so adapters and users can match on it (`instanceof`, or `code`), and
+ * {@link IdempotencyProblem.toResponse} renders the default `application/problem+json` answer.
+ *
+ * @example
+ * ```ts
+ * if (result.outcome === 'problem' && result.problem instanceof RequestInProgressError) {
+ *   metrics.increment('idempotency.in_progress');
+ * }
+ * ```
+ */
+export abstract class IdempotencyProblem extends IdempotencyError {
+  /** The HTTP status of the problem response. */
+  abstract readonly status: number;
+  /** The problem's `type` URI. */
+  abstract readonly type: ProblemType;
+  /** A short, fixed summary of the problem type. */
+  abstract readonly title: string;
+
+  /** The RFC 9457 body: `type`, `title`, `status` and `detail` (the message). */
+  details(): ProblemDetails {
+    return { type: this.type, title: this.title, status: this.status, detail: this.message };
+  }
+
+  /** Headers beyond the content type; `Retry-After` for a request in progress. */
+  protected extraHeaders(): Record<string, string> {
+    return {};
+  }
+
+  /** The default problem response. */
+  toResponse(): HttpResponse {
+    return {
+      status: this.status,
+      headers: { 'content-type': PROBLEM_CONTENT_TYPE, ...this.extraHeaders() },
+      body: { ...this.details() },
+    };
+  }
+}
+
+/** 400: the route requires an `Idempotency-Key` header and the request has none. */
+export class KeyMissingError extends IdempotencyProblem {
+  readonly status = 400;
+  readonly type = ProblemType.keyMissing;
+  readonly title = 'Idempotency-Key header missing';
+
+  constructor() {
+    super(
+      ErrorCode.keyMissing,
+      'this operation requires an Idempotency-Key header; send a unique key (such as a UUID) and reuse it only to retry the same request',
+    );
+  }
+}
+
+/** 400: the `Idempotency-Key` header is not a key this server accepts. */
+export class KeyMalformedError extends IdempotencyProblem {
+  readonly status = 400;
+  readonly type = ProblemType.keyMalformed;
+  readonly title = 'Idempotency-Key header malformed';
+
+  /** @param reason - what is wrong with the header value */
+  constructor(reason: string) {
+    super(ErrorCode.keyMalformed, `the Idempotency-Key header is malformed: ${reason}`);
+  }
+}
+
+/** 422: the key was first used for a request with a different fingerprint. It never runs. */
+export class KeyReusedError extends IdempotencyProblem {
+  readonly status = 422;
+  readonly type = ProblemType.keyReused;
+  readonly title = 'Idempotency-Key reused with a different request';
+  /** The record that holds the key (its response is not exposed to the client). */
+  readonly record: IdempotencyRecord<unknown>;
+
+  /** @param record - the record that holds the key */
+  constructor(record: IdempotencyRecord<unknown>) {
+    super(
+      ErrorCode.keyReused,
+      'this Idempotency-Key was already used for a request with a different method, path or body; use a new key for a new request',
+    );
+    this.record = record;
+  }
+}
+
+/** 409 with `Retry-After`: the first request with this key is still running. It never runs twice. */
+export class RequestInProgressError extends IdempotencyProblem {
+  readonly status = 409;
+  readonly type = ProblemType.requestInProgress;
+  readonly title = 'Request with this Idempotency-Key in progress';
+  /** The `Retry-After` value, in seconds. */
+  readonly retryAfterSeconds: number;
+  /** The pending record, or `null` when the key kept changing hands while it was looked at. */
+  readonly record: IdempotencyRecord<unknown> | null;
+
+  /**
+   * @param retryAfterSeconds - the `Retry-After` value
+   * @param record - the pending record, if one was seen
+   */
+  constructor(retryAfterSeconds: number, record: IdempotencyRecord<unknown> | null) {
+    super(
+      ErrorCode.requestInProgress,
+      'a request with this Idempotency-Key is still being processed; retry it later to get its answer',
+    );
+    this.retryAfterSeconds = retryAfterSeconds;
+    this.record = record;
+  }
+
+  protected override extraHeaders(): Record<string, string> {
+    return { 'retry-after': String(this.retryAfterSeconds) };
+  }
+}
+
+/**
+ * 409: the key's answer is past its retention deadline but not yet purged. It is neither replayed
+ * (the guarantee has ended) nor run again (the row is still there). Once the sweep has purged it,
+ * the key is a new request.
+ */
+export class AnswerExpiredError extends IdempotencyProblem {
+  readonly status = 409;
+  readonly type = ProblemType.answerExpired;
+  readonly title = 'Idempotency-Key answer expired';
+  /** The expired record. */
+  readonly record: IdempotencyRecord<unknown>;
+
+  /** @param record - the expired record */
+  constructor(record: IdempotencyRecord<unknown>) {
+    super(
+      ErrorCode.answerExpired,
+      'the answer for this Idempotency-Key is past its retention period and is no longer replayed; use a new key for a new request',
+    );
+    this.record = record;
+  }
+}
+
+/**
+ * 500: the handler ran but its answer could not be stored: it is not JSON or text, the store
+ * failed, or `finish` found no pending row of this request (someone released or replaced it). The
+ * key was released where this request still owned it. `response` is the handler's answer, for an
+ * `onError` hook that prefers to send it.
+ */
+export class AnswerNotRecordedError extends IdempotencyProblem {
+  readonly status = 500;
+  readonly type = ProblemType.answerNotRecorded;
+  readonly title = 'Answer not recorded';
+  /** The handler's answer that could not be stored. */
+  readonly response: HttpResponse;
+  /** Why it was not stored, for logs; not sent to the client. */
+  readonly reason: string;
+
+  /**
+   * @param reason - why it was not stored
+   * @param response - the handler's answer
+   * @param cause - the underlying error, if any
+   */
+  constructor(reason: string, response: HttpResponse, cause?: unknown) {
+    super(
+      ErrorCode.answerNotRecorded,
+      'the request was processed but its answer could not be recorded for replay; do not retry it blindly',
+      { cause },
+    );
+    this.response = response;
+    this.reason = reason;
+  }
+}

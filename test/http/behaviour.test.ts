@@ -1,0 +1,435 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { type IdempotentOptions, MAX_KEY_LENGTH, storedId } from '../../src/http/index.js';
+import type { IdempotencyStore } from '../../src/index.js';
+import {
+  type Answer,
+  type Behaviour,
+  type ServerKind,
+  serverKinds,
+  type TestServer,
+} from '../support/http-servers.js';
+import { type StoreFactory, storeFactories } from '../support/store-factories.js';
+
+/** Fields of a request body that steer the test handler. */
+interface Control {
+  throw?: boolean;
+  status?: number;
+  text?: boolean;
+  binary?: boolean;
+  gate?: boolean;
+  delay_ms?: number;
+  sabotage?: string;
+}
+
+interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+}
+
+const factories = storeFactories();
+
+function defer(): { promise: Promise<void>; open: () => void } {
+  let open = () => {};
+  const promise = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { promise, open };
+}
+
+async function until(check: () => Promise<boolean>): Promise<void> {
+  while (!(await check())) await sleep(5);
+}
+
+function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
+  describe(`HTTP idempotency: ${kind.name} on ${factory.name}`, () => {
+    let store: IdempotencyStore<unknown>;
+    let closeStore: () => Promise<void>;
+    let server: TestServer | undefined;
+    let calls: number;
+    let gate: ReturnType<typeof defer>;
+    let clock: number;
+
+    const behave: Behaviour = async (body, path): Promise<Answer> => {
+      calls += 1;
+      const n = calls;
+      const control = (body ?? {}) as Control;
+      if (control.gate) await gate.promise;
+      if (control.delay_ms) await sleep(control.delay_ms);
+      if (control.sabotage) {
+        const record = await store.get(control.sabotage);
+        if (record) await store.release(control.sabotage, record.fingerprint);
+      }
+      if (control.throw) throw new Error('boom');
+      if (control.text) {
+        return {
+          status: 200,
+          headers: { 'content-type': 'text/plain; charset=utf-8' },
+          kind: 'text',
+          body: `hello ${n}`,
+        };
+      }
+      if (control.binary) {
+        return {
+          status: 200,
+          headers: { 'content-type': 'application/octet-stream' },
+          kind: 'binary',
+          body: new Uint8Array([0xff, 0, 1]),
+        };
+      }
+      return {
+        status: control.status ?? 201,
+        headers: { location: `/things/${n}`, 'x-extra': 'not stored' },
+        kind: 'json',
+        body: { n, path, body: body ?? null },
+      };
+    };
+
+    async function start(options: IdempotentOptions = {}): Promise<string> {
+      server = await kind.start(store, { now: () => clock, ...options }, behave);
+      return server.url;
+    }
+
+    async function send(
+      url: string,
+      key: string | undefined,
+      body: unknown,
+      init: { path?: string; method?: string; headers?: Record<string, string> } = {},
+    ): Promise<Response> {
+      const headers: Record<string, string> = {
+        'content-type': 'application/json',
+        ...init.headers,
+      };
+      if (key !== undefined) headers['idempotency-key'] = key;
+      return fetch(`${url}${init.path ?? '/run'}`, {
+        method: init.method ?? 'POST',
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    }
+
+    async function expectProblem(
+      response: Response,
+      status: number,
+      type: string,
+    ): Promise<Problem> {
+      expect(response.status).toBe(status);
+      expect(response.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(response.headers.get('idempotent-replayed')).toBeNull();
+      const problem = (await response.json()) as Problem;
+      expect(problem).toEqual({
+        type: `urn:drizzle-idempotency:problem:${type}`,
+        title: expect.any(String),
+        status,
+        detail: expect.any(String),
+      });
+      return problem;
+    }
+
+    beforeEach(async () => {
+      ({ store, close: closeStore } = await factory.open());
+      calls = 0;
+      gate = defer();
+      clock = 1_000;
+    });
+
+    afterEach(async () => {
+      gate.open();
+      await server?.close();
+      server = undefined;
+      await closeStore();
+    });
+
+    it('runs a new key once, stores the answer, and replays it with Idempotent-Replayed', async () => {
+      const url = await start();
+      const first = await send(url, 'k1', { amount: 1 });
+      expect(first.status).toBe(201);
+      expect(first.headers.get('idempotent-replayed')).toBeNull();
+      expect(first.headers.get('location')).toBe('/things/1');
+      expect(first.headers.get('x-extra')).toBe('not stored');
+      const firstBody = await first.json();
+      expect(firstBody).toEqual({ n: 1, path: '/run', body: { amount: 1 } });
+
+      const retry = await send(url, 'k1', { amount: 1 });
+      expect(retry.status).toBe(201);
+      expect(retry.headers.get('idempotent-replayed')).toBe('true');
+      expect(retry.headers.get('location')).toBe('/things/1');
+      expect(retry.headers.get('content-type')).toMatch(/^application\/json/);
+      expect(retry.headers.get('x-extra')).toBeNull();
+      expect(await retry.json()).toEqual(firstBody);
+      expect(calls).toBe(1);
+
+      const record = await store.get('k1');
+      expect(record?.status).toBe('done');
+      expect(record?.expires).toBe(1_000 + 24 * 3600);
+    });
+
+    it('replays a body whose JSON keys come in another order', async () => {
+      const url = await start();
+      await send(url, 'k1', { amount: 1, currency: 'EUR', meta: { a: 1, b: [1, 2] } });
+      const retry = await send(url, 'k1', {
+        meta: { b: [1, 2], a: 1 },
+        currency: 'EUR',
+        amount: 1.0,
+      });
+      expect(retry.status).toBe(201);
+      expect(retry.headers.get('idempotent-replayed')).toBe('true');
+      expect(calls).toBe(1);
+    });
+
+    it('answers 422 for the same key with another body or path, without running', async () => {
+      const url = await start();
+      await send(url, 'k1', { amount: 1 });
+      await expectProblem(await send(url, 'k1', { amount: 2 }), 422, 'key-reused');
+      await expectProblem(
+        await send(url, 'k1', { amount: 1 }, { path: '/other' }),
+        422,
+        'key-reused',
+      );
+      await expectProblem(
+        await send(url, 'k1', { amount: 1 }, { method: 'PATCH' }),
+        422,
+        'key-reused',
+      );
+      expect(calls).toBe(1);
+      expect((await store.get('k1'))?.status).toBe('done');
+    });
+
+    it('answers 400 for a missing key where required, and passes through where not', async () => {
+      const url = await start();
+      await expectProblem(await send(url, undefined, { amount: 1 }), 400, 'key-missing');
+      expect(calls).toBe(0);
+      await server?.close();
+      const open = await start({ required: false });
+      expect((await send(open, undefined, { amount: 1 })).status).toBe(201);
+      expect((await send(open, undefined, { amount: 1 })).status).toBe(201);
+      expect(calls).toBe(2);
+      expect(await store.counts()).toEqual({ pending: 0, done: 0 });
+    });
+
+    it('passes methods it does not cover straight through, key or not', async () => {
+      const url = await start();
+      const get = await fetch(`${url}/run`, { headers: { 'idempotency-key': 'k1' } });
+      expect(get.status).toBe(201);
+      await fetch(`${url}/run`, { headers: { 'idempotency-key': 'k1' } });
+      expect(calls).toBe(2);
+      expect(await store.get('k1')).toBeNull();
+    });
+
+    it('refuses malformed keys with 400 and stores nothing', async () => {
+      const url = await start();
+      const bad = [
+        '',
+        'two words',
+        '"unterminated',
+        '"a"b"',
+        '"a";p=1',
+        '"bad\\escape"',
+        'caf\u00e9',
+        'k'.repeat(MAX_KEY_LENGTH + 1),
+        `"${'k'.repeat(MAX_KEY_LENGTH + 1)}"`,
+        '""',
+      ];
+      for (const key of bad) {
+        await expectProblem(await send(url, key, { amount: 1 }), 400, 'key-malformed');
+      }
+      const twice = new Headers({ 'content-type': 'application/json' });
+      twice.append('idempotency-key', 'a');
+      twice.append('idempotency-key', 'b');
+      const duplicate = await fetch(`${url}/run`, { method: 'POST', headers: twice, body: '{}' });
+      await expectProblem(duplicate, 400, 'key-malformed');
+      expect(calls).toBe(0);
+      expect(await store.counts()).toEqual({ pending: 0, done: 0 });
+    });
+
+    it('accepts the quoted and the bare form as one key, up to 255 characters', async () => {
+      const url = await start();
+      expect((await send(url, '"order-42"', { amount: 1 })).status).toBe(201);
+      const bare = await send(url, 'order-42', { amount: 1 });
+      expect(bare.headers.get('idempotent-replayed')).toBe('true');
+      expect((await send(url, '"with space \\"and\\" \\\\ escapes"', { a: 1 })).status).toBe(201);
+      expect(await store.get('with space "and" \\ escapes')).not.toBeNull();
+      expect((await send(url, 'k'.repeat(MAX_KEY_LENGTH), { a: 1 })).status).toBe(201);
+      expect(calls).toBe(3);
+    });
+
+    it('answers 409 with Retry-After while the first request runs, and never runs twice', async () => {
+      const url = await start({ retryAfterSeconds: 3 });
+      const first = send(url, 'k1', { gate: true });
+      await until(async () => (await store.get('k1'))?.status === 'pending');
+      const second = await send(url, 'k1', { gate: true });
+      await expectProblem(second, 409, 'request-in-progress');
+      expect(second.headers.get('retry-after')).toBe('3');
+      gate.open();
+      expect((await first).status).toBe(201);
+      const third = await send(url, 'k1', { gate: true });
+      expect(third.headers.get('idempotent-replayed')).toBe('true');
+      expect(calls).toBe(1);
+    });
+
+    it('waits for the first request and replays its answer in wait mode', async () => {
+      const url = await start({ wait: { timeoutMs: 10_000, intervalMs: 10 } });
+      const first = send(url, 'k1', { gate: true });
+      await until(async () => (await store.get('k1'))?.status === 'pending');
+      const second = send(url, 'k1', { gate: true });
+      await sleep(50);
+      gate.open();
+      const [a, b] = await Promise.all([first, second]);
+      expect(a.status).toBe(201);
+      expect(b.status).toBe(201);
+      expect(b.headers.get('idempotent-replayed')).toBe('true');
+      expect(await b.json()).toEqual(await a.json());
+      expect(calls).toBe(1);
+    });
+
+    it('gives up waiting after the bounded wait with 409', async () => {
+      const url = await start({ wait: { timeoutMs: 30, intervalMs: 10 } });
+      const first = send(url, 'k1', { gate: true });
+      await until(async () => (await store.get('k1'))?.status === 'pending');
+      await expectProblem(await send(url, 'k1', { gate: true }), 409, 'request-in-progress');
+      gate.open();
+      await first;
+    });
+
+    it('neither replays nor runs an expired answer awaiting purge; after the sweep the key is new', async () => {
+      const url = await start({ ttlSeconds: 10 });
+      const first = await (await send(url, 'k1', { amount: 1 })).json();
+      clock = 1_009.5;
+      expect((await send(url, 'k1', { amount: 1 })).headers.get('idempotent-replayed')).toBe(
+        'true',
+      );
+      clock = 1_010;
+      const expired = await send(url, 'k1', { amount: 1 });
+      await expectProblem(expired, 409, 'answer-expired');
+      expect(expired.headers.get('retry-after')).toBeNull();
+      expect(calls).toBe(1);
+      expect(await store.sweepBatch(clock, 100)).toBe(1);
+      const fresh = await send(url, 'k1', { amount: 1 });
+      expect(fresh.status).toBe(201);
+      expect(fresh.headers.get('idempotent-replayed')).toBeNull();
+      expect(await fresh.json()).not.toEqual(first);
+      expect(calls).toBe(2);
+      expect((await store.get('k1'))?.expires).toBe(1_020);
+    });
+
+    it('releases only the key it owns when the handler throws', async () => {
+      const url = await start();
+      await store.reserve('other', 'x', 5);
+      const failed = await send(url, 'k1', { throw: true });
+      expect(failed.status).toBe(500);
+      expect(failed.headers.get('idempotent-replayed')).toBeNull();
+      expect(await store.get('k1')).toBeNull();
+      expect((await store.get('other'))?.status).toBe('pending');
+      expect(calls).toBe(1);
+    });
+
+    it('runs a retry after a failure exactly once', async () => {
+      const url = await start();
+      await send(url, 'k1', { throw: true });
+      await send(url, 'k2', { amount: 1 });
+      expect((await send(url, 'k1', { amount: 1 })).status).toBe(201);
+      expect((await send(url, 'k1', { amount: 1 })).headers.get('idempotent-replayed')).toBe(
+        'true',
+      );
+      expect(calls).toBe(3);
+    });
+
+    it('does not store 5xx answers by default, and stores them when told to', async () => {
+      const url = await start();
+      const unavailable = await send(url, 'k1', { status: 503 });
+      expect(unavailable.status).toBe(503);
+      expect(await store.get('k1')).toBeNull();
+      expect(
+        (await send(url, 'k1', { status: 503 })).headers.get('idempotent-replayed'),
+      ).toBeNull();
+      expect(calls).toBe(2);
+      await server?.close();
+      const storing = await start({ shouldStore: () => true });
+      await send(storing, 'k2', { status: 503 });
+      const replay = await send(storing, 'k2', { status: 503 });
+      expect(replay.status).toBe(503);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(calls).toBe(3);
+    });
+
+    it('stores and replays 4xx answers of the handler', async () => {
+      const url = await start();
+      expect((await send(url, 'k1', { status: 402 })).status).toBe(402);
+      const replay = await send(url, 'k1', { status: 402 });
+      expect(replay.status).toBe(402);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(calls).toBe(1);
+    });
+
+    it('stores and replays text answers', async () => {
+      const url = await start();
+      expect(await (await send(url, 'k1', { text: true })).text()).toBe('hello 1');
+      const replay = await send(url, 'k1', { text: true });
+      expect(replay.headers.get('content-type')).toBe('text/plain; charset=utf-8');
+      expect(await replay.text()).toBe('hello 1');
+      expect(calls).toBe(1);
+    });
+
+    if (kind.binary) {
+      it('refuses to store a binary answer: 500 and the key released', async () => {
+        const url = await start();
+        await expectProblem(await send(url, 'k1', { binary: true }), 500, 'answer-not-recorded');
+        expect(await store.get('k1')).toBeNull();
+      });
+    }
+
+    it('surfaces a finish that finds its row gone as 500 answer-not-recorded', async () => {
+      const url = await start();
+      await expectProblem(await send(url, 'k1', { sabotage: 'k1' }), 500, 'answer-not-recorded');
+      expect(await store.get('k1')).toBeNull();
+    });
+
+    it('keeps scopes apart: one client never replays another client answer', async () => {
+      const url = await start();
+      const a = await send(url, 'k1', { amount: 1 }, { headers: { 'x-client': 'alice' } });
+      const b = await send(url, 'k1', { amount: 1 }, { headers: { 'x-client': 'bob' } });
+      expect(b.headers.get('idempotent-replayed')).toBeNull();
+      expect(await b.json()).not.toEqual(await a.json());
+      const unscoped = await send(url, 'k1', { amount: 1 });
+      expect(unscoped.headers.get('idempotent-replayed')).toBeNull();
+      const again = await send(url, 'k1', { amount: 1 }, { headers: { 'x-client': 'alice' } });
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(calls).toBe(3);
+      expect(await store.get(storedId('alice', 'k1'))).not.toBeNull();
+
+      const ab = await send(url, 'c', { amount: 1 }, { headers: { 'x-client': 'a:b' } });
+      const a2 = await send(url, 'b:c', { amount: 1 }, { headers: { 'x-client': 'a' } });
+      expect(ab.headers.get('idempotent-replayed')).toBeNull();
+      expect(a2.headers.get('idempotent-replayed')).toBeNull();
+      expect(calls).toBe(5);
+    });
+
+    it('runs the handler once for 50 concurrent identical requests', async () => {
+      const url = await start();
+      const responses = await Promise.all(
+        Array.from({ length: 50 }, () => send(url, 'k1', { amount: 1, delay_ms: 30 })),
+      );
+      expect(calls).toBe(1);
+      const bodies = await Promise.all(responses.map((response) => response.json()));
+      const winner = { n: 1, path: '/run', body: { amount: 1, delay_ms: 30 } };
+      let executed = 0;
+      for (const [index, response] of responses.entries()) {
+        const replayed = response.headers.get('idempotent-replayed') === 'true';
+        if (response.status === 409) {
+          expect((bodies[index] as Problem).type).toMatch(/request-in-progress$/);
+        } else {
+          expect(response.status).toBe(201);
+          expect(bodies[index]).toEqual(winner);
+          if (!replayed) executed += 1;
+        }
+      }
+      expect(executed).toBe(1);
+    });
+  });
+}
+
+for (const kind of serverKinds) {
+  for (const factory of factories) describeHttpBehaviour(kind, factory);
+}

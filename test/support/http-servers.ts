@@ -1,0 +1,137 @@
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
+import express from 'express';
+import { Hono } from 'hono';
+import { expressIdempotency } from '../../src/http/express.js';
+import { honoIdempotency } from '../../src/http/hono.js';
+import { type IdempotentOptions, idempotent, toWire } from '../../src/http/index.js';
+import type { IdempotencyStore } from '../../src/index.js';
+
+/** What the test handler answers: JSON by default, or text, or bytes. */
+export interface Answer {
+  readonly status: number;
+  readonly headers: Record<string, string>;
+  readonly kind: 'json' | 'text' | 'binary';
+  readonly body: unknown;
+}
+
+/** The handler behind every test route: the same logic in every framework. */
+export type Behaviour = (body: unknown, path: string) => Promise<Answer>;
+
+/** A running server on 127.0.0.1. */
+export interface TestServer {
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+/** Starts a server for `store` with the layer in front of `behave` on `/run` and `/other`. */
+export type ServerFactory = (
+  store: IdempotencyStore<unknown>,
+  options: IdempotentOptions,
+  behave: Behaviour,
+) => Promise<TestServer>;
+
+/** An HTTP layer under test: the core behind node:http, or one of the adapters. */
+export interface ServerKind {
+  readonly name: string;
+  readonly start: ServerFactory;
+  /** Whether it can produce a binary answer (the core's handler only answers JSON values). */
+  readonly binary: boolean;
+}
+
+const ROUTES = ['/run', '/other'];
+
+async function listening(server: Server): Promise<TestServer> {
+  if (!server.listening) await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+const startCore: ServerFactory = async (store, options, behave) => {
+  const layer = idempotent(store, options);
+  const server = createServer(async (req, res) => {
+    let text = '';
+    for await (const chunk of req) text += chunk;
+    const path = new URL(req.url ?? '/', 'http://127.0.0.1').pathname;
+    const client = req.headers['x-client'];
+    try {
+      const body: unknown = text === '' ? undefined : JSON.parse(text);
+      const result = await layer.handle(
+        {
+          method: req.method ?? 'GET',
+          path,
+          headers: req.headers,
+          body,
+          scope: typeof client === 'string' ? client : undefined,
+        },
+        async () => {
+          const answer = await behave(body, path);
+          return { status: answer.status, headers: answer.headers, body: answer.body as never };
+        },
+      );
+      const wire = toWire(result.response);
+      res.writeHead(wire.status, wire.headers);
+      res.end(wire.body);
+    } catch {
+      res.writeHead(500, { 'content-type': 'text/plain' });
+      res.end('handler failed');
+    }
+  });
+  server.listen(0, '127.0.0.1');
+  return listening(server);
+};
+
+const startExpress: ServerFactory = async (store, options, behave) => {
+  const app = express();
+  app.use(express.json());
+  app.all(
+    ROUTES,
+    expressIdempotency(store, { ...options, scope: (req) => req.header('x-client') }),
+    async (req, res) => {
+      const answer = await behave(req.body, req.path);
+      res.status(answer.status).set(answer.headers);
+      if (answer.kind === 'json') res.json(answer.body);
+      else
+        res.send(answer.kind === 'binary' ? Buffer.from(answer.body as Uint8Array) : answer.body);
+    },
+  );
+  return listening(app.listen(0, '127.0.0.1'));
+};
+
+const startHono: ServerFactory = async (store, options, behave) => {
+  const app = new Hono();
+  app.onError((_error, c) => c.text('handler failed', 500));
+  const middleware = honoIdempotency(store, { ...options, scope: (c) => c.req.header('x-client') });
+  for (const route of ROUTES) {
+    app.all(route, middleware, async (c) => {
+      const text = await c.req.text();
+      const answer = await behave(text === '' ? undefined : JSON.parse(text), c.req.path);
+      const init = { status: answer.status, headers: answer.headers };
+      if (answer.kind === 'json') {
+        return new Response(JSON.stringify(answer.body), {
+          ...init,
+          headers: { 'content-type': 'application/json', ...answer.headers },
+        });
+      }
+      return new Response(answer.body as string | Uint8Array, init);
+    });
+  }
+  const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }) as Server;
+  return listening(server);
+};
+
+/** Every HTTP layer the behaviour suite runs against. */
+export const serverKinds: readonly ServerKind[] = [
+  { name: 'core over node:http', start: startCore, binary: false },
+  { name: 'Express adapter', start: startExpress, binary: true },
+  { name: 'Hono adapter', start: startHono, binary: true },
+];

@@ -1,0 +1,33 @@
+import type { IdempotencyStore } from '../../src/index.js';
+import { openSqliteStore } from '../../src/sqlite/index.js';
+import { serverHarness, serverUrl } from './pg.js';
+import { freshDbPath, tempDir } from './temp.js';
+
+/** A fresh, empty store of one dialect, for the HTTP tests. */
+export interface StoreFactory {
+  readonly name: string;
+  open(): Promise<{ store: IdempotencyStore<unknown>; close(): Promise<void> }>;
+}
+
+/**
+ * Every dialect the HTTP layer is tested on: a SQLite file, and the real PostgreSQL server
+ * whenever `DATABASE_URL` is set (CI sets it; if it is set but unreachable, the tests fail rather
+ * than skip). Call it at the top level of a test file: it makes a temporary directory and a pool
+ * that are cleaned up when the file ends. A dialect is one more entry.
+ */
+export function storeFactories(): StoreFactory[] {
+  const dir = tempDir('idem-http-');
+  const url = serverUrl();
+  const server: StoreFactory[] =
+    url === undefined ? [] : [{ name: 'PostgreSQL server', open: serverHarness(url) }];
+  return [
+    {
+      name: 'SQLite file',
+      open: async () => {
+        const store = openSqliteStore(freshDbPath(dir));
+        return { store, close: async () => store.close() };
+      },
+    },
+    ...server,
+  ];
+}
