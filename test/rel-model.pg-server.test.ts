@@ -11,7 +11,7 @@ describe('model-based: random sequences agree with the reference model', () => {
   it('on the PostgreSQL server', { timeout: scaled(300_000, 3_600_000) }, async () => {
     const target = await pgServerTarget(url);
     try {
-      await runModel(target, scaled(1000, 20_000));
+      await runModel(target, scaled(1000, 10_000));
     } finally {
       await target.close();
     }
