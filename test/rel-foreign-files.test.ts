@@ -100,6 +100,16 @@ const FOREIGN: [
     /unexpected column owner/,
   ],
   [
+    'a view named keys with the right columns',
+    (path) =>
+      sqliteFile(
+        path,
+        'CREATE TABLE t (id TEXT PRIMARY KEY, fingerprint TEXT, status TEXT, response TEXT, expires REAL); CREATE VIEW keys AS SELECT * FROM t',
+      ),
+    SchemaMismatchError,
+    /keys is a view/,
+  ],
+  [
     'a foreign __drizzle_migrations table',
     (path) => sqliteFile(path, 'CREATE TABLE __drizzle_migrations (version INTEGER)'),
     SchemaMismatchError,

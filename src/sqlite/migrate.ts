@@ -45,6 +45,15 @@ interface ColumnInfo {
  * @throws {@link SchemaMismatchError} naming what differs
  */
 export function assertAdoptableKeysTable(client: BetterSqlite3.Database): void {
+  // table_info also describes views, whose columns have no primary key: name the real problem.
+  const kind = client.prepare("SELECT type FROM sqlite_master WHERE name = 'keys'").get() as
+    | { type: string }
+    | undefined;
+  if (kind !== undefined && kind.type !== 'table') {
+    throw new SchemaMismatchError(
+      `keys is a ${kind.type}, not a table: it cannot be used as an idempotency store`,
+    );
+  }
   const columns = client.prepare('PRAGMA table_info(keys)').all() as ColumnInfo[];
   if (columns.length === 0) return;
   const problems: string[] = [];
