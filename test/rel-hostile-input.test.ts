@@ -12,6 +12,7 @@ import {
   StoreClosedError,
   UnserializableResponseError,
 } from '../src/index.js';
+import { openPgStore } from '../src/pg/index.js';
 import * as service from '../src/service.js';
 import { openSqliteStore } from '../src/sqlite/index.js';
 import { readRows } from './support/sqlite-harness.js';
@@ -189,6 +190,32 @@ const OPEN_CASES: [string, (path: string) => unknown, ErrorClass][] = [
   ],
 ];
 
+// Nothing listens on port 1: a call that got as far as connecting would fail with
+// DatabaseOpenError, so the typed option error shows the input was refused before any connection.
+const NOWHERE = 'postgres://postgres@127.0.0.1:1/test';
+
+/** Opening a PostgreSQL store with bad options: refused before connecting. */
+const PG_OPEN_CASES: [string, () => Promise<unknown>, ErrorClass][] = [
+  ['openPgStore: an empty schema', () => openPgStore(NOWHERE, { schema: '' }), InvalidOptionError],
+  [
+    'openPgStore: a 64-byte schema',
+    () => openPgStore(NOWHERE, { schema: 's'.repeat(64) }),
+    InvalidOptionError,
+  ],
+  [
+    'openPgStore: a schema of 22 three-byte characters',
+    () => openPgStore(NOWHERE, { schema: '€'.repeat(22) }),
+    InvalidOptionError,
+  ],
+  [
+    'openPgStore: a schema with NUL',
+    () => openPgStore(NOWHERE, { schema: 'a\u0000b' }),
+    InvalidOptionError,
+  ],
+  ['openPgStore: a pool of 0', () => openPgStore(NOWHERE, { max: 0 }), InvalidOptionError],
+  ['openPgStore: an empty connection string', () => openPgStore(''), DatabaseOpenError],
+];
+
 function fileState(path: string) {
   return {
     bytes: readFileSync(path),
@@ -225,6 +252,16 @@ describe('hostile input: a typed error, and nothing changed', () => {
     const before = fileState(path);
     expect(() => call(path)).toThrow(errorClass);
     expect(fileState(path)).toEqual(before);
+  });
+
+  it.each(PG_OPEN_CASES)('%s', async (_, call, errorClass) => {
+    await expect(call()).rejects.toBeInstanceOf(errorClass);
+  });
+
+  it('openPgStore with good options does try to connect there (so the refusals above came first)', async () => {
+    await expect(openPgStore(NOWHERE, { schema: 'fine' })).rejects.toBeInstanceOf(
+      DatabaseOpenError,
+    );
   });
 
   it('a closed store refuses every call with StoreClosedError, whatever the input', () => {
