@@ -1,4 +1,4 @@
-import { copyFileSync, existsSync } from 'node:fs';
+import { copyFileSync, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -12,7 +12,7 @@ import {
   writeCrashTemplate,
 } from './fixtures/rel-crash-data.js';
 import { fixture, spawnTs } from './support/child.js';
-import { until, watchStdout } from './support/rel-processes.js';
+import { until } from './support/rel-processes.js';
 import { readRows } from './support/sqlite-harness.js';
 import { scaled } from './support/stress.js';
 import { freshDbPath, tempDir } from './support/temp.js';
@@ -39,15 +39,18 @@ async function crashOnce(mode: 'finish' | 'sweep', rows: number, trial: number) 
   const path = freshDbPath(dir);
   copyFileSync(templates[mode], path);
   const synchronous = trial % 2 === 0 ? 'NORMAL' : 'FULL';
-  const run = spawnTs(fixture('rel-crash.ts'), [path, mode, String(rows), synchronous]);
-  const stdout = watchStdout(run.child);
-  await until(() => stdout().includes('go\n') || run.child.exitCode !== null);
+  const log = `${path}.log`;
+  const run = spawnTs(fixture('rel-crash.ts'), [path, mode, String(rows), synchronous, log]);
+  const report = () => (existsSync(log) ? readFileSync(log, 'utf8') : '');
+  await until(() => report().startsWith('go\n') || run.child.exitCode !== null);
   // Up to a few hundred milliseconds into the burst: mid-commit, mid-checkpoint, between.
   await new Promise((resolve) => setTimeout(resolve, Math.random() * 300));
   run.child.kill('SIGKILL');
   const result = await run.result;
   expect(result.stderr).toBe('');
-  const lines = result.stdout.split('\n').filter((line) => line !== '' && line !== 'go');
+  const lines = report()
+    .split('\n')
+    .filter((line) => line !== '' && line !== 'go');
   return { path, lines, killed: result.signal === 'SIGKILL' };
 }
 

@@ -1,16 +1,6 @@
-import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type ChildResult, spawnTs } from './child.js';
-
-/** Collects what `child` prints to stdout, readable at any moment while it runs. */
-export function watchStdout(child: ChildProcess): () => string {
-  let stdout = '';
-  child.stdout?.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString();
-  });
-  return () => stdout;
-}
 
 /** Resolves once `predicate` holds, polling every few milliseconds. */
 export async function until(predicate: () => boolean): Promise<void> {
