@@ -17,12 +17,12 @@ function collect(stream: PassThrough): () => string {
   return () => text;
 }
 
-async function run(argv: string[]) {
+async function run(argv: string[], env: CliIo['env'] = {}) {
   const stdout = new PassThrough();
   const stderr = new PassThrough();
   const out = collect(stdout);
   const err = collect(stderr);
-  const io: CliIo = { stdout, stderr, env: {}, signals: new EventEmitter() };
+  const io: CliIo = { stdout, stderr, env, signals: new EventEmitter() };
   const code = await runCli(argv, io);
   return { code, stdout: out(), stderr: err() };
 }
@@ -64,6 +64,58 @@ describe('runCli, in-process', () => {
     }
     expect(tally(path)).toEqual({ expired: 3, live: 0, pending: 1, stalePending: 0 });
     expect(existsSync(missing)).toBe(false);
+  });
+
+  it('refuses an ambiguous or malformed store location with exit 2, opening nothing', async () => {
+    const path = freshDbPath(dir);
+    seedBacklog(path, { expired: 3, pending: 1 });
+    const missing = freshDbPath(dir);
+    // Port 1 on the loopback: nothing listens there, so a connection attempt would fail with 1.
+    const pgUrl = 'postgres://postgres@127.0.0.1:1/test';
+    const cases: [string[], CliIo['env']][] = [
+      [['purge', '--db', path, '--url', pgUrl], {}],
+      [['purge', '--url', pgUrl, '--db', path], {}],
+      [['stats', '--url', 'mysql://127.0.0.1/test'], {}],
+      [['stats', '--url', missing], {}],
+      [['stats', '--url', ''], {}],
+      [['stats', '--db', path, '--schema', 'billing'], {}],
+      [['migrate', '--schema', 'billing'], { IDEM_DB: missing }],
+      [['stats', '--url', pgUrl, '--schema', ''], {}],
+      [['stats', '--url', pgUrl, '--schema', 'x'.repeat(64)], {}],
+      [['migrate'], { DATABASE_URL: 'file:./idempotency.db' }],
+      [['sweep', '--schema', 'billing', '--db', missing], { DATABASE_URL: pgUrl }],
+    ];
+    for (const [args, env] of cases) {
+      const result = await run(args, env);
+      expect({ args, env, code: result.code }).toEqual({ args, env, code: ExitCode.usage });
+      expect(result.stderr).toContain('Usage: idem');
+      expect(result.stderr).not.toContain('ECONNREFUSED');
+      expect(result.stdout).toBe('');
+    }
+    expect(tally(path)).toEqual({ expired: 3, live: 0, pending: 1, stalePending: 0 });
+    expect(existsSync(missing)).toBe(false);
+  });
+
+  it('takes IDEM_DB over DATABASE_URL', async () => {
+    const path = freshDbPath(dir);
+    seedBacklog(path, { expired: 2, pending: 1 });
+    const env = { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/test', IDEM_DB: path };
+    const result = await run(['stats', '--now', String(SWEEP_NOW), '--json'], env);
+    expect(result.code).toBe(ExitCode.ok);
+    expect(JSON.parse(result.stdout)).toMatchObject({ expired: 2, pending: 1 });
+  });
+
+  it('takes --db over DATABASE_URL, and DATABASE_URL over the default file', async () => {
+    const path = freshDbPath(dir);
+    seedBacklog(path, { expired: 2 });
+    const env = { DATABASE_URL: 'postgres://postgres:sekret@127.0.0.1:1/test' };
+    const onFile = await run(['stats', '--db', path, '--now', String(SWEEP_NOW), '--json'], env);
+    expect(JSON.parse(onFile.stdout)).toMatchObject({ expired: 2 });
+    const onServer = await run(['stats'], env);
+    expect(onServer.code).toBe(ExitCode.runtime);
+    expect(onServer.stderr).toBe(
+      'idem: cannot connect to PostgreSQL at postgres://postgres:***@127.0.0.1:1/test (schema "public"): connect ECONNREFUSED 127.0.0.1:1\n',
+    );
   });
 
   it('runs a command to completion and resolves with its exit code', async () => {

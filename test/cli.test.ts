@@ -194,6 +194,23 @@ describe('usage errors', () => {
     expect(existsSync(missing)).toBe(false);
   });
 
+  it('exit 1 with one line, no stack, for a PostgreSQL server that cannot be reached', async () => {
+    // Port 1 on the loopback: nothing listens there.
+    const url = 'postgres://postgres@127.0.0.1:1/test';
+    const results = await Promise.all([
+      idem(['sweep', '--url', url, '--schema', 'billing', '--json']),
+      idem(['migrate'], { DATABASE_URL: url }),
+    ]);
+    for (const result of results) {
+      expect(result.code).toBe(1);
+      expect(result.stdout).toBe('');
+      expectOneLineError(
+        result.stderr,
+        'cannot connect to PostgreSQL at postgres://postgres@127.0.0.1:1/test',
+      );
+    }
+  });
+
   it('--help exits 0', async () => {
     const result = await idem(['sweep', '--help']);
     expect(result.code).toBe(0);

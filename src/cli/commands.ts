@@ -1,8 +1,14 @@
 import { type CliIo, writeJson } from './io.js';
-import { type StoreLocation, withStore } from './open-store.js';
+import { describeLocation, type StoreLocation } from './location.js';
+import { withStore } from './open-store.js';
 
-/** Options of the commands that read or delete at a moment: `--db`, `--now`, `--json`. */
-export interface TimedOptions extends StoreLocation {
+/** Options of every command: where its store is. */
+export interface LocatedOptions {
+  readonly location: StoreLocation;
+}
+
+/** Options of the commands that read or delete at a moment: the store, `--now`, `--json`. */
+export interface TimedOptions extends LocatedOptions {
   readonly now: number;
   readonly json?: boolean;
 }
@@ -17,15 +23,18 @@ function writeIds(io: CliIo, ids: readonly string[], json: boolean | undefined):
   else for (const id of ids) io.stdout.write(`${id}\n`);
 }
 
-/** `idem migrate`: creates the file, the table and its index, or brings them up to date. */
-export async function migrateCommand(io: CliIo, options: StoreLocation): Promise<void> {
-  await withStore(options, true, async () => undefined);
-  io.stdout.write(`${options.db}: keys table up to date\n`);
+/**
+ * `idem migrate`: creates the SQLite file or the PostgreSQL schema, the table and its index, or
+ * brings them up to date.
+ */
+export async function migrateCommand(io: CliIo, options: LocatedOptions): Promise<void> {
+  await withStore(options.location, true, async () => undefined);
+  io.stdout.write(`${describeLocation(options.location)}: keys table up to date\n`);
 }
 
 /** `idem stats`: the counts by status and the backlog at `now`. */
 export async function statsCommand(io: CliIo, options: TimedOptions): Promise<void> {
-  const stats = await withStore(options, false, async (store) => store.stats(options.now));
+  const stats = await withStore(options.location, false, async (store) => store.stats(options.now));
   if (options.json) {
     writeJson(io.stdout, { ...stats, now: options.now });
     return;
@@ -43,7 +52,7 @@ export async function statsCommand(io: CliIo, options: TimedOptions): Promise<vo
 
 /** `idem expired`: the ids a purge would delete, ascending. */
 export async function expiredCommand(io: CliIo, options: ListOptions): Promise<void> {
-  const ids = await withStore(options, false, async (store) =>
+  const ids = await withStore(options.location, false, async (store) =>
     store.expired(options.now, options.limit),
   );
   writeIds(io, ids, options.json);
@@ -51,7 +60,7 @@ export async function expiredCommand(io: CliIo, options: ListOptions): Promise<v
 
 /** `idem purge`: one batch of at most `--limit` rows, ascending by id. */
 export async function purgeCommand(io: CliIo, options: ListOptions): Promise<void> {
-  const ids = await withStore(options, false, async (store) =>
+  const ids = await withStore(options.location, false, async (store) =>
     store.purge(options.now, options.limit),
   );
   writeIds(io, ids, options.json);

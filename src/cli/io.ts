@@ -7,7 +7,7 @@ export interface CliIo {
   readonly stdout: CliOutput;
   /** Errors, usage and the progress bar. */
   readonly stderr: CliOutput;
-  /** Environment variables (`IDEM_DB`). */
+  /** Environment variables (`DATABASE_URL`, `IDEM_DB`). */
   readonly env: Readonly<Record<string, string | undefined>>;
   /** Where SIGINT and SIGTERM arrive; `process` for the real command. */
   readonly signals: Pick<NodeJS.EventEmitter, 'on' | 'off'>;

@@ -1,46 +1,116 @@
 import { existsSync } from 'node:fs';
+import type { Pool } from 'pg';
 import { DatabaseOpenError } from '../core/errors.js';
 import type { IdempotencyStore } from '../core/store.js';
+import { quoteIdentifier } from '../pg/identifier.js';
+import { openPgStore } from '../pg/open.js';
 import { openSqliteStore } from '../sqlite/open.js';
+import { describeLocation, type StoreLocation } from './location.js';
 
-/** The options every command takes to find its database. */
-export interface StoreLocation {
-  /** The SQLite file: `--db`, else `IDEM_DB`, else `./idempotency.db`. */
-  readonly db: string;
+/** An open store and what ends it. */
+export interface CliStore {
+  readonly store: IdempotencyStore;
+  /** Closes the store and its connections, so the process can exit. */
+  close(): Promise<void>;
 }
 
-/**
- * Opens the store a command works on. Only `migrate` creates a missing file: any other command
- * on a mistyped path would otherwise report an empty new database as if all were well.
- *
- * @param location - the parsed global options
- * @param create - whether a missing database may be created
- * @throws {@link DatabaseOpenError} when the file is missing (and may not be created), in a
- * missing directory, or not a database
- */
-export function openCliStore(location: StoreLocation, create: boolean): IdempotencyStore {
-  if (!create && location.db !== ':memory:' && !existsSync(location.db)) {
+// Node reports a refused connection to a name with several addresses as an AggregateError
+// whose own message is empty: take the first attempt's message instead.
+function reason(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  if (error.message !== '') return error.message;
+  const [first] = error instanceof AggregateError ? error.errors : [];
+  return first instanceof Error ? first.message : ((error as { code?: string }).code ?? error.name);
+}
+
+function openSqlite(location: { path: string }, create: boolean): CliStore {
+  if (!create && location.path !== ':memory:' && !existsSync(location.path)) {
     throw new DatabaseOpenError(
-      `no database at ${location.db}: create it with "idem migrate --db ${location.db}"`,
+      `no database at ${location.path}: create it with "idem migrate --db ${location.path}"`,
     );
   }
-  return openSqliteStore(location.db);
+  const store = openSqliteStore(location.path);
+  return { store, close: async () => store.close() };
+}
+
+async function openPg(
+  location: Extract<StoreLocation, { dialect: 'pg' }>,
+  create: boolean,
+): Promise<CliStore> {
+  // Loaded here so that SQLite users need not install `pg`.
+  const { default: pg } = await import('pg');
+  // One connection: a command runs one statement at a time.
+  const pool: Pool = new pg.Pool({ connectionString: location.url, max: 1 });
+  // A connection broken while idle is discarded by the pool; without a listener Node would end
+  // the process on the `error` event instead of letting the next query fail with a message.
+  pool.on('error', () => undefined);
+  try {
+    const table = `${quoteIdentifier(location.schema)}.keys`;
+    let found: boolean;
+    try {
+      const result = await pool.query<{ found: boolean }>(
+        'SELECT to_regclass($1) IS NOT NULL AS found',
+        [table],
+      );
+      found = result.rows[0]?.found === true;
+    } catch (error) {
+      throw new DatabaseOpenError(
+        `cannot connect to PostgreSQL at ${describeLocation(location)}: ${reason(error)}`,
+        error,
+      );
+    }
+    // A missing table is refused, as a missing SQLite file is: a mistyped URL or schema would
+    // otherwise report an empty new store as if all were well. The schema `public` always
+    // exists, so the table, not the schema, is what tells a store apart.
+    if (!create && !found) {
+      throw new DatabaseOpenError(
+        `no keys table at ${describeLocation(location)}: create it with "idem migrate --url URL --schema ${location.schema}"`,
+      );
+    }
+    const store = await openPgStore(pool, { schema: location.schema });
+    return {
+      store,
+      close: async () => {
+        await store.close();
+        await pool.end();
+      },
+    };
+  } catch (error) {
+    await pool.end();
+    throw error;
+  }
 }
 
 /**
- * Runs `use` on the store of `location` and closes it afterwards, whatever happens.
+ * Opens the store a command works on. Only `migrate` creates a missing store (a SQLite file, or
+ * the `keys` table in a PostgreSQL schema): any other command on a mistyped path, URL or schema
+ * would otherwise report an empty new database as if all were well. An existing store is brought
+ * up to date by the migrations on either dialect.
  *
- * @param create - whether a missing database may be created (only `migrate`)
+ * @param location - the resolved store location
+ * @param create - whether a missing store may be created
+ * @throws {@link DatabaseOpenError} when the store is missing (and may not be created), cannot
+ * be opened, or the server cannot be reached
+ */
+export async function openCliStore(location: StoreLocation, create: boolean): Promise<CliStore> {
+  return location.dialect === 'sqlite' ? openSqlite(location, create) : openPg(location, create);
+}
+
+/**
+ * Runs `use` on the store at `location` and closes it afterwards, whatever happens, so a Postgres
+ * pool never keeps the process alive.
+ *
+ * @param create - whether a missing store may be created (only `migrate`)
  */
 export async function withStore<R>(
   location: StoreLocation,
   create: boolean,
   use: (store: IdempotencyStore) => Promise<R>,
 ): Promise<R> {
-  const store = openCliStore(location, create);
+  const opened = await openCliStore(location, create);
   try {
-    return await use(store);
+    return await use(opened.store);
   } finally {
-    await store.close();
+    await opened.close();
   }
 }

@@ -1,6 +1,8 @@
 import { InvalidArgumentError } from 'commander';
 import { IdempotencyError } from '../core/errors.js';
 import { assertIntegerOption, assertLimit, MAX_BATCH_SIZE } from '../core/validation.js';
+import { assertSchemaName } from '../pg/identifier.js';
+import { assertPostgresUrl } from './location.js';
 
 const INTEGER = /^\d+$/;
 const DECIMAL = /^-?\d+(\.\d+)?$/;
@@ -63,4 +65,16 @@ export function parseNow(text: string): number {
     throw new InvalidArgumentError('expected a decimal number of epoch seconds.');
   }
   return now;
+}
+
+/** `--url URL`: a `postgres://` or `postgresql://` connection string. */
+export function parseUrl(text: string): string {
+  usingLibraryCheck(() => assertPostgresUrl(text, '--url'));
+  return text;
+}
+
+/** `--schema NAME`: a PostgreSQL schema name of at most 63 bytes. */
+export function parseSchema(text: string): string {
+  usingLibraryCheck(() => assertSchemaName(text));
+  return text;
 }

@@ -3,6 +3,7 @@ import { DEFAULT_LIMIT } from '../core/validation.js';
 import { DEFAULT_BATCH_SIZE } from '../sweep.js';
 import { expiredCommand, migrateCommand, purgeCommand, statsCommand } from './commands.js';
 import type { CliIo } from './io.js';
+import { DEFAULT_DB, type LocationFlags, resolveStoreLocation } from './location.js';
 import {
   parseBatch,
   parseDbPath,
@@ -10,11 +11,34 @@ import {
   parseMaxBatches,
   parseMaxSeconds,
   parseNow,
+  parseSchema,
+  parseUrl,
 } from './parse.js';
 import { sweepCommand } from './sweep-command.js';
 
-/** The file used when neither `--db` nor `IDEM_DB` names one. */
-export const DEFAULT_DB = './idempotency.db';
+// `--db`, `--url` and `--schema` on a command. Their defaults come from the environment when the
+// command runs (see resolveStoreLocation), not from commander, so that commander's conflict
+// check sees only what was typed.
+function addLocationOptions(command: Command): Command {
+  return command
+    .addOption(
+      new Option(
+        '--db <path>',
+        `a SQLite database file (env IDEM_DB, default ${DEFAULT_DB})`,
+      ).argParser(parseDbPath),
+    )
+    .addOption(
+      new Option('--url <url>', 'a PostgreSQL connection string, postgres://… (env DATABASE_URL)')
+        .argParser(parseUrl)
+        .conflicts('db'),
+    )
+    .addOption(
+      new Option(
+        '--schema <name>',
+        'the PostgreSQL schema of the keys table (default public)',
+      ).argParser(parseSchema),
+    );
+}
 
 /**
  * Builds the `idem` program. Commands only parse their flags and call library functions; the
@@ -24,11 +48,6 @@ export const DEFAULT_DB = './idempotency.db';
  * @param setExitCode - receives a command's exit code
  */
 export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
-  const db = io.env.IDEM_DB || DEFAULT_DB;
-  const dbOption = () =>
-    new Option('--db <path>', 'the SQLite database file (env IDEM_DB)')
-      .default(db)
-      .argParser(parseDbPath);
   const nowOption = () =>
     new Option(
       '--now <seconds>',
@@ -37,6 +56,7 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
   // Read when a command runs, not when the program is built, so a long-lived caller gets a fresh
   // time. The store itself never reads a clock: this is the operator's notion of now.
   const timeOf = (options: { now?: number }) => options.now ?? Date.now() / 1000;
+  const locate = (options: LocationFlags) => resolveStoreLocation(options, io.env);
   const jsonOption = () => new Option('--json', 'print one line of JSON');
   const limitOption = () =>
     new Option('--limit <n>', 'at most this many ids, 1-100')
@@ -52,42 +72,52 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
       writeErr: (text) => io.stderr.write(text),
     });
 
-  program
-    .command('migrate')
-    .description('create the database file, the keys table and its index, or bring them up to date')
-    .addOption(dbOption())
-    .action(async (options) => migrateCommand(io, options));
+  addLocationOptions(
+    program
+      .command('migrate')
+      .description(
+        'create the database file or schema, the keys table and its index, or bring them up to date',
+      ),
+  ).action(async (options) => migrateCommand(io, { location: locate(options) }));
 
-  program
-    .command('stats')
-    .description('count pending, done, expired (the backlog) and stale pending rows')
-    .addOption(dbOption())
+  addLocationOptions(
+    program
+      .command('stats')
+      .description('count pending, done, expired (the backlog) and stale pending rows'),
+  )
     .addOption(nowOption())
     .addOption(jsonOption())
-    .action(async (options) => statsCommand(io, { ...options, now: timeOf(options) }));
+    .action(async (options) =>
+      statsCommand(io, { ...options, location: locate(options), now: timeOf(options) }),
+    );
 
-  program
-    .command('expired')
-    .description('list the ids of expired done rows, ascending')
-    .addOption(dbOption())
-    .addOption(nowOption())
-    .addOption(limitOption())
-    .addOption(jsonOption())
-    .action(async (options) => expiredCommand(io, { ...options, now: timeOf(options) }));
-
-  program
-    .command('purge')
-    .description('delete one batch of expired done rows, ascending by id, and print their ids')
-    .addOption(dbOption())
+  addLocationOptions(
+    program.command('expired').description('list the ids of expired done rows, ascending'),
+  )
     .addOption(nowOption())
     .addOption(limitOption())
     .addOption(jsonOption())
-    .action(async (options) => purgeCommand(io, { ...options, now: timeOf(options) }));
+    .action(async (options) =>
+      expiredCommand(io, { ...options, location: locate(options), now: timeOf(options) }),
+    );
 
-  program
-    .command('sweep')
-    .description('delete every expired done row in batches; never a pending row')
-    .addOption(dbOption())
+  addLocationOptions(
+    program
+      .command('purge')
+      .description('delete one batch of expired done rows, ascending by id, and print their ids'),
+  )
+    .addOption(nowOption())
+    .addOption(limitOption())
+    .addOption(jsonOption())
+    .action(async (options) =>
+      purgeCommand(io, { ...options, location: locate(options), now: timeOf(options) }),
+    );
+
+  addLocationOptions(
+    program
+      .command('sweep')
+      .description('delete every expired done row in batches; never a pending row'),
+  )
     .addOption(nowOption())
     .addOption(
       new Option('--batch <n>', 'rows per batch transaction, 1-10000')
@@ -107,7 +137,9 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
     )
     .addOption(jsonOption())
     .action(async (options) =>
-      setExitCode(await sweepCommand(io, { ...options, now: timeOf(options) })),
+      setExitCode(
+        await sweepCommand(io, { ...options, location: locate(options), now: timeOf(options) }),
+      ),
     );
 
   return program;

@@ -21,9 +21,13 @@ type End = Response['end'];
 type Write = Response['write'];
 
 // `res.end` is overloaded; the held answer is always sent as one chunk.
-function endWith(end: End, res: Response, chunk: string | Buffer, callback?: () => void): void {
+function endWith(end: End, res: Response, chunk: string | Uint8Array, callback?: () => void): void {
   (
-    end as unknown as (this: Response, chunk: string | Buffer, callback?: () => void) => Response
+    end as unknown as (
+      this: Response,
+      chunk: string | Uint8Array,
+      callback?: () => void,
+    ) => Response
   ).call(res, chunk, callback);
 }
 
@@ -82,11 +86,8 @@ function capture(
       chunks.push(toBuffer(chunk, encoding));
     }
     const bytes = Buffer.concat(chunks);
-    const captured = fromCapturedAnswer(res.statusCode, flattenHeaders(res), bytes);
-    const recorded = captured.storable
-      ? execution.complete(captured.response)
-      : execution.completeUnstorable(captured.response);
-    recorded
+    execution
+      .complete(fromCapturedAnswer(res.statusCode, flattenHeaders(res), bytes))
       .then((result) => {
         if (result.outcome !== 'problem' || res.headersSent) {
           endWith(end, res, bytes, callback);
@@ -108,9 +109,11 @@ function capture(
  * - a new key runs the handler once; its answer is stored before it is sent;
  * - a retry gets the stored answer with `Idempotent-Replayed: true`, without running the handler;
  * - every other outcome is an `application/problem+json` answer (see {@link IdempotencyProblem});
- * - a handler that fails (an error, or a status that is not stored) releases the key.
+ * - a handler that fails (an error, or a status that is not stored) releases the key;
+ * - an answer that cannot be recorded (the store fails) gives a 500 `answer-not-recorded` and
+ *   leaves the key pending, since the handler's effect happened (see {@link idempotent}).
  *
- * Only JSON and `text/*` answers are stored; a binary answer gives a 500 `answer-not-recorded`.
+ * JSON answers are stored as values, `text/*` as strings, anything else as its bytes.
  *
  * @param store - any {@link IdempotencyStore}, e.g. `openSqliteStore(path)`
  * @param options - see {@link ExpressIdempotencyOptions}

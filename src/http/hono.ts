@@ -44,9 +44,11 @@ function toResponse(wire: ReturnType<typeof toWire>): Response {
  * - a retry gets the stored answer with `Idempotent-Replayed: true`, without running the handler;
  * - every other outcome is an `application/problem+json` answer (or `onError`'s);
  * - a handler that throws (Hono's `onError` answered instead) or answers a status that is not
- *   stored releases the key, so a retry runs.
+ *   stored releases the key, so a retry runs;
+ * - an answer that cannot be recorded (the store fails) gives a 500 `answer-not-recorded` and
+ *   leaves the key pending, since the handler's effect happened (see {@link idempotent}).
  *
- * Only JSON and `text/*` answers are stored; a binary answer gives a 500 `answer-not-recorded`.
+ * JSON answers are stored as values, `text/*` as strings, anything else as its bytes.
  *
  * @param store - any {@link IdempotencyStore}, e.g. `openSqliteStore(path)`
  * @param options - see {@link HonoIdempotencyOptions}
@@ -104,10 +106,9 @@ export function honoIdempotency(
     }
     const answer = c.res;
     const bytes = new Uint8Array(await answer.arrayBuffer());
-    const captured = fromCapturedAnswer(answer.status, Object.fromEntries(answer.headers), bytes);
-    const result = captured.storable
-      ? await execution.complete(captured.response)
-      : await execution.completeUnstorable(captured.response);
+    const result = await execution.complete(
+      fromCapturedAnswer(answer.status, Object.fromEntries(answer.headers), bytes),
+    );
     // Setting c.res merges the previous response's headers into the new one: clear it first.
     c.res = undefined;
     c.res =

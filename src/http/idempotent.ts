@@ -15,6 +15,7 @@ import {
 } from './problems.js';
 import { headerValue, type IdempotentRequest } from './request.js';
 import {
+  fromStoredResponse,
   type HttpResponse,
   isStoredResponse,
   normalizeResponse,
@@ -32,15 +33,13 @@ export const REPLAYED_HEADER = 'idempotent-replayed';
 export interface Execution {
   /**
    * Records the handler's answer: stores it (and returns `executed`) if its status is stored,
-   * otherwise releases the key (`notStored`). A store that refuses or fails gives an
-   * {@link AnswerNotRecordedError} problem. Never throws for a store failure.
+   * otherwise releases the key (`notStored`), since the handler failed. If a stored status cannot
+   * be recorded (the store refuses or fails), the key is **not** released: the handler's effect
+   * happened, and a released key would let a retry run it again. It stays `pending` (retries get
+   * 409) and the result is an {@link AnswerNotRecordedError} problem carrying the answer: alert on
+   * it, have someone check the effect, then release the key. Never throws for a store failure.
    */
   complete(response: HttpResponse): Promise<IdempotentResult>;
-  /**
-   * Like `complete`, for an answer whose body cannot be stored (binary): it is `notStored` if its
-   * status is not stored, otherwise an {@link AnswerNotRecordedError} problem.
-   */
-  completeUnstorable(response: HttpResponse): Promise<IdempotentResult>;
   /**
    * The handler threw: releases the key this request reserved (its key and fingerprint checked),
    * so a retry runs. Throws an `AggregateError` of `error` and the store's error if that fails.
@@ -87,9 +86,10 @@ function replay(record: IdempotencyRecord<unknown>): IdempotentResult {
       `the stored answer of ${JSON.stringify(record.key)} is not an HTTP response; is the store shared with other code?`,
     );
   }
+  const response = fromStoredResponse(stored);
   return {
     outcome: Outcome.replayed,
-    response: { ...stored, headers: { ...stored.headers, [REPLAYED_HEADER]: 'true' } },
+    response: { ...response, headers: { ...response.headers, [REPLAYED_HEADER]: 'true' } },
   };
 }
 
@@ -102,25 +102,6 @@ function owned(
   async function release(): Promise<void> {
     // Deletes only the pending row with this fingerprint: never another request's row or answer.
     await store.release(id, fingerprint);
-  }
-
-  async function notRecorded(
-    reason: string,
-    response: HttpResponse,
-    cause?: unknown,
-  ): Promise<IdempotentResult> {
-    try {
-      await release();
-    } catch (releaseError) {
-      return problemResult(
-        new AnswerNotRecordedError(
-          `${reason}; releasing the key failed too`,
-          response,
-          new AggregateError([cause, releaseError]),
-        ),
-      );
-    }
-    return problemResult(new AnswerNotRecordedError(reason, response, cause));
   }
 
   async function notStored(response: HttpResponse): Promise<IdempotentResult> {
@@ -141,7 +122,11 @@ function owned(
   return {
     async complete(answer) {
       const response = normalizeResponse(answer);
+      // A status that is not stored means the handler failed: its effect did not complete, so the
+      // key is released and a retry runs.
       if (!settings.shouldStore(response.status)) return notStored(response);
+      // From here the handler succeeded and its effect happened. An answer that cannot be recorded
+      // leaves the key pending: releasing it would let a retry run the effect a second time.
       let finished: boolean;
       try {
         finished = await store.finish(
@@ -150,7 +135,14 @@ function owned(
           toStoredResponse(response, settings.storedHeaders),
         );
       } catch (error) {
-        return notRecorded((error as Error).message, response, error);
+        const reason = error instanceof Error ? error.message : String(error);
+        return problemResult(
+          new AnswerNotRecordedError(
+            `recording the answer failed, the key stays pending: ${reason}`,
+            response,
+            error,
+          ),
+        );
       }
       if (!finished) {
         // Our pending row is gone or changed hands: someone released it. Nothing is ours to release.
@@ -162,11 +154,6 @@ function owned(
         );
       }
       return { outcome: Outcome.executed, response };
-    },
-    async completeUnstorable(answer) {
-      const response = normalizeResponse(answer);
-      if (!settings.shouldStore(response.status)) return notStored(response);
-      return notRecorded('only JSON and text bodies are stored', response);
     },
     async fail(error) {
       try {
@@ -190,7 +177,8 @@ function owned(
  *             │ malformed ──▶ 400 key-malformed
  *             ▼
  *  reserve(id, fingerprint, now + ttl) ── won ──▶ run handler ─┬─ stored status ─▶ finish ─▶ executed
- *             │ lost                                           ├─ other status ──▶ release ─▶ notStored
+ *             │ lost                                           │      finish fails ─▶ keep pending, 500
+ *             │                                                ├─ other status ──▶ release ─▶ notStored
  *             ▼                                                └─ throws ────────▶ release, rethrow
  *  get(id) ─┬─ other fingerprint ─────────▶ 422 key-reused
  *           ├─ done, expires > now ───────▶ replay (Idempotent-Replayed: true)
@@ -200,7 +188,13 @@ function owned(
  * ```
  *
  * Only the request that reserved a key ever releases it, and only while it is `pending` with its
- * fingerprint, so a failure never deletes another request's row or a stored answer.
+ * fingerprint, so a failure never deletes another request's row or a stored answer. It releases
+ * it only when the handler failed (threw, or answered a status that is not stored): then the
+ * effect did not complete and a retry must be able to run. When the handler succeeded but its
+ * answer could not be recorded (`finish` failed), the key stays `pending`, so retries get 409
+ * rather than a second execution; the request gets 500 `answer-not-recorded` (an
+ * {@link AnswerNotRecordedError} carrying the handler's answer). Alert on it: someone checks the
+ * effect, then releases the key (`store.release(id, record.fingerprint)`).
  *
  * @param store - any {@link IdempotencyStore}; its answers are stored as {@link HttpResponse}s
  * @param options - see {@link IdempotentOptions}

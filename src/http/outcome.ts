@@ -10,7 +10,7 @@ import type { HttpResponse } from './response.js';
  * | `replayed` | did not run | its stored answer was sent with `Idempotent-Replayed: true` |
  * | `notStored` | ran | its status is not stored (5xx by default), so the key was released |
  * | `passedThrough` | ran | no key and none required, or a method the layer does not cover |
- * | `problem` | did not run, or ran without its answer being stored | see `problem` |
+ * | `problem` | did not run, or ran without its answer being recorded (the key then stays pending) | see `problem` |
  */
 export const Outcome = {
   executed: 'executed',

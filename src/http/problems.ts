@@ -164,10 +164,16 @@ export class AnswerExpiredError extends IdempotencyProblem {
 }
 
 /**
- * 500: the handler ran but its answer could not be stored: it is not JSON or text, the store
- * failed, or `finish` found no pending row of this request (someone released or replaced it). The
- * key was released where this request still owned it. `response` is the handler's answer, for an
- * `onError` hook that prefers to send it.
+ * 500: the handler ran, but the request could not be closed in the store: its answer could not be
+ * recorded (the store failed or refused it, or `finish` found no pending row of this request:
+ * someone released or replaced it), or, for an answer whose status is not stored, releasing its key
+ * failed. An answer that could not be recorded does **not** release the key: the handler's effect
+ * happened, and a released key would let a retry run it a second time. After a store failure the
+ * key stays `pending`, so retries get 409 `request-in-progress` and never run. Alert on this
+ * problem: someone checks whether the effect happened, then releases the key
+ * (`store.release(id, record.fingerprint)`), or a lease policy of yours does. Only a handler that
+ * *failed* (threw, or answered a status that is not stored) releases its key. `response` is the
+ * handler's answer, for logs and for an `onError` hook that prefers to send it.
  */
 export class AnswerNotRecordedError extends IdempotencyProblem {
   readonly status = 500;

@@ -9,6 +9,7 @@ import { expressIdempotency } from '../../src/http/express.js';
 import { honoIdempotency } from '../../src/http/hono.js';
 import { KeyMissingError, KeyReusedError } from '../../src/http/index.js';
 import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/index.js';
+import { failingFinish } from '../support/failing-store.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
 
 const dir = tempDir('idem-adapters-');
@@ -52,16 +53,13 @@ describe('Express adapter', () => {
     app.use(express.json());
     app.post(
       '/pay',
-      expressIdempotency(store, {
+      expressIdempotency(failingFinish(store), {
         onError: (problem, _req, res) => {
           res.status(problem.status).json({ error: problem.code, kind: problem.constructor.name });
         },
       }),
       (_req, res) => {
-        res
-          .status(200)
-          .type('application/octet-stream')
-          .send(Buffer.from([1, 2, 3]));
+        res.status(201).json({ id: 1 });
       },
     );
     const url = `${await listen(app.listen(0, '127.0.0.1'))}/pay`;
@@ -71,13 +69,13 @@ describe('Express adapter', () => {
       error: 'IDEMPOTENCY_KEY_MISSING',
       kind: 'KeyMissingError',
     });
-    const binary = await post(url, 'k1', {});
-    expect(binary.status).toBe(500);
-    expect(await binary.json()).toEqual({
+    const unrecorded = await post(url, 'k1', {});
+    expect(unrecorded.status).toBe(500);
+    expect(await unrecorded.json()).toEqual({
       error: 'IDEMPOTENCY_ANSWER_NOT_RECORDED',
       kind: 'AnswerNotRecordedError',
     });
-    expect(store.get('k1')).toBeNull();
+    expect(store.get('k1')?.status).toBe('pending');
   });
 
   it('fingerprints the full path of a mounted router', async () => {

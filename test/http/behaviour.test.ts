@@ -1,7 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { type IdempotentOptions, MAX_KEY_LENGTH, storedId } from '../../src/http/index.js';
+import {
+  type IdempotentOptions,
+  MAX_KEY_LENGTH,
+  requestFingerprint,
+  storedId,
+} from '../../src/http/index.js';
 import type { IdempotencyStore } from '../../src/index.js';
+import { failingFinish } from '../support/failing-store.js';
 import {
   type Answer,
   type Behaviour,
@@ -30,6 +36,9 @@ interface Problem {
 }
 
 const factories = storeFactories();
+
+/** Every byte value once, 0x00 to 0xFF: a body no text or JSON encoding can carry. */
+const ALL_BYTES = Uint8Array.from({ length: 256 }, (_, index) => index);
 
 function defer(): { promise: Promise<void>; open: () => void } {
   let open = () => {};
@@ -76,7 +85,7 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
           status: 200,
           headers: { 'content-type': 'application/octet-stream' },
           kind: 'binary',
-          body: new Uint8Array([0xff, 0, 1]),
+          body: ALL_BYTES,
         };
       }
       return {
@@ -87,8 +96,11 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
       };
     };
 
-    async function start(options: IdempotentOptions = {}): Promise<string> {
-      server = await kind.start(store, { now: () => clock, ...options }, behave);
+    async function start(
+      options: IdempotentOptions = {},
+      through: IdempotencyStore<unknown> = store,
+    ): Promise<string> {
+      server = await kind.start(through, { now: () => clock, ...options }, behave);
       return server.url;
     }
 
@@ -372,13 +384,50 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
       expect(calls).toBe(1);
     });
 
-    if (kind.binary) {
-      it('refuses to store a binary answer: 500 and the key released', async () => {
-        const url = await start();
-        await expectProblem(await send(url, 'k1', { binary: true }), 500, 'answer-not-recorded');
-        expect(await store.get('k1')).toBeNull();
+    it('stores a binary answer as base64 and replays it byte for byte', async () => {
+      const url = await start();
+      const first = await send(url, 'k1', { binary: true });
+      expect(first.status).toBe(200);
+      expect(first.headers.get('content-type')).toBe('application/octet-stream');
+      expect(new Uint8Array(await first.arrayBuffer())).toEqual(ALL_BYTES);
+
+      const retry = await send(url, 'k1', { binary: true });
+      expect(retry.status).toBe(200);
+      expect(retry.headers.get('idempotent-replayed')).toBe('true');
+      expect(retry.headers.get('content-type')).toBe('application/octet-stream');
+      expect(new Uint8Array(await retry.arrayBuffer())).toEqual(ALL_BYTES);
+      expect(calls).toBe(1);
+      expect((await store.get('k1'))?.response).toMatchObject({
+        status: 200,
+        headers: { 'content-type': 'application/octet-stream' },
+        body: Buffer.from(ALL_BYTES).toString('base64'),
+        encoding: 'base64',
       });
-    }
+    });
+
+    it('keeps the key pending when recording the answer fails, so a retry never runs it again', async () => {
+      const url = await start({}, failingFinish(store));
+      await expectProblem(await send(url, 'k1', { amount: 1 }), 500, 'answer-not-recorded');
+      expect(calls).toBe(1);
+      const record = await store.get('k1');
+      expect(record?.status).toBe('pending');
+      expect(record?.fingerprint).toBe(
+        requestFingerprint({ method: 'POST', path: '/run', headers: {}, body: { amount: 1 } }),
+      );
+      const retry = await send(url, 'k1', { amount: 1 });
+      await expectProblem(retry, 409, 'request-in-progress');
+      expect(calls).toBe(1);
+      expect((await store.get('k1'))?.status).toBe('pending');
+    });
+
+    it('still releases the key when the handler fails, whatever finish would do', async () => {
+      const url = await start({}, failingFinish(store));
+      expect((await send(url, 'k1', { throw: true })).status).toBe(500);
+      expect(await store.get('k1')).toBeNull();
+      expect((await send(url, 'k2', { status: 503 })).status).toBe(503);
+      expect(await store.get('k2')).toBeNull();
+      expect(calls).toBe(2);
+    });
 
     it('surfaces a finish that finds its row gone as 500 answer-not-recorded', async () => {
       const url = await start();

@@ -3,6 +3,8 @@ import {
   AnswerNotRecordedError,
   type IdempotentRequest,
   idempotent,
+  RequestInProgressError,
+  requestFingerprint,
 } from '../../src/http/index.js';
 import { SchemaMismatchError } from '../../src/index.js';
 import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/index.js';
@@ -17,9 +19,11 @@ const request: IdempotentRequest = {
 };
 
 describe('idempotent core', () => {
+  let path: string;
   let store: SqliteIdempotencyStore<unknown>;
   beforeEach(() => {
-    store = openSqliteStore(freshDbPath(dir));
+    path = freshDbPath(dir);
+    store = openSqliteStore(path);
   });
   afterEach(() => store.close());
 
@@ -45,17 +49,65 @@ describe('idempotent core', () => {
     expect((failure as AggregateError).errors[0]).toBe(boom);
   });
 
-  it('turns a store failure at finish into an answer-not-recorded problem', async () => {
-    const layer = idempotent(store, { now: () => 0 });
-    const decision = await layer.begin(request);
-    if (decision.action !== 'run') throw new Error(`expected to run, got ${decision.action}`);
-    store.close();
-    const result = await decision.execution.complete({ status: 201, body: { id: 1 } });
+  it('keeps the key pending when the connection closed before finish, so a retry never runs', async () => {
+    let runs = 0;
+    const result = await idempotent(store, { now: () => 0 }).handle(request, () => {
+      runs += 1;
+      // The effect happens, then the database goes away before its answer is recorded.
+      store.close();
+      return { status: 201, body: { id: 1 } };
+    });
     expect(result.outcome).toBe('problem');
     if (result.outcome !== 'problem') return;
     expect(result.problem).toBeInstanceOf(AnswerNotRecordedError);
     expect((result.problem as AnswerNotRecordedError).response.body).toEqual({ id: 1 });
     expect(result.response.status).toBe(500);
+
+    store = openSqliteStore(path);
+    const record = store.get('k1');
+    expect(record?.status).toBe('pending');
+    expect(record?.fingerprint).toBe(requestFingerprint(request));
+    const retry = await idempotent(store, { now: () => 0 }).handle(request, () => {
+      runs += 1;
+      return { status: 201, body: { id: 2 } };
+    });
+    expect(retry.outcome).toBe('problem');
+    if (retry.outcome !== 'problem') return;
+    expect(retry.problem).toBeInstanceOf(RequestInProgressError);
+    expect(runs).toBe(1);
+  });
+
+  it('stores a body of any other content type as its bytes and replays those bytes', async () => {
+    const layer = idempotent(store, { now: () => 0 });
+    const xml = '<receipt id="1">caf\u00e9</receipt>';
+    await layer.handle(request, () => ({
+      status: 200,
+      headers: { 'content-type': 'application/xml' },
+      body: xml,
+    }));
+    expect(store.get('k1')?.response).toEqual({
+      status: 200,
+      headers: { 'content-type': 'application/xml' },
+      body: Buffer.from(xml).toString('base64'),
+      encoding: 'base64',
+    });
+    const replay = await layer.handle(request, () => ({ status: 500 }));
+    expect(replay.outcome).toBe('replayed');
+    expect(replay.response.body).toEqual(new Uint8Array(Buffer.from(xml)));
+    expect(replay.response.headers?.['content-type']).toBe('application/xml');
+  });
+
+  it('refuses to replay a stored body marked base64 that is not base64', async () => {
+    const layer = idempotent(store, { now: () => 0 });
+    await layer.handle(request, () => ({ status: 200, body: new Uint8Array([1, 2, 3]) }));
+    store.db.$client
+      .prepare(
+        "UPDATE keys SET response = json_set(response, '$.body', 'not base64!') WHERE id = 'k1'",
+      )
+      .run();
+    await expect(layer.handle(request, () => ({ status: 201 }))).rejects.toThrow(
+      SchemaMismatchError,
+    );
   });
 
   it('refuses to replay a stored value that is not an HTTP response', async () => {

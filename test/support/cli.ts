@@ -4,18 +4,22 @@ import { type ChildResult, type RunningChild, runTs, spawnTs } from './child.js'
 /** The CLI's entry point, run from source through tsx as `npm run idem` does. */
 export const CLI_MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
 
+// The test run's own DATABASE_URL (set to run the server tests) must not choose the store of a
+// CLI child: each test names its store, or sets these variables itself.
+const NO_STORE_ENV = { IDEM_DB: '', DATABASE_URL: '' };
+
 /** Runs `idem ...args` in a child process and waits for it to end. */
 export function idem(
   args: string[],
   env: NodeJS.ProcessEnv = {},
   cwd?: string,
 ): Promise<ChildResult> {
-  return runTs(CLI_MAIN, args, { IDEM_DB: '', ...env }, cwd);
+  return runTs(CLI_MAIN, args, { ...NO_STORE_ENV, ...env }, cwd);
 }
 
 /** Starts `idem ...args` in a child process without waiting. */
-export function startIdem(args: string[]): RunningChild {
-  return spawnTs(CLI_MAIN, args, { IDEM_DB: '' });
+export function startIdem(args: string[], env: NodeJS.ProcessEnv = {}): RunningChild {
+  return spawnTs(CLI_MAIN, args, { ...NO_STORE_ENV, ...env });
 }
 
 /** Parses the single JSON line a `--json` command prints. */

@@ -1,0 +1,86 @@
+import { InvalidOptionError } from '../core/errors.js';
+import { DEFAULT_PG_SCHEMA } from '../pg/schema.js';
+
+/** The file used when no flag or environment variable names a store. */
+export const DEFAULT_DB = './idempotency.db';
+
+/** Where a command's store lives: a SQLite file, or a schema on a PostgreSQL server. */
+export type StoreLocation =
+  | { readonly dialect: 'sqlite'; readonly path: string }
+  | { readonly dialect: 'pg'; readonly url: string; readonly schema: string };
+
+/** The flags every command takes to find its store, as parsed. */
+export interface LocationFlags {
+  /** `--db PATH`: a SQLite file. */
+  readonly db?: string;
+  /** `--url URL`: a PostgreSQL connection string. */
+  readonly url?: string;
+  /** `--schema NAME`: the PostgreSQL schema; only with a PostgreSQL store. */
+  readonly schema?: string;
+}
+
+const PG_PROTOCOLS = ['postgres:', 'postgresql:'];
+
+/**
+ * Asserts that `text` is a `postgres://` or `postgresql://` connection string.
+ *
+ * @param text - the connection string as given
+ * @param source - where the text came from, for the message (`--url`, `DATABASE_URL`)
+ * @throws {@link InvalidOptionError} otherwise
+ */
+export function assertPostgresUrl(text: string, source: string): void {
+  const protocol = URL.canParse(text) ? new URL(text).protocol : undefined;
+  if (protocol === undefined || !PG_PROTOCOLS.includes(protocol)) {
+    throw new InvalidOptionError(
+      `${source} must be a postgres:// or postgresql:// connection string`,
+    );
+  }
+}
+
+/**
+ * Decides which store a command works on. An explicit flag beats the environment, and this
+ * tool's own variable beats a shared one: `--url`, else `--db` (commander refuses the two
+ * together), else `IDEM_DB`, else `DATABASE_URL`, else `./idempotency.db`. `DATABASE_URL` is read
+ * last because many tools on one machine set it for their own purposes; `IDEM_DB` only ever names
+ * this store. Empty variables count as unset.
+ *
+ * @param flags - the parsed `--db`, `--url` and `--schema`
+ * @param env - the environment holding `DATABASE_URL` and `IDEM_DB`
+ * @throws {@link InvalidOptionError} for a `DATABASE_URL` that is not a PostgreSQL URL (when it
+ * is the one used), or `--schema` with a SQLite store
+ */
+export function resolveStoreLocation(
+  flags: LocationFlags,
+  env: Readonly<Record<string, string | undefined>>,
+): StoreLocation {
+  const envUrl = env.DATABASE_URL || undefined;
+  const envDb = env.IDEM_DB || undefined;
+  let location: StoreLocation;
+  if (flags.url !== undefined) location = pg(flags.url, flags.schema);
+  else if (flags.db !== undefined) location = { dialect: 'sqlite', path: flags.db };
+  else if (envDb !== undefined) location = { dialect: 'sqlite', path: envDb };
+  else if (envUrl !== undefined) {
+    assertPostgresUrl(envUrl, 'DATABASE_URL');
+    location = pg(envUrl, flags.schema);
+  } else location = { dialect: 'sqlite', path: DEFAULT_DB };
+  if (location.dialect === 'sqlite' && flags.schema !== undefined) {
+    throw new InvalidOptionError(
+      '--schema applies to a PostgreSQL store only (--url or DATABASE_URL)',
+    );
+  }
+  return location;
+}
+
+function pg(url: string, schema: string | undefined): StoreLocation {
+  return { dialect: 'pg', url, schema: schema ?? DEFAULT_PG_SCHEMA };
+}
+
+/**
+ * Names a store for messages: the file, or the URL with its password hidden and the schema.
+ */
+export function describeLocation(location: StoreLocation): string {
+  if (location.dialect === 'sqlite') return location.path;
+  const url = new URL(location.url);
+  if (url.password !== '') url.password = '***';
+  return `${url.toString()} (schema "${location.schema}")`;
+}
