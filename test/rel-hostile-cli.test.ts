@@ -81,6 +81,28 @@ const CASES: [string, string[], number, Record<string, string>?][] = [
     ExitCode.usage,
   ],
   ['an unknown command with a huge name', ['x'.repeat(50_000)], ExitCode.usage],
+  ['--url that is not a URL', ['stats', '--url', 'not a url'], ExitCode.usage],
+  ['--url of another scheme', ['stats', '--url', 'mysql://127.0.0.1/test'], ExitCode.usage],
+  [
+    '--url and --db together',
+    ['purge', ...db, '--url', 'postgres://127.0.0.1:1/test'],
+    ExitCode.usage,
+  ],
+  [
+    '--schema empty',
+    ['stats', '--url', 'postgres://127.0.0.1:1/test', '--schema', ''],
+    ExitCode.usage,
+  ],
+  [
+    '--schema of 64 bytes',
+    ['stats', '--url', 'postgres://127.0.0.1:1/test', '--schema', 's'.repeat(64)],
+    ExitCode.usage,
+  ],
+  [
+    '--url of a server that is not there',
+    ['sweep', '--url', 'postgres://postgres@127.0.0.1:1/test', '--now', '10'],
+    ExitCode.runtime,
+  ],
   ['--db a directory', ['purge', '--db', folder, '--now', '10'], ExitCode.runtime],
   ['--db a text file', ['sweep', '--db', text, '--now', '10'], ExitCode.runtime],
   ['--db a foreign keys table', ['purge', '--db', foreign, '--now', '10'], ExitCode.runtime],
