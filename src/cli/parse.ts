@@ -23,6 +23,12 @@ function integer(text: string): number {
   return Number(text);
 }
 
+/** `--db PATH`: any non-empty path; `--db=` would otherwise be reported as a missing database. */
+export function parseDbPath(text: string): string {
+  if (text === '') throw new InvalidArgumentError('expected a file path.');
+  return text;
+}
+
 /** `--limit N` of `expired` and `purge`: an integer from 1 to 100. */
 export function parseLimit(text: string): number {
   const limit = integer(text);

@@ -6,6 +6,7 @@ import type { CliIo } from './io.js';
 import { DEFAULT_DB, type LocationFlags, resolveStoreLocation } from './location.js';
 import {
   parseBatch,
+  parseDbPath,
   parseLimit,
   parseMaxBatches,
   parseMaxSeconds,
@@ -21,7 +22,10 @@ import { sweepCommand } from './sweep-command.js';
 function addLocationOptions(command: Command): Command {
   return command
     .addOption(
-      new Option('--db <path>', `a SQLite database file (env IDEM_DB, default ${DEFAULT_DB})`),
+      new Option(
+        '--db <path>',
+        `a SQLite database file (env IDEM_DB, default ${DEFAULT_DB})`,
+      ).argParser(parseDbPath),
     )
     .addOption(
       new Option('--url <url>', 'a PostgreSQL connection string, postgres://… (env DATABASE_URL)')

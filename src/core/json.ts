@@ -71,11 +71,21 @@ function check(value: unknown, path: string, ancestors: Set<object>): void {
  * serializeResponse({ receipt: 1 }); // '{"receipt":1}'
  * serializeResponse({ total: NaN }); // throws UnserializableResponseError (path "$.total")
  * ```
- * @throws {@link UnserializableResponseError} naming the path of the first offending value
+ * @throws {@link UnserializableResponseError} naming the path of the first offending value, or
+ * `$` for a value nested too deeply to check
  */
 export function serializeResponse(response: unknown): string {
-  check(response, '$', new Set());
-  return JSON.stringify(response);
+  try {
+    check(response, '$', new Set());
+    return JSON.stringify(response);
+  } catch (error) {
+    // Nesting deeper than the call stack (a few thousand levels) overflows it: a hostile body,
+    // refused like the others instead of surfacing as a bare RangeError.
+    if (error instanceof RangeError) {
+      throw new UnserializableResponseError('$', 'nesting too deep to check');
+    }
+    throw error;
+  }
 }
 
 /**

@@ -45,6 +45,15 @@ interface ColumnInfo {
  * @throws {@link SchemaMismatchError} naming what differs
  */
 export function assertAdoptableKeysTable(client: BetterSqlite3.Database): void {
+  // table_info also describes views, whose columns have no primary key: name the real problem.
+  const kind = client.prepare("SELECT type FROM sqlite_master WHERE name = 'keys'").get() as
+    | { type: string }
+    | undefined;
+  if (kind !== undefined && kind.type !== 'table') {
+    throw new SchemaMismatchError(
+      `keys is a ${kind.type}, not a table: it cannot be used as an idempotency store`,
+    );
+  }
   const columns = client.prepare('PRAGMA table_info(keys)').all() as ColumnInfo[];
   if (columns.length === 0) return;
   const problems: string[] = [];
@@ -64,6 +73,35 @@ export function assertAdoptableKeysTable(client: BetterSqlite3.Database): void {
   if (problems.length > 0) {
     throw new SchemaMismatchError(
       `the existing keys table cannot be used as an idempotency store: ${problems.join('; ')}`,
+    );
+  }
+}
+
+const INDEX_NAME = 'keys_status_expires_id_idx';
+
+/**
+ * Checks, without writing, that what the migrations record and create is free or already ours:
+ * drizzle's bookkeeping table must have its `hash` and `created_at` columns, and the purge
+ * index's name must not belong to another table (`CREATE INDEX IF NOT EXISTS` would silently
+ * skip it, leaving every purge a full scan).
+ *
+ * @throws {@link SchemaMismatchError} naming what is in the way
+ */
+export function assertAdoptableBookkeeping(client: BetterSqlite3.Database): void {
+  const columns = (
+    client.prepare(`PRAGMA table_info("${MIGRATIONS_TABLE}")`).all() as ColumnInfo[]
+  ).map((column) => column.name);
+  if (columns.length > 0 && !(columns.includes('hash') && columns.includes('created_at'))) {
+    throw new SchemaMismatchError(
+      `the existing ${MIGRATIONS_TABLE} table is not drizzle's: it has no hash and created_at columns`,
+    );
+  }
+  const index = client
+    .prepare("SELECT tbl_name FROM sqlite_master WHERE type = 'index' AND name = ?")
+    .get(INDEX_NAME) as { tbl_name: string } | undefined;
+  if (index !== undefined && index.tbl_name !== 'keys') {
+    throw new SchemaMismatchError(
+      `the index name ${INDEX_NAME} is already used by the table ${index.tbl_name}`,
     );
   }
 }
@@ -88,6 +126,7 @@ export function assertAdoptableKeysTable(client: BetterSqlite3.Database): void {
 export function applySqliteMigrations(db: AnyBetterSqliteDatabase): void {
   const client = db.$client;
   assertAdoptableKeysTable(client);
+  assertAdoptableBookkeeping(client);
   const migrations = readMigrationFiles({ migrationsFolder: sqliteMigrationsFolder });
   const newest = Math.max(...migrations.map((migration) => migration.folderMillis));
   const lastApplied = (): number => {

@@ -1,10 +1,14 @@
-import { existsSync, statSync } from 'node:fs';
+import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { DatabaseOpenError, InvalidOptionError } from '../core/errors.js';
 import { assertIntegerOption } from '../core/validation.js';
-import { applySqliteMigrations, assertAdoptableKeysTable } from './migrate.js';
+import {
+  applySqliteMigrations,
+  assertAdoptableBookkeeping,
+  assertAdoptableKeysTable,
+} from './migrate.js';
 import { MAX_ANSWER_CACHE_SIZE, SqliteIdempotencyStore } from './store.js';
 
 /** SQLite's `synchronous` levels. */
@@ -45,8 +49,17 @@ function assertOpenablePath(path: unknown): asserts path is string {
   if (!existsSync(directory) || !statSync(directory).isDirectory()) {
     throw new DatabaseOpenError(`cannot open ${path}: the directory ${directory} does not exist`);
   }
-  if (existsSync(path) && statSync(path).isDirectory()) {
+  if (!existsSync(path)) return;
+  if (statSync(path).isDirectory()) {
     throw new DatabaseOpenError(`cannot open ${path}: it is a directory, not a database file`);
+  }
+  // SQLite opens a file it cannot write read-only without a word, and the first reserve would
+  // then fail with a raw SQLITE_READONLY. access() also sees what the mode bits do not stop
+  // root from writing: an immutable file (chattr +i) or a read-only mount.
+  try {
+    accessSync(path, constants.W_OK);
+  } catch (error) {
+    throw new DatabaseOpenError(`cannot open ${path} for writing: the file is read-only`, error);
   }
 }
 
@@ -101,6 +114,7 @@ export function openSqliteStore<T = unknown>(
     // Read before writing anything: this is where a file that is not a database fails.
     client.prepare('SELECT count(*) FROM sqlite_master').get();
     assertAdoptableKeysTable(client);
+    assertAdoptableBookkeeping(client);
     client.pragma('journal_mode = WAL');
     client.pragma(`synchronous = ${synchronous}`);
     applySqliteMigrations(db);
@@ -110,6 +124,9 @@ export function openSqliteStore<T = unknown>(
     });
   } catch (error) {
     client.close();
+    if (isSqliteError(error, 'SQLITE_CORRUPT')) {
+      throw new DatabaseOpenError(`cannot open ${path}: the database file is damaged`, error);
+    }
     if (isSqliteError(error, 'SQLITE_NOTADB')) {
       throw new DatabaseOpenError(`cannot open ${path}: the file is not a SQLite database`, error);
     }

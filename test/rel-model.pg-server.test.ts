@@ -1,0 +1,19 @@
+import { describe, it } from 'vitest';
+import { runModel } from './reliability/model-run.js';
+import { pgServerTarget } from './reliability/pg-target.js';
+import { serverUrl } from './support/pg.js';
+import { scaled } from './support/stress.js';
+
+// Collected only when DATABASE_URL is set (see vitest.config.ts); then an unreachable server fails.
+const url = serverUrl() as string;
+
+describe('model-based: random sequences agree with the reference model', () => {
+  it('on the PostgreSQL server', { timeout: scaled(300_000, 3_600_000) }, async () => {
+    const target = await pgServerTarget(url);
+    try {
+      await runModel(target, scaled(1000, 10_000));
+    } finally {
+      await target.close();
+    }
+  });
+});

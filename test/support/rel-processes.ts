@@ -1,0 +1,35 @@
+import { existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { type ChildResult, spawnTs } from './child.js';
+
+/** Resolves once `predicate` holds, polling every few milliseconds. */
+export async function until(predicate: () => boolean): Promise<void> {
+  while (!predicate()) await new Promise((resolve) => setTimeout(resolve, 5));
+}
+
+/**
+ * Runs several fixtures so that their work overlaps: each child waits at the barrier of
+ * test/fixtures/rel-barrier.ts until all of them are ready. Resolves with their results in order.
+ */
+export async function runTogether(
+  jobs: { script: string; args: string[] }[],
+  scratchDir: string,
+): Promise<ChildResult[]> {
+  const barrier = mkdtempSync(join(scratchDir, 'barrier-'));
+  const running = jobs.map((job) => spawnTs(job.script, job.args, { REL_BARRIER: barrier }));
+  const ended = running.map(() => false);
+  running.forEach((run, i) => {
+    run.result.then(() => {
+      ended[i] = true;
+    });
+  });
+  // A child that dies before reaching the barrier must not hang the others.
+  await until(
+    () =>
+      readdirSync(barrier).filter((name) => name.startsWith('ready-')).length +
+        ended.filter(Boolean).length >=
+      jobs.length,
+  );
+  if (!existsSync(join(barrier, 'go'))) writeFileSync(join(barrier, 'go'), '');
+  return Promise.all(running.map((run) => run.result));
+}
