@@ -1,3 +1,4 @@
+export { SqliteGroupCommitStore } from './group-commit-store.js';
 export {
   applySqliteMigrations,
   assertAdoptableKeysTable,
@@ -7,4 +8,4 @@ export type { OpenSqliteStoreOptions, SqliteSynchronous } from './open.js';
 export { openSqliteStore } from './open.js';
 export { keys } from './schema.js';
 export type { AnyBetterSqliteDatabase, SqliteStoreOptions } from './store.js';
-export { SqliteIdempotencyStore } from './store.js';
+export { MAX_ANSWER_CACHE_SIZE, SqliteIdempotencyStore } from './store.js';

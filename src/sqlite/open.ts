@@ -9,7 +9,7 @@ import {
   assertAdoptableBookkeeping,
   assertAdoptableKeysTable,
 } from './migrate.js';
-import { SqliteIdempotencyStore } from './store.js';
+import { MAX_ANSWER_CACHE_SIZE, SqliteIdempotencyStore } from './store.js';
 
 /** SQLite's `synchronous` levels. */
 export type SqliteSynchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
@@ -29,6 +29,11 @@ export interface OpenSqliteStoreOptions {
    * `'FULL'` when a stored answer must survive a power loss, at the cost of an fsync per commit.
    */
   readonly synchronous?: SqliteSynchronous;
+  /**
+   * How many stored answers `fetch` keeps in memory, so replays skip the database. Default 0: no
+   * cache. See `SqliteStoreOptions.answerCacheSize`.
+   */
+  readonly answerCacheSize?: number;
 }
 
 function isSqliteError(error: unknown, code: string): boolean {
@@ -93,6 +98,9 @@ export function openSqliteStore<T = unknown>(
       `synchronous must be one of ${SYNCHRONOUS_LEVELS.join(', ')}, got ${String(synchronous)}`,
     );
   }
+  const answerCacheSize = options.answerCacheSize ?? 0;
+  // Checked here too, so a bad value is refused before a file is created.
+  assertIntegerOption(answerCacheSize, 'answerCacheSize', 0, MAX_ANSWER_CACHE_SIZE);
   assertOpenablePath(path);
 
   let client: Database.Database;
@@ -110,7 +118,10 @@ export function openSqliteStore<T = unknown>(
     client.pragma('journal_mode = WAL');
     client.pragma(`synchronous = ${synchronous}`);
     applySqliteMigrations(db);
-    return new SqliteIdempotencyStore<T>(db, { closeConnection: true });
+    return new SqliteIdempotencyStore<T>(db, {
+      closeConnection: true,
+      answerCacheSize,
+    });
   } catch (error) {
     client.close();
     if (isSqliteError(error, 'SQLITE_CORRUPT')) {

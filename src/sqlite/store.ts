@@ -1,9 +1,10 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import { and, asc, eq, gt, inArray, lte, sql } from 'drizzle-orm';
 import type { BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
+import { AnswerCache } from '../core/answer-cache.js';
 import { StoreClosedError } from '../core/errors.js';
 import { parseResponse, serializeResponse } from '../core/json.js';
-import { toRecord } from '../core/record.js';
+import { type KeyRow, toRecord } from '../core/record.js';
 import { RETENTION_CYCLE } from '../core/retention-cycle.js';
 import { countByStatus, KeyStatus } from '../core/status.js';
 import type {
@@ -21,6 +22,7 @@ import {
   DEFAULT_LIMIT,
   MAX_BATCH_SIZE,
 } from '../core/validation.js';
+import { compileStatement } from './compile.js';
 import { keys } from './schema.js';
 
 /** Any drizzle database over better-sqlite3, whatever schema it was built with. */
@@ -36,41 +38,86 @@ export interface SqliteStoreOptions {
    * over your database leaves your connection open. `openSqliteStore` sets it to `true`.
    */
   readonly closeConnection?: boolean;
+  /**
+   * How many stored answers `fetch` keeps in memory (least recently used first out), so replays of
+   * a key skip the database. Default 0: no cache. The cache is exact for every write made through
+   * the store API (see {@link AnswerCache}); each entry holds the answer's JSON text.
+   */
+  readonly answerCacheSize?: number;
 }
+
+/** The largest `answerCacheSize` accepted. */
+export const MAX_ANSWER_CACHE_SIZE = 10_000_000;
 
 const p = sql.placeholder;
 
 // Retention only ever selects done rows past their deadline; a pending row is owned by its worker.
 const isExpiredAnswer = and(eq(keys.status, KeyStatus.done), lte(keys.expires, p('now')));
 
+// The per-request operations run as better-sqlite3 statements compiled from these drizzle
+// queries (see compileStatement): drizzle writes the SQL, the driver binds positionally. Statuses
+// are placeholders too, so each statement has only positional parameters.
+function compileHotQueries(db: AnyBetterSqliteDatabase) {
+  const client = db.$client;
+  const fetchWhere = and(
+    eq(keys.id, p('id')),
+    eq(keys.status, p('done')),
+    gt(keys.expires, p('now')),
+  );
+  return {
+    reserve: compileStatement(
+      client,
+      db
+        .insert(keys)
+        .values({
+          id: p('id'),
+          fingerprint: p('fingerprint'),
+          status: p('pending'),
+          expires: p('expires'),
+        })
+        .onConflictDoNothing(),
+      ['id', 'fingerprint', 'pending', 'expires'],
+    ),
+    finish: compileStatement(
+      client,
+      db
+        .update(keys)
+        .set({ status: sql<KeyStatus>`${p('done')}`, response: sql<string>`${p('response')}` })
+        .where(
+          and(
+            eq(keys.id, p('id')),
+            eq(keys.fingerprint, p('fingerprint')),
+            eq(keys.status, p('pending')),
+          ),
+        ),
+      ['done', 'response', 'id', 'fingerprint', 'pending'],
+    ),
+    // Only the text is needed without a cache: pluck skips building a row.
+    fetch: compileStatement(
+      client,
+      db.select({ response: keys.response }).from(keys).where(fetchWhere),
+      ['id', 'done', 'now'],
+    ).pluck(),
+    // A replay's lookup: the columns come back under their own names, the shape of KeyRow.
+    get: compileStatement(
+      client,
+      db
+        .select()
+        .from(keys)
+        .where(eq(keys.id, p('id'))),
+      ['id'],
+    ),
+    // With a cache the deadline is needed too, as a bare array.
+    fetchWithExpiry: compileStatement(
+      client,
+      db.select({ response: keys.response, expires: keys.expires }).from(keys).where(fetchWhere),
+      ['id', 'done', 'now'],
+    ).raw(),
+  };
+}
+
 function prepareQueries(db: AnyBetterSqliteDatabase) {
   return {
-    reserve: db
-      .insert(keys)
-      .values({
-        id: p('id'),
-        fingerprint: p('fingerprint'),
-        status: KeyStatus.pending,
-        expires: p('expires'),
-      })
-      .onConflictDoNothing()
-      .prepare(),
-    finish: db
-      .update(keys)
-      .set({ status: KeyStatus.done, response: sql<string>`${p('response')}` })
-      .where(
-        and(
-          eq(keys.id, p('id')),
-          eq(keys.fingerprint, p('fingerprint')),
-          eq(keys.status, KeyStatus.pending),
-        ),
-      )
-      .prepare(),
-    fetch: db
-      .select({ response: keys.response })
-      .from(keys)
-      .where(and(eq(keys.id, p('id')), eq(keys.status, KeyStatus.done), gt(keys.expires, p('now'))))
-      .prepare(),
     expired: db
       .select({ id: keys.id })
       .from(keys)
@@ -132,11 +179,6 @@ function prepareQueries(db: AnyBetterSqliteDatabase) {
         ),
       )
       .prepare(),
-    get: db
-      .select()
-      .from(keys)
-      .where(eq(keys.id, p('id')))
-      .prepare(),
   };
 }
 
@@ -164,6 +206,8 @@ function prepareQueries(db: AnyBetterSqliteDatabase) {
 export class SqliteIdempotencyStore<T = unknown> implements IdempotencyStore<T> {
   readonly #db: AnyBetterSqliteDatabase;
   readonly #queries: ReturnType<typeof prepareQueries>;
+  readonly #hot: ReturnType<typeof compileHotQueries>;
+  readonly #cache: AnswerCache | undefined;
   readonly #closeConnection: boolean;
   #closed = false;
 
@@ -172,8 +216,12 @@ export class SqliteIdempotencyStore<T = unknown> implements IdempotencyStore<T> 
    * @param options - see {@link SqliteStoreOptions}
    */
   constructor(db: AnyBetterSqliteDatabase, options: SqliteStoreOptions = {}) {
+    const cacheSize = options.answerCacheSize ?? 0;
+    assertIntegerOption(cacheSize, 'answerCacheSize', 0, MAX_ANSWER_CACHE_SIZE);
     this.#db = db;
     this.#queries = prepareQueries(db);
+    this.#hot = compileHotQueries(db);
+    this.#cache = cacheSize > 0 ? new AnswerCache(cacheSize) : undefined;
     this.#closeConnection = options.closeConnection ?? false;
   }
 
@@ -187,12 +235,21 @@ export class SqliteIdempotencyStore<T = unknown> implements IdempotencyStore<T> 
     return this.#queries;
   }
 
+  #openHot(): ReturnType<typeof compileHotQueries> {
+    if (this.#closed) throw new StoreClosedError();
+    return this.#hot;
+  }
+
   /** {@inheritDoc IdempotencyStore.reserve} */
   reserve(key: string, digest: string, expires: number): boolean {
     assertKey(key);
     assertDigest(digest);
     assertTime(expires, 'expires');
-    return this.#open().reserve.run({ id: key, fingerprint: digest, expires }).changes === 1;
+    const inserted =
+      this.#openHot().reserve.run(key, digest, KeyStatus.pending, expires).changes === 1;
+    // The row was absent, so any answer cached for this key was retired elsewhere.
+    if (inserted) this.#cache?.forget(key);
+    return inserted;
   }
 
   /** {@inheritDoc IdempotencyStore.finish} */
@@ -200,15 +257,31 @@ export class SqliteIdempotencyStore<T = unknown> implements IdempotencyStore<T> 
     assertKey(key);
     assertDigest(digest);
     const text = serializeResponse(response);
-    return this.#open().finish.run({ id: key, fingerprint: digest, response: text }).changes === 1;
+    return (
+      this.#openHot().finish.run(KeyStatus.done, text, key, digest, KeyStatus.pending).changes === 1
+    );
   }
 
   /** {@inheritDoc IdempotencyStore.fetch} */
   fetch(key: string, now: number): T | null {
     assertKey(key);
     assertTime(now, 'now');
-    const row = this.#open().fetch.get({ id: key, now });
-    return row?.response == null ? null : parseResponse<T>(row.response);
+    const hot = this.#openHot();
+    const cache = this.#cache;
+    if (cache === undefined) {
+      const text = hot.fetch.get(key, KeyStatus.done, now) as string | null | undefined;
+      return text == null ? null : parseResponse<T>(text);
+    }
+    // Parsed on every hit, so a caller mutating its copy cannot change what is replayed next.
+    const cached = cache.get(key, now);
+    if (cached !== undefined) return parseResponse<T>(cached);
+    const row = hot.fetchWithExpiry.get(key, KeyStatus.done, now) as
+      | [string | null, number]
+      | undefined;
+    if (row === undefined || row[0] === null) return null;
+    // Inside a transaction the row may not be committed yet, and a rollback would un-write it.
+    if (!this.#db.$client.inTransaction) cache.remember(key, row[0], row[1]);
+    return parseResponse<T>(row[0]);
   }
 
   /** {@inheritDoc IdempotencyStore.expired} */
@@ -230,6 +303,7 @@ export class SqliteIdempotencyStore<T = unknown> implements IdempotencyStore<T> 
     assertLimit(limit);
     assertTime(now, 'now');
     const queries = this.#open();
+    this.#cache?.retire(now);
     return this.#db.transaction(
       () => {
         const candidates = queries.expired.all({ now, limit }).map((row) => row.id);
@@ -255,9 +329,19 @@ export class SqliteIdempotencyStore<T = unknown> implements IdempotencyStore<T> 
     assertIntegerOption(batchSize, 'batchSize', 1, MAX_BATCH_SIZE);
     assertTime(now, 'now');
     const queries = this.#open();
-    return this.#db.transaction(() => queries.sweepBatch.run({ now, limit: batchSize }).changes, {
-      behavior: 'immediate',
-    });
+    this.#cache?.retire(now);
+    const deleted = this.#db.transaction(
+      () => queries.sweepBatch.run({ now, limit: batchSize }).changes,
+      { behavior: 'immediate' },
+    );
+    // A batch rewrites pages all over the file. Left in the WAL, they would be copied back by
+    // whichever connection's commit crosses the auto-checkpoint threshold, usually a request's
+    // reserve, which then waits tens of milliseconds. Copying them here keeps that cost on the
+    // sweeper. PASSIVE never waits for other connections; outside WAL mode it does nothing.
+    if (deleted > 0 && !this.#db.$client.inTransaction) {
+      this.#db.$client.pragma('wal_checkpoint(PASSIVE)');
+    }
+    return deleted;
   }
 
   /** {@inheritDoc IdempotencyStore.stats} */
@@ -277,7 +361,7 @@ export class SqliteIdempotencyStore<T = unknown> implements IdempotencyStore<T> 
   /** {@inheritDoc IdempotencyStore.get} */
   get(key: string): IdempotencyRecord<T> | null {
     assertKey(key);
-    const row = this.#open().get.get({ id: key });
+    const row = this.#openHot().get.get(key) as KeyRow | undefined;
     return row ? toRecord<T>(row) : null;
   }
 
@@ -295,6 +379,7 @@ export class SqliteIdempotencyStore<T = unknown> implements IdempotencyStore<T> 
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.#cache?.clear();
     if (this.#closeConnection) this.#db.$client.close();
   }
 }

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { openSqliteStore } from '../../src/sqlite/index.js';
+import { type OpenSqliteStoreOptions, openSqliteStore } from '../../src/sqlite/index.js';
 import type { HarnessFactory, RawRow } from '../contract/harness.js';
 import { freshDbPath } from './temp.js';
 
@@ -30,11 +30,11 @@ export function seedRows(path: string, rows: RawRow[]): void {
   }
 }
 
-/** A harness over a fresh SQLite file in `dir`, opened with `openSqliteStore`. */
-export function sqliteHarness(dir: string): HarnessFactory {
+/** A harness over a fresh SQLite file in `dir`, opened with `openSqliteStore` and `options`. */
+export function sqliteHarness(dir: string, options: OpenSqliteStoreOptions = {}): HarnessFactory {
   return async () => {
     const path = freshDbPath(dir);
-    const store = openSqliteStore(path);
+    const store = openSqliteStore(path, options);
     return {
       store,
       rows: async () => readRows(path),

@@ -1,0 +1,72 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { openSqliteStore } from '../../src/sqlite/index.js';
+
+/** A temporary directory for benchmark databases, removed by `cleanup`. */
+export function benchDir(): { dir: string; cleanup: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), 'idem-bench-'));
+  return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+let counter = 0;
+
+/** A new database file path inside `dir`, with the table created by the store's own migrations. */
+export function freshStoreFile(dir: string): string {
+  counter += 1;
+  const path = join(dir, `bench-${counter}.db`);
+  openSqliteStore(path).close();
+  return path;
+}
+
+// A multiplicative hash is a bijection on 32-bit integers: unique ids in an order unrelated to
+// insertion, so the primary-key b-tree grows as it does with real random keys.
+const scrambled = (prefix: string) => `printf('${prefix}%08x', (n.i * 2654435761) % 4294967296)`;
+
+/**
+ * Inserts `count` rows in one statement on a separate connection (so the store's own connection
+ * keeps its pragmas): `expired` done rows with `expires` rising from 0 to 1000 in insertion order,
+ * or live rows (one in ten pending, the rest done) with `expires` far in the future.
+ */
+export function seedKeys(
+  path: string,
+  prefix: string,
+  count: number,
+  kind: 'expired' | 'live',
+  table = 'keys',
+): void {
+  if (count === 0) return;
+  const client = new Database(path);
+  try {
+    const status =
+      kind === 'expired' ? "'done'" : "CASE WHEN n.i % 10 = 0 THEN 'pending' ELSE 'done' END";
+    const response =
+      kind === 'expired'
+        ? `'{"receipt":1}'`
+        : `CASE WHEN n.i % 10 = 0 THEN NULL ELSE '{"receipt":1}' END`;
+    // Deadlines grow with insertion order, as they do with one retention period: the backlog is
+    // the oldest rows. Ids stay scrambled, like real random keys.
+    const expires = kind === 'expired' ? `(n.i * 1000.0 / ${count})` : '(1e9 + n.i)';
+    client
+      .prepare(
+        `INSERT INTO ${table} (id, fingerprint, status, response, expires)
+         WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < ? - 1)
+         SELECT ${scrambled(prefix)}, 'd', ${status}, ${response}, ${expires} FROM n`,
+      )
+      .run(count);
+    // Write the seeded pages into the database now, so no timed operation pays for it.
+    client.pragma('wal_checkpoint(TRUNCATE)');
+  } finally {
+    client.close();
+  }
+}
+
+/** `now` at which every seeded expired row is past its deadline and no live row is. */
+export const SEEDED_NOW = 5000;
+
+/**
+ * The batch size every benchmarked sweep uses, as in the README's cron example. Each SQLite batch
+ * ends with a checkpoint (and its fsyncs), so much smaller batches spend their time syncing.
+ */
+export const SWEEP_BATCH = 500;

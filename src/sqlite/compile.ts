@@ -1,0 +1,47 @@
+import type BetterSqlite3 from 'better-sqlite3';
+import { is, Param, Placeholder } from 'drizzle-orm';
+
+/** A drizzle query that can show its SQL: every builder has `toSQL()`. */
+export interface ToSql {
+  toSQL(): { sql: string; params: unknown[] };
+}
+
+// Inserted values come wrapped in a Param carrying the column's encoder. Binding positionally
+// skips that encoder, which is only sound when it is the identity (plain text and real columns).
+function placeholderName(param: unknown): string {
+  if (is(param, Placeholder)) return param.name;
+  if (is(param, Param) && is(param.value, Placeholder)) {
+    const probe = {};
+    if (param.encoder?.mapToDriverValue(probe) === probe) return param.value.name;
+    return `${param.value.name} (with a column encoder)`;
+  }
+  return 'a bound value';
+}
+
+/**
+ * Prepares a drizzle query directly on the better-sqlite3 connection, so the hot paths pay for
+ * neither drizzle's placeholder filling nor its row mapping, while drizzle stays the only source
+ * of the SQL. Every parameter of the query must be a `sql.placeholder`, in exactly the order
+ * given by `names`: callers then pass values positionally, and a query whose parameters drift
+ * from that order fails here, when the store is built, instead of binding values to the wrong
+ * columns.
+ *
+ * @param client - the better-sqlite3 connection the query runs on
+ * @param query - a drizzle query built with placeholders only
+ * @param names - the placeholder names, in the order the SQL binds them
+ * @throws Error when the query's parameters are not exactly these placeholders
+ */
+export function compileStatement(
+  client: BetterSqlite3.Database,
+  query: ToSql,
+  names: readonly string[],
+): BetterSqlite3.Statement {
+  const { sql, params } = query.toSQL();
+  const actual = params.map(placeholderName);
+  if (actual.length !== names.length || actual.some((name, index) => name !== names[index])) {
+    throw new Error(
+      `query parameters are [${actual.join(', ')}], expected placeholders [${names.join(', ')}]`,
+    );
+  }
+  return client.prepare(sql);
+}

@@ -1,0 +1,108 @@
+import { GroupCommit } from '../core/group-commit.js';
+import type {
+  IdempotencyRecord,
+  IdempotencyStore,
+  RetentionStats,
+  StatusCounts,
+} from '../core/store.js';
+import type { SqliteIdempotencyStore } from './store.js';
+
+/**
+ * The SQLite store for servers with many requests in flight: the same operations, returning
+ * promises, with concurrent calls committed together (see {@link GroupCommit}). Under load a burst
+ * of reserves and finishes costs one commit instead of one each; a lone call runs at once.
+ *
+ * Every guarantee of the store holds unchanged: each operation is the same single statement (or
+ * the same transaction) as on the synchronous store, operations run in the order they were
+ * called, a promise resolves only once its write is committed, and a bad argument rejects its own
+ * promise with the same typed error while its neighbours commit.
+ *
+ * @typeParam T - the type of the stored responses
+ * @example
+ * ```ts
+ * const store = new SqliteGroupCommitStore(openSqliteStore<Receipt>('./idempotency.db'));
+ * if (await store.reserve(key, digest, expires)) {
+ *   await store.finish(key, digest, await charge());
+ * }
+ * ```
+ */
+export class SqliteGroupCommitStore<T = unknown> implements IdempotencyStore<T> {
+  readonly #store: SqliteIdempotencyStore<T>;
+  readonly #group: GroupCommit;
+
+  /** @param store - the synchronous store to run on; `close()` closes it */
+  constructor(store: SqliteIdempotencyStore<T>) {
+    this.#store = store;
+    this.#group = new GroupCommit((body) => store.db.transaction(body, { behavior: 'immediate' }));
+  }
+
+  /** The synchronous store underneath, for code that runs inside your own transactions. */
+  get store(): SqliteIdempotencyStore<T> {
+    return this.#store;
+  }
+
+  /** How many transactions of more than one operation were run: a measure of the grouping. */
+  get batches(): number {
+    return this.#group.batches;
+  }
+
+  /** {@inheritDoc IdempotencyStore.reserve} */
+  reserve(key: string, digest: string, expires: number): Promise<boolean> {
+    return this.#group.run(() => this.#store.reserve(key, digest, expires));
+  }
+
+  /** {@inheritDoc IdempotencyStore.finish} */
+  finish(key: string, digest: string, response: T): Promise<boolean> {
+    return this.#group.run(() => this.#store.finish(key, digest, response));
+  }
+
+  /** {@inheritDoc IdempotencyStore.fetch} */
+  fetch(key: string, now: number): Promise<T | null> {
+    return this.#group.run(() => this.#store.fetch(key, now));
+  }
+
+  /** {@inheritDoc IdempotencyStore.expired} */
+  expired(now: number, limit?: number): Promise<string[]> {
+    return this.#group.run(() => this.#store.expired(now, limit));
+  }
+
+  /** {@inheritDoc IdempotencyStore.purge} */
+  purge(now: number, limit?: number): Promise<string[]> {
+    return this.#group.run(() => this.#store.purge(now, limit));
+  }
+
+  /** {@inheritDoc IdempotencyStore.counts} */
+  counts(): Promise<StatusCounts> {
+    return this.#group.run(() => this.#store.counts());
+  }
+
+  /** {@inheritDoc IdempotencyStore.sweepBatch} */
+  sweepBatch(now: number, batchSize: number): Promise<number> {
+    return this.#group.run(() => this.#store.sweepBatch(now, batchSize));
+  }
+
+  /** {@inheritDoc IdempotencyStore.stats} */
+  stats(now: number): Promise<RetentionStats> {
+    return this.#group.run(() => this.#store.stats(now));
+  }
+
+  /** {@inheritDoc IdempotencyStore.release} */
+  release(key: string, digest: string): Promise<boolean> {
+    return this.#group.run(() => this.#store.release(key, digest));
+  }
+
+  /** {@inheritDoc IdempotencyStore.get} */
+  get(key: string): Promise<IdempotencyRecord<T> | null> {
+    return this.#group.run(() => this.#store.get(key));
+  }
+
+  /** {@inheritDoc IdempotencyStore.retentionCycle} */
+  retentionCycle(key: string): Promise<boolean> {
+    return this.#group.run(() => this.#store.retentionCycle(key));
+  }
+
+  /** Closes the store once every operation called before has run. */
+  close(): Promise<void> {
+    return this.#group.run(() => this.#store.close());
+  }
+}
