@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { type SQL, sql } from 'drizzle-orm';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
+import { keysTableProblems } from '../core/adoption.js';
 import { SchemaMismatchError } from '../core/errors.js';
 import { assertSchemaName, quoteIdentifier } from './identifier.js';
 import { DEFAULT_PG_SCHEMA } from './schema.js';
@@ -66,26 +67,13 @@ export async function assertAdoptablePgKeysTable(
         ORDER BY a.attnum`,
   );
   if (columns.length === 0) return;
-  const problems: string[] = [];
-  const names = columns.map((column) => column.name);
-  for (const name of Object.keys(EXPECTED_COLUMNS)) {
-    if (!names.includes(name)) problems.push(`missing column ${name}`);
-  }
-  for (const column of columns) {
-    const expected = EXPECTED_COLUMNS[column.name];
-    if (expected === undefined) problems.push(`unexpected column ${column.name}`);
-    else if (column.type !== expected) {
-      problems.push(`column ${column.name} is ${column.type}, expected ${expected}`);
-    }
-  }
+  const problems = keysTableProblems(columns, EXPECTED_COLUMNS);
   const id = columns.find((column) => column.name === 'id');
   if (id && id.type === 'text' && id.collation !== 'C') {
     problems.push(
       `column id uses the collation ${id.collation ?? 'none'}, expected "C" (byte order): ALTER TABLE keys ALTER COLUMN id TYPE text COLLATE "C"`,
     );
   }
-  const primaryKey = columns.filter((column) => column.primary).map((column) => column.name);
-  if (primaryKey.join() !== 'id') problems.push('id is not the sole primary key');
   if (problems.length > 0) {
     throw new SchemaMismatchError(
       `the existing ${schema}.keys table cannot be used as an idempotency store: ${problems.join('; ')}`,

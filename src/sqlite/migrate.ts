@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import type BetterSqlite3 from 'better-sqlite3';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
+import { keysTableProblems } from '../core/adoption.js';
 import { SchemaMismatchError } from '../core/errors.js';
 import type { AnyBetterSqliteDatabase } from './store.js';
 
@@ -56,20 +57,15 @@ export function assertAdoptableKeysTable(client: BetterSqlite3.Database): void {
   }
   const columns = client.prepare('PRAGMA table_info(keys)').all() as ColumnInfo[];
   if (columns.length === 0) return;
-  const problems: string[] = [];
-  const names = columns.map((column) => column.name);
-  for (const name of Object.keys(EXPECTED_COLUMNS)) {
-    if (!names.includes(name)) problems.push(`missing column ${name}`);
-  }
-  for (const column of columns) {
-    const expected = EXPECTED_COLUMNS[column.name];
-    if (expected === undefined) problems.push(`unexpected column ${column.name}`);
-    else if (affinity(column.type) !== expected) {
-      problems.push(`column ${column.name} is ${column.type || 'untyped'}, expected ${expected}`);
-    }
-  }
-  const primaryKey = columns.filter((column) => column.pk > 0).map((column) => column.name);
-  if (primaryKey.join() !== 'id') problems.push('id is not the sole primary key');
+  // Compared by affinity: a hand-made table may say VARCHAR or DOUBLE where drizzle says TEXT, REAL.
+  const problems = keysTableProblems(
+    columns.map((column) => ({
+      name: column.name,
+      type: affinity(column.type),
+      primary: column.pk > 0,
+    })),
+    EXPECTED_COLUMNS,
+  );
   if (problems.length > 0) {
     throw new SchemaMismatchError(
       `the existing keys table cannot be used as an idempotency store: ${problems.join('; ')}`,

@@ -1,0 +1,43 @@
+/** A column of an existing `keys` table, as its dialect's catalog describes it. */
+export interface ExistingColumn {
+  /** The column's name. */
+  readonly name: string;
+  /** Its type, in the form the dialect's expected types are written in. */
+  readonly type: string;
+  /** Whether it is part of the primary key. */
+  readonly primary: boolean;
+}
+
+/**
+ * Lists what keeps an existing `keys` table from being adopted as a store: a missing or extra
+ * column, a column of another type, or a primary key other than `id` alone (the primary key is
+ * what makes `reserve` atomic). Empty when the table fits; each dialect adds its own checks.
+ *
+ * @param columns - the table's columns; an empty list means there is no table
+ * @param expected - the contract's columns and their types, as the dialect writes them
+ * @example
+ * ```ts
+ * keysTableProblems([{ name: 'id', type: 'TEXT', primary: true }], { id: 'TEXT', expires: 'REAL' });
+ * // ['missing column expires']
+ * ```
+ */
+export function keysTableProblems(
+  columns: readonly ExistingColumn[],
+  expected: Readonly<Record<string, string>>,
+): string[] {
+  const problems: string[] = [];
+  const names = columns.map((column) => column.name);
+  for (const name of Object.keys(expected)) {
+    if (!names.includes(name)) problems.push(`missing column ${name}`);
+  }
+  for (const column of columns) {
+    const type = expected[column.name];
+    if (type === undefined) problems.push(`unexpected column ${column.name}`);
+    else if (column.type !== type) {
+      problems.push(`column ${column.name} is ${column.type || 'untyped'}, expected ${type}`);
+    }
+  }
+  const primaryKey = columns.filter((column) => column.primary).map((column) => column.name);
+  if (primaryKey.join() !== 'id') problems.push('id is not the sole primary key');
+  return problems;
+}
