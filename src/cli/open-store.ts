@@ -4,7 +4,6 @@ import { DatabaseOpenError } from '../core/errors.js';
 import type { IdempotencyStore } from '../core/store.js';
 import { quoteIdentifier } from '../pg/identifier.js';
 import { openPgStore } from '../pg/open.js';
-import { openSqliteStore } from '../sqlite/open.js';
 import { describeLocation, type StoreLocation } from './location.js';
 
 /** An open store and what ends it. */
@@ -23,12 +22,14 @@ function reason(error: unknown): string {
   return first instanceof Error ? first.message : ((error as { code?: string }).code ?? error.name);
 }
 
-function openSqlite(location: { path: string }, create: boolean): CliStore {
+async function openSqlite(location: { path: string }, create: boolean): Promise<CliStore> {
   if (!create && location.path !== ':memory:' && !existsSync(location.path)) {
     throw new DatabaseOpenError(
       `no database at ${location.path}: create it with "idem migrate --db ${location.path}"`,
     );
   }
+  // Loaded here so that PostgreSQL users need not install `better-sqlite3`.
+  const { openSqliteStore } = await import('../sqlite/open.js');
   const store = openSqliteStore(location.path);
   return { store, close: async () => store.close() };
 }
