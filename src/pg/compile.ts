@@ -10,9 +10,9 @@ export interface PgQuery<R> {
 /** Runs one compiled query with its placeholder values and resolves to its rows. */
 export type PgStatement<K extends string, R> = (values: Readonly<Record<K, unknown>>) => Promise<R>;
 
-// The one method of a node-postgres `Pool`, `Client` or `PoolClient` the store calls, with the
-// argument shape drizzle's own node-postgres driver passes, so every client that driver accepts
-// accepts it too.
+// The one method of a node-postgres `Pool`, `Client` or `PoolClient` the store calls: a query
+// config naming the statement, which all three accept and which makes the server parse the
+// statement once per connection.
 interface NodePgQueryable {
   query(config: {
     name: string;
@@ -50,8 +50,8 @@ function isEntityKind(value: unknown, kind: string): boolean {
  * The node-postgres client under `db` when its statements can be sent to it directly, else
  * `undefined`. Only a database made by `drizzle-orm/node-postgres` qualifies, and only without a
  * logger or a cache, so that a logger configured on it keeps seeing every statement. A
- * transaction (`db.transaction(tx => …)`) is a different entity whose `$client` is not its
- * connection: it keeps drizzle's path, which runs on the transaction's own connection.
+ * transaction (`db.transaction(tx => …)`) is a different entity, without a `$client`: it keeps
+ * drizzle's path, which runs on the transaction's own connection.
  *
  * @param db - any drizzle PostgreSQL database or transaction
  */
