@@ -3,6 +3,7 @@ import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DatabaseOpenError, InvalidOptionError, SchemaMismatchError } from '../src/index.js';
+import { directNodePgClient } from '../src/pg/compile.js';
 import {
   applyPgMigrations,
   openPgStore,
@@ -171,6 +172,78 @@ describe('PgIdempotencyStore over your own node-postgres database', () => {
       ]);
       expect((await target.pool.query(`SELECT id FROM ${orders}`)).rows).toEqual([{ id: 2 }]);
     } finally {
+      await target.drop();
+    }
+  });
+});
+
+describe('the per-request statements sent straight to node-postgres', () => {
+  it('takes the direct path for a drizzle node-postgres database, not for a transaction or a logger', async () => {
+    const pool = new pg.Pool({ connectionString: url, max: 1 });
+    try {
+      const client = new pg.Client({ connectionString: url });
+      expect(directNodePgClient(drizzle(pool))).toBe(pool);
+      expect(directNodePgClient(drizzle(client))).toBe(client);
+      expect(directNodePgClient(drizzle(pool, { logger: true }))).toBeUndefined();
+      const inside = await drizzle(pool).transaction(async (tx) => directNodePgClient(tx));
+      expect(inside).toBeUndefined();
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it('reads strings and numbers whatever type parsers the pool has', async () => {
+    const target = await freshServerSchema(url, 1);
+    // Every value this pool reads comes back wrapped, unless the query brings its own parsers.
+    const wrapping = new pg.Pool({
+      connectionString: url,
+      max: 1,
+      types: { getTypeParser: () => (value: string) => `<${value}>` },
+    });
+    try {
+      await applyPgMigrations(target.db, { schema: target.schema });
+      expect((await wrapping.query('SELECT 1.5::float8 AS x')).rows).toEqual([{ x: '<1.5>' }]);
+      const store = new PgIdempotencyStore<{ receipt: number }>(drizzle(wrapping), {
+        schema: target.schema,
+      });
+      expect(await store.reserve('k', 'd', 10.5)).toBe(true);
+      expect(await store.finish('k', 'd', { receipt: 7 })).toBe(true);
+      expect(await store.fetch('k', 10)).toEqual({ receipt: 7 });
+      expect(await store.get('k')).toEqual({
+        key: 'k',
+        fingerprint: 'd',
+        status: 'done',
+        expires: 10.5,
+        response: { receipt: 7 },
+      });
+      expect(await store.reserve('p', 'd', 10)).toBe(true);
+      expect(await store.release('p', 'd')).toBe(true);
+      expect(await store.get('p')).toBeNull();
+    } finally {
+      await wrapping.end();
+      await target.drop();
+    }
+  });
+
+  it('runs on a single node-postgres Client too, and a logger still sees every statement', async () => {
+    const target = await freshServerSchema(url, 1);
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      await applyPgMigrations(target.db, { schema: target.schema });
+      const direct = new PgIdempotencyStore(drizzle(client), { schema: target.schema });
+      expect(await direct.reserve('k', 'd', 10)).toBe(true);
+      expect(await direct.finish('k', 'd', { receipt: 1 })).toBe(true);
+      const logged: string[] = [];
+      const db = drizzle(client, { logger: { logQuery: (query) => logged.push(query) } });
+      const logging = new PgIdempotencyStore(db, { schema: target.schema });
+      expect(await logging.fetch('k', 0)).toEqual({ receipt: 1 });
+      expect(await logging.reserve('k', 'd', 10)).toBe(false);
+      expect(logged).toHaveLength(2);
+      expect(logged[0]).toMatch(/^select "response" from /);
+      expect(logged[1]).toMatch(/^insert into /);
+    } finally {
+      await client.end();
       await target.drop();
     }
   });

@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionError, SchemaMismatchError } from '../src/index.js';
+import { directNodePgClient } from '../src/pg/compile.js';
 import { applyPgMigrations, PgIdempotencyStore, quoteIdentifier } from '../src/pg/index.js';
 import { readPgRows, sharedPglite, uniqueName } from './support/pg.js';
 import { inspectSchema } from './support/pg-inspect.js';
@@ -38,6 +39,23 @@ describe('applyPgMigrations (PGlite)', () => {
     expect(await readPgRows(db, schema)).toEqual([
       { id: 'a', fingerprint: 'd', status: 'pending', response: null, expires: 10 },
     ]);
+  });
+
+  it("runs drizzle's prepared queries, there being no node-postgres client to send them to", async () => {
+    const db = await database();
+    expect(directNodePgClient(db)).toBeUndefined();
+    const schema = uniqueName('m');
+    await applyPgMigrations(db, { schema });
+    const store = new PgIdempotencyStore<{ receipt: number }>(db, { schema });
+    expect(await store.reserve('k', 'd', 10.5)).toBe(true);
+    expect(await store.finish('k', 'd', { receipt: 2 })).toBe(true);
+    expect(await store.get('k')).toEqual({
+      key: 'k',
+      fingerprint: 'd',
+      status: 'done',
+      expires: 10.5,
+      response: { receipt: 2 },
+    });
   });
 
   it('quotes any schema name, and stores in different schemas stay apart', async () => {

@@ -22,6 +22,7 @@ import {
   DEFAULT_LIMIT,
   MAX_BATCH_SIZE,
 } from '../core/validation.js';
+import { compilePgStatement } from './compile.js';
 import { assertSchemaName } from './identifier.js';
 import { DEFAULT_PG_SCHEMA, type PgKeysTable, pgKeysTable } from './schema.js';
 
@@ -82,29 +83,60 @@ function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string) {
         .limit(p('limit'))
         .for('update', { skipLocked: true }),
     );
+  const fetchWhere = and(
+    eq(keys.id, p('id')),
+    eq(keys.status, KeyStatus.done),
+    gt(keys.expires, p('now')),
+  );
   return {
-    reserve: db
-      .insert(keys)
-      .values({
-        id: p('id'),
-        fingerprint: p('fingerprint'),
-        status: KeyStatus.pending,
-        expires: p('expires'),
-      })
-      .onConflictDoNothing()
-      .returning({ id: keys.id })
-      .prepare(name('reserve')),
-    finish: db
-      .update(keys)
-      .set({ status: KeyStatus.done, response: sql<string>`${p('response')}` })
-      .where(ownPending)
-      .returning({ id: keys.id })
-      .prepare(name('finish')),
-    fetch: db
-      .select({ response: keys.response })
-      .from(keys)
-      .where(and(eq(keys.id, p('id')), eq(keys.status, KeyStatus.done), gt(keys.expires, p('now'))))
-      .prepare(name('fetch')),
+    // The per-request operations skip drizzle's per-call work where the driver allows it (see
+    // compilePgStatement); drizzle still writes their SQL.
+    reserve: compilePgStatement(
+      db,
+      name('reserve'),
+      db
+        .insert(keys)
+        .values({
+          id: p('id'),
+          fingerprint: p('fingerprint'),
+          status: KeyStatus.pending,
+          expires: p('expires'),
+        })
+        .onConflictDoNothing()
+        .returning({ id: keys.id }),
+      ['id', 'fingerprint', 'expires'],
+    ),
+    finish: compilePgStatement(
+      db,
+      name('finish'),
+      db
+        .update(keys)
+        .set({ status: KeyStatus.done, response: sql<string>`${p('response')}` })
+        .where(ownPending)
+        .returning({ id: keys.id }),
+      ['id', 'fingerprint', 'response'],
+    ),
+    fetch: compilePgStatement(
+      db,
+      name('fetch'),
+      db.select({ response: keys.response }).from(keys).where(fetchWhere),
+      ['id', 'now'],
+    ),
+    release: compilePgStatement(
+      db,
+      name('release'),
+      db.delete(keys).where(ownPending).returning({ id: keys.id }),
+      ['id', 'fingerprint'],
+    ),
+    get: compilePgStatement(
+      db,
+      name('get'),
+      db
+        .select()
+        .from(keys)
+        .where(eq(keys.id, p('id'))),
+      ['id'],
+    ),
     expired: db
       .select({ id: keys.id })
       .from(keys)
@@ -132,12 +164,6 @@ function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string) {
       .from(keys)
       .groupBy(keys.status)
       .prepare(name('stats')),
-    release: db.delete(keys).where(ownPending).returning({ id: keys.id }).prepare(name('release')),
-    get: db
-      .select()
-      .from(keys)
-      .where(eq(keys.id, p('id')))
-      .prepare(name('get')),
   };
 }
 
@@ -201,7 +227,7 @@ export class PgIdempotencyStore<T = unknown> implements IdempotencyStore<T> {
     assertKey(key);
     assertDigest(digest);
     assertTime(expires, 'expires');
-    const rows = await this.#open().reserve.execute({ id: key, fingerprint: digest, expires });
+    const rows = await this.#open().reserve({ id: key, fingerprint: digest, expires });
     return rows.length === 1;
   }
 
@@ -210,7 +236,7 @@ export class PgIdempotencyStore<T = unknown> implements IdempotencyStore<T> {
     assertKey(key);
     assertDigest(digest);
     const text = serializeResponse(response);
-    const rows = await this.#open().finish.execute({
+    const rows = await this.#open().finish({
       id: key,
       fingerprint: digest,
       response: text,
@@ -222,7 +248,7 @@ export class PgIdempotencyStore<T = unknown> implements IdempotencyStore<T> {
   async fetch(key: string, now: number): Promise<T | null> {
     assertKey(key);
     assertTime(now, 'now');
-    const [row] = await this.#open().fetch.execute({ id: key, now });
+    const [row] = await this.#open().fetch({ id: key, now });
     return row?.response == null ? null : parseResponse<T>(row.response);
   }
 
@@ -273,14 +299,14 @@ export class PgIdempotencyStore<T = unknown> implements IdempotencyStore<T> {
   async release(key: string, digest: string): Promise<boolean> {
     assertKey(key);
     assertDigest(digest);
-    const rows = await this.#open().release.execute({ id: key, fingerprint: digest });
+    const rows = await this.#open().release({ id: key, fingerprint: digest });
     return rows.length === 1;
   }
 
   /** {@inheritDoc IdempotencyStore.get} */
   async get(key: string): Promise<IdempotencyRecord<T> | null> {
     assertKey(key);
-    const [row] = await this.#open().get.execute({ id: key });
+    const [row] = await this.#open().get({ id: key });
     return row ? toRecord<T>(row) : null;
   }
 
