@@ -1,4 +1,5 @@
-import { entityKind, is, NoopLogger, Param, Placeholder } from 'drizzle-orm';
+import { entityKind, is, NoopLogger } from 'drizzle-orm';
+import { paramSlot } from '../core/query-params.js';
 import type { AnyPgDatabase } from './store.js';
 
 /** A drizzle PostgreSQL query that can show its SQL and be prepared under a name. */
@@ -67,21 +68,6 @@ export function directNodePgClient(db: AnyPgDatabase): NodePgQueryable | undefin
   return typeof query === 'function' ? (client as NodePgQueryable) : undefined;
 }
 
-// Inserted values come wrapped in a Param carrying the column's encoder. Sending values directly
-// skips that encoder, which is only sound when it is the identity (the store's text and double
-// precision columns). Values written into the query itself (the statuses) are already encoded.
-function slotOf(param: unknown): { name: string } | { value: unknown } {
-  if (is(param, Placeholder)) return { name: param.name };
-  if (is(param, Param) && is(param.value, Placeholder)) {
-    const probe = {};
-    if (param.encoder?.mapToDriverValue(probe) !== probe) {
-      throw new Error(`placeholder ${param.value.name} has a column encoder`);
-    }
-    return { name: param.value.name };
-  }
-  return { value: param };
-}
-
 /**
  * Compiles a drizzle query once into a function that runs it as the named prepared statement
  * `name`. Over a node-postgres database (see {@link directNodePgClient}) the statement goes
@@ -106,7 +92,7 @@ export function compilePgStatement<K extends string, R>(
   names: readonly K[],
 ): PgStatement<K, R> {
   const { sql: text, params } = query.toSQL();
-  const slots = params.map(slotOf);
+  const slots = params.map(paramSlot);
   const used = new Set(slots.flatMap((slot) => ('name' in slot ? [slot.name] : [])));
   const expected = new Set<string>(names);
   if (used.size !== expected.size || [...used].some((placeholder) => !expected.has(placeholder))) {

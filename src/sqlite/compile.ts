@@ -1,21 +1,9 @@
 import type BetterSqlite3 from 'better-sqlite3';
-import { is, Param, Placeholder } from 'drizzle-orm';
+import { paramSlot } from '../core/query-params.js';
 
 /** A drizzle query that can show its SQL: every builder has `toSQL()`. */
 export interface ToSql {
   toSQL(): { sql: string; params: unknown[] };
-}
-
-// Inserted values come wrapped in a Param carrying the column's encoder. Binding positionally
-// skips that encoder, which is only sound when it is the identity (plain text and real columns).
-function placeholderName(param: unknown): string {
-  if (is(param, Placeholder)) return param.name;
-  if (is(param, Param) && is(param.value, Placeholder)) {
-    const probe = {};
-    if (param.encoder?.mapToDriverValue(probe) === probe) return param.value.name;
-    return `${param.value.name} (with a column encoder)`;
-  }
-  return 'a bound value';
 }
 
 /**
@@ -29,7 +17,8 @@ function placeholderName(param: unknown): string {
  * @param client - the better-sqlite3 connection the query runs on
  * @param query - a drizzle query built with placeholders only
  * @param names - the placeholder names, in the order the SQL binds them
- * @throws Error when the query's parameters are not exactly these placeholders
+ * @throws Error when the query's parameters are not exactly these placeholders, or one of them
+ * carries a column encoder
  */
 export function compileStatement(
   client: BetterSqlite3.Database,
@@ -37,7 +26,9 @@ export function compileStatement(
   names: readonly string[],
 ): BetterSqlite3.Statement {
   const { sql, params } = query.toSQL();
-  const actual = params.map(placeholderName);
+  const actual = params
+    .map(paramSlot)
+    .map((slot) => ('name' in slot ? slot.name : 'a bound value'));
   if (actual.length !== names.length || actual.some((name, index) => name !== names[index])) {
     throw new Error(
       `query parameters are [${actual.join(', ')}], expected placeholders [${names.join(', ')}]`,
