@@ -62,6 +62,33 @@ describe('group commit on SQLite', () => {
     await store.close();
   });
 
+  it('runs a read and the write that follows it in the same turn at once, while calls come singly', async () => {
+    const { path, store } = open();
+    const reader = new Database(path, { readonly: true });
+    const written = (key: string) =>
+      reader.prepare('SELECT count(*) FROM keys WHERE id = ?').pluck().get(key) === 1;
+    expect(await store.get('solo')).toBeNull();
+    // Still the turn of the read: the write is the turn's first write, so nothing waits for it.
+    const reserved = store.reserve('solo', 'd', 100);
+    expect(written('solo')).toBe(true);
+    expect(await reserved).toBe(true);
+    expect(store.batches).toBe(0);
+    reader.close();
+    await store.close();
+  });
+
+  it('lets a read wait behind the writes queued before it, and not run ahead of them', async () => {
+    const { path, store } = open();
+    await Promise.all(Array.from({ length: 4 }, (_, i) => store.reserve(`w${i}`, 'd', 100)));
+    // The burst above leaves the store batching: these writes queue, and the read must see them.
+    const writes = Array.from({ length: 4 }, (_, i) => store.reserve(`q${i}`, 'd', 100));
+    const counted = store.counts();
+    expect(readRows(path)).toHaveLength(4);
+    await Promise.all(writes);
+    expect((await counted).pending).toBe(8);
+    await store.close();
+  });
+
   it('still lets exactly one of many concurrent reserves of one key win', async () => {
     const { path, store } = open();
     const results = await Promise.all(

@@ -47,6 +47,21 @@ export class GroupCommit {
     return this.#batches;
   }
 
+  /**
+   * Runs a read-only `op`. Reads commit nothing, so there is nothing to save by batching them: one
+   * runs at once unless writes are queued, in which case it waits behind them to keep call order.
+   * It does not count as the turn's first call, so a request that reads its key and then writes it
+   * in the same turn still has its write run at once while calls come singly.
+   */
+  read<R>(op: () => R): Promise<R> {
+    if (this.#queue.length > 0) return this.run(op);
+    try {
+      return Promise.resolve(op());
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
   /** Runs `op`, alone or in a batch with the operations queued beside it, in arrival order. */
   run<R>(op: () => R): Promise<R> {
     const firstOfTurn = !this.#busyTurn;

@@ -58,12 +58,12 @@ export class SqliteGroupCommitStore<T = unknown> implements IdempotencyStore<T> 
 
   /** {@inheritDoc IdempotencyStore.fetch} */
   fetch(key: string, now: number): Promise<T | null> {
-    return this.#group.run(() => this.#store.fetch(key, now));
+    return this.#group.read(() => this.#store.fetch(key, now));
   }
 
   /** {@inheritDoc IdempotencyStore.expired} */
   expired(now: number, limit?: number): Promise<string[]> {
-    return this.#group.run(() => this.#store.expired(now, limit));
+    return this.#group.read(() => this.#store.expired(now, limit));
   }
 
   /** {@inheritDoc IdempotencyStore.purge} */
@@ -73,7 +73,7 @@ export class SqliteGroupCommitStore<T = unknown> implements IdempotencyStore<T> 
 
   /** {@inheritDoc IdempotencyStore.counts} */
   counts(): Promise<StatusCounts> {
-    return this.#group.run(() => this.#store.counts());
+    return this.#group.read(() => this.#store.counts());
   }
 
   /** {@inheritDoc IdempotencyStore.sweepBatch} */
@@ -83,7 +83,7 @@ export class SqliteGroupCommitStore<T = unknown> implements IdempotencyStore<T> 
 
   /** {@inheritDoc IdempotencyStore.stats} */
   stats(now: number): Promise<RetentionStats> {
-    return this.#group.run(() => this.#store.stats(now));
+    return this.#group.read(() => this.#store.stats(now));
   }
 
   /** {@inheritDoc IdempotencyStore.release} */
@@ -93,7 +93,7 @@ export class SqliteGroupCommitStore<T = unknown> implements IdempotencyStore<T> 
 
   /** {@inheritDoc IdempotencyStore.get} */
   get(key: string): Promise<IdempotencyRecord<T> | null> {
-    return this.#group.run(() => this.#store.get(key));
+    return this.#group.read(() => this.#store.get(key));
   }
 
   /** {@inheritDoc IdempotencyStore.retentionCycle} */
