@@ -6,7 +6,7 @@ import { RedisStorageAdapter } from '@node-idempotency/storage-adapter-redis';
 import { createClient } from '@redis/client';
 import canonicalize from 'canonicalize';
 import { openSqliteStore, SqliteGroupCommitStore } from '../src/sqlite/index.js';
-import { alternate, median, medianRatio, nowMs } from './support/measure.js';
+import { alternate, median, medianRatio, nowMs, rotate } from './support/measure.js';
 import type { BenchSize, GroupResult } from './support/report.js';
 import { benchDir, freshStoreFile } from './support/sqlite-files.js';
 
@@ -58,6 +58,31 @@ function oursCycle(path: string) {
     expectReplay(await handle(key, body));
   };
   return { cycle, close: () => store.close(), batches: () => store.batches };
+}
+
+/**
+ * The least any durable SQLite cycle does, written straight on better-sqlite3 with the store's file
+ * and pragmas: one autocommit insert, the work, one autocommit update, one read of the answer. No
+ * fingerprint, no lookup before the insert, no argument checks. Its ratio to a peer bounds what any
+ * SQLite implementation of the cycle can reach on this machine.
+ */
+function bareSqliteCycle(path: string) {
+  const store = openSqliteStore(path);
+  const db = store.db.$client;
+  const insert = db.prepare(
+    "INSERT INTO keys (id, fingerprint, status, expires) VALUES (?, 'd', 'pending', ?) ON CONFLICT DO NOTHING",
+  );
+  const update = db.prepare(
+    "UPDATE keys SET status = 'done', response = ? WHERE id = ? AND fingerprint = 'd' AND status = 'pending'",
+  );
+  const select = db.prepare('SELECT response FROM keys WHERE id = ?').pluck();
+  const cycle: Cycle = async (key) => {
+    if (insert.run(key, Date.now() / 1000 + TTL_SECONDS).changes !== 1) throw new Error('not new');
+    await noop();
+    update.run(JSON.stringify({ charged: 4200 }), key);
+    expectReplay(JSON.parse(select.get(key) as string));
+  };
+  return { cycle, close: () => store.close() };
 }
 
 /** `@node-idempotency/core` on its Redis adapter: onRequest, work, onResponse, then the retry. */
@@ -148,6 +173,7 @@ export async function peers({ quick }: BenchSize): Promise<GroupResult> {
   const run = `${process.pid}-${Date.now()}`;
   const { dir, cleanup } = benchDir();
   const ours = oursCycle(freshStoreFile(dir));
+  const bare = bareSqliteCycle(freshStoreFile(dir));
   const nodeIdem = await nodeIdempotencyCycle();
   const powertools = await powertoolsCycle();
   try {
@@ -161,7 +187,13 @@ export async function peers({ quick }: BenchSize): Promise<GroupResult> {
       );
     // Warm both sides up (JIT, connections) before anything is timed.
     await compare(32, nodeIdem.cycle, 'warm');
-    const one = await compare(1, nodeIdem.cycle, 'ni');
+    // One in flight, with the bare SQLite cycle in the same rounds as the ceiling of the ratio.
+    const oneSides = await rotate(rounds, {
+      ours: (round) => cyclesPerSecond(ours.cycle, `ours-ni-1-${round}`, count, 1),
+      bare: (round) => cyclesPerSecond(bare.cycle, `bare-ni-1-${round}`, count, 1),
+      theirs: (round) => cyclesPerSecond(nodeIdem.cycle, `bench-${run}-ni-1-${round}`, count, 1),
+    });
+    const one = { ours: oneSides.ours, theirs: oneSides.theirs };
     const many = await compare(32, nodeIdem.cycle, 'ni');
     const manyPowertools = await compare(32, powertools.cycle, 'pt');
     const roundTrip = await powertools.roundTripMicros(count);
@@ -174,6 +206,11 @@ export async function peers({ quick }: BenchSize): Promise<GroupResult> {
       details: {
         'peer.cycle1.perSec.ours': median(one.ours),
         'peer.cycle1.perSec.nodeIdempotencyRedis': median(one.theirs),
+        'peer.cycle1.perSec.bareSqlite': median(oneSides.bare),
+        'peer.cycle1.bareSqliteVsNodeIdempotencyRedis': medianRatio({
+          ours: oneSides.bare,
+          theirs: oneSides.theirs,
+        }),
         'peer.cycle32.perSec.ours': median(many.ours),
         'peer.cycle32.perSec.nodeIdempotencyRedis': median(many.theirs),
         'peer.cycle32.perSec.oursBesidePowertools': median(manyPowertools.ours),
@@ -183,6 +220,7 @@ export async function peers({ quick }: BenchSize): Promise<GroupResult> {
     };
   } finally {
     await ours.close();
+    bare.close();
     await nodeIdem.close();
     await powertools.close();
     cleanup();

@@ -51,6 +51,28 @@ export async function alternate(
 }
 
 /**
+ * Like {@link alternate} for any number of sides: each round runs every side once, starting one
+ * side further along each round, and returns every round's figure of each side.
+ */
+export async function rotate<Side extends string>(
+  rounds: number,
+  sides: Record<Side, (round: number) => number | Promise<number>>,
+): Promise<Record<Side, number[]>> {
+  const names = Object.keys(sides) as Side[];
+  const result = Object.fromEntries(names.map((name) => [name, [] as number[]])) as Record<
+    Side,
+    number[]
+  >;
+  for (let round = 0; round < rounds; round++) {
+    for (let step = 0; step < names.length; step++) {
+      const name = names[(round + step) % names.length] as Side;
+      result[name].push(await sides[name](round));
+    }
+  }
+  return result;
+}
+
+/**
  * The median of the per-round ratios ours ÷ theirs. Each round's two figures were measured next
  * to each other, so a burst of load from elsewhere skews one pair, not the result.
  */
