@@ -9,6 +9,7 @@ import type { BenchSize, GroupResult } from './support/report.js';
 import {
   benchDir,
   freshStoreFile,
+  LARGE_SWEEP_BATCH,
   SEEDED_NOW,
   SWEEP_BATCH,
   seedKeys,
@@ -44,11 +45,13 @@ async function during(run: () => unknown): Promise<Window> {
   return { start, end };
 }
 
+type Side = 'sweep' | 'sweepLarge' | 'delete';
+
 /**
  * While a second process reserves a key every millisecond, removes the same expired backlog once
- * by `sweep()` (batches of SWEEP_BATCH) and once by one `DELETE`, and compares the p99 latency
- * of the writer's reserves in each window. Then sweeps a large backlog in a child process and reports
- * that process's peak RSS.
+ * by `sweep()` (batches of SWEEP_BATCH), once by `sweep()` in batches of LARGE_SWEEP_BATCH and once
+ * by one `DELETE`, and compares the p99 latency of the writer's reserves in each window. Then sweeps
+ * a large backlog in a child process and reports that process's peak RSS.
  */
 export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResult> {
   const total = quick ? 300_000 : 1_000_000;
@@ -59,27 +62,30 @@ export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResu
     const path = freshStoreFile(dir);
     seedKeys(path, 'base', total - backlog, 'live');
     const store = openSqliteStore(path);
-    const sweepAll = () => sweep(store, { now: SEEDED_NOW, batchSize: SWEEP_BATCH });
+    const sweepAll = (batchSize: number) => () => sweep(store, { now: SEEDED_NOW, batchSize });
     const singleDelete = () =>
       store.db.$client
         .prepare("DELETE FROM keys WHERE status = 'done' AND expires <= ?")
         .run(SEEDED_NOW);
-    const p99 = { sweep: [] as number[], delete: [] as number[] };
-    const durations = { sweep: [] as number[], delete: [] as number[] };
+    const remove: Record<Side, () => unknown> = {
+      sweep: sweepAll(SWEEP_BATCH),
+      sweepLarge: sweepAll(LARGE_SWEEP_BATCH),
+      delete: singleDelete,
+    };
+    const sides = Object.keys(remove) as Side[];
+    const p99: Record<Side, number[]> = { sweep: [], sweepLarge: [], delete: [] };
+    const durations: Record<Side, number[]> = { sweep: [], sweepLarge: [], delete: [] };
     for (let round = 0; round < rounds; round++) {
       const stopFile = join(dir, `stop-${round}`);
       const writer = startChild('writer.ts', [path, String(WRITER_INTERVAL_MS), stopFile]);
       await writer.firstLine;
-      const windows: Record<'sweep' | 'delete', Window | undefined> = {
-        sweep: undefined,
-        delete: undefined,
-      };
-      const order: ('sweep' | 'delete')[] =
-        round % 2 === 0 ? ['sweep', 'delete'] : ['delete', 'sweep'];
+      const windows: Partial<Record<Side, Window>> = {};
+      // Each round starts with another side, so none always runs on the warmest cache.
+      const order = sides.map((_, step) => sides[(round + step) % sides.length] as Side);
       for (const [index, side] of order.entries()) {
-        // Seeding holds the write lock too; it happens outside both windows.
+        // Seeding holds the write lock too; it happens outside every window.
         seedKeys(path, `x${round}-${index}-`, backlog, 'expired');
-        windows[side] = await during(side === 'sweep' ? sweepAll : singleDelete);
+        windows[side] = await during(remove[side]);
       }
       writeFileSync(stopFile, '');
       const samples = JSON.parse(lastLine(await writer.output)) as {
@@ -109,10 +115,14 @@ export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResu
       },
       details: {
         'sqlite.sweep.writerP99.ms.sweep': median(p99.sweep),
+        'sqlite.sweep.writerP99.ms.sweepLargeBatches': median(p99.sweepLarge),
         'sqlite.sweep.writerP99.ms.singleDelete': median(p99.delete),
         'sqlite.sweep.window.ms.sweep': median(durations.sweep),
+        'sqlite.sweep.window.ms.sweepLargeBatches': median(durations.sweepLarge),
         'sqlite.sweep.window.ms.singleDelete': median(durations.delete),
         'sqlite.sweep.writerP99.backlog': backlog,
+        'sqlite.sweep.batch': SWEEP_BATCH,
+        'sqlite.sweep.largeBatch': LARGE_SWEEP_BATCH,
         'sqlite.sweep.rss.baselineMb': rss.baselineMb,
         'sqlite.sweep.rss.backlog': rssBacklog,
       },

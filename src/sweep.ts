@@ -9,7 +9,12 @@ import { InvalidOptionError } from './core/errors.js';
 import type { IdempotencyStore } from './core/store.js';
 import { assertIntegerOption, assertTime, MAX_BATCH_SIZE } from './core/validation.js';
 
-/** The rows a batch deletes when no `batchSize` is given. */
+/**
+ * The rows a batch deletes when no `batchSize` is given. Small on purpose: on SQLite a writer that
+ * finds a batch holding the lock sleeps in the busy handler's steps (1, 2, 5, 10 … ms) before it
+ * tries again, so a batch short enough to end within the first steps costs it a few milliseconds,
+ * where one of 500 rows costs it 10–20.
+ */
 export const DEFAULT_BATCH_SIZE = 100;
 
 /** What a sweep needs from a store: any dialect's store provides it. */
