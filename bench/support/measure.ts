@@ -32,27 +32,17 @@ export function opsPerSecond(count: number, op: (index: number) => void): number
  * Runs the two sides of a comparison alternately, `rounds` times, swapping which goes first each
  * round so neither always runs on a warmer cache, and returns every round's figure of each side.
  */
-export async function alternate(
+export function alternate(
   rounds: number,
   ours: (round: number) => number | Promise<number>,
   theirs: (round: number) => number | Promise<number>,
 ): Promise<{ ours: number[]; theirs: number[] }> {
-  const result = { ours: [] as number[], theirs: [] as number[] };
-  for (let round = 0; round < rounds; round++) {
-    if (round % 2 === 0) {
-      result.ours.push(await ours(round));
-      result.theirs.push(await theirs(round));
-    } else {
-      result.theirs.push(await theirs(round));
-      result.ours.push(await ours(round));
-    }
-  }
-  return result;
+  return rotate(rounds, { ours, theirs });
 }
 
 /**
- * Like {@link alternate} for any number of sides: each round runs every side once, starting one
- * side further along each round, and returns every round's figure of each side.
+ * {@link alternate} for any number of sides: each round runs every side once, starting one side
+ * further along each round, and returns every round's figure of each side.
  */
 export async function rotate<Side extends string>(
   rounds: number,
