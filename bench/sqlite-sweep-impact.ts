@@ -17,6 +17,8 @@ import {
 
 const WRITER_INTERVAL_MS = 1;
 const SETTLE_MS = 300;
+// A window in which nothing else writes: the writer's own p99, the floor of the others.
+const IDLE_MS = 2000;
 
 interface Window {
   readonly start: number;
@@ -45,13 +47,14 @@ async function during(run: () => unknown): Promise<Window> {
   return { start, end };
 }
 
-type Side = 'sweep' | 'sweepLarge' | 'delete';
+type Side = 'sweep' | 'sweepLarge' | 'delete' | 'idle';
 
 /**
  * While a second process reserves a key every millisecond, removes the same expired backlog once
  * by `sweep()` (batches of SWEEP_BATCH), once by `sweep()` in batches of LARGE_SWEEP_BATCH and once
- * by one `DELETE`, and compares the p99 latency of the writer's reserves in each window. Then sweeps
- * a large backlog in a child process and reports that process's peak RSS.
+ * by one `DELETE`, and compares the p99 latency of the writer's reserves in each window, beside a
+ * window in which nothing else runs. Then sweeps a large backlog in a child process and reports
+ * that process's peak RSS.
  */
 export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResult> {
   const total = quick ? 300_000 : 1_000_000;
@@ -71,10 +74,11 @@ export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResu
       sweep: sweepAll(SWEEP_BATCH),
       sweepLarge: sweepAll(LARGE_SWEEP_BATCH),
       delete: singleDelete,
+      idle: () => sleep(IDLE_MS),
     };
     const sides = Object.keys(remove) as Side[];
-    const p99: Record<Side, number[]> = { sweep: [], sweepLarge: [], delete: [] };
-    const durations: Record<Side, number[]> = { sweep: [], sweepLarge: [], delete: [] };
+    const p99: Record<Side, number[]> = { sweep: [], sweepLarge: [], delete: [], idle: [] };
+    const durations: Record<Side, number[]> = { sweep: [], sweepLarge: [], delete: [], idle: [] };
     for (let round = 0; round < rounds; round++) {
       const stopFile = join(dir, `stop-${round}`);
       const writer = startChild('writer.ts', [path, String(WRITER_INTERVAL_MS), stopFile]);
@@ -84,7 +88,7 @@ export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResu
       const order = sides.map((_, step) => sides[(round + step) % sides.length] as Side);
       for (const [index, side] of order.entries()) {
         // Seeding holds the write lock too; it happens outside every window.
-        seedKeys(path, `x${round}-${index}-`, backlog, 'expired');
+        if (side !== 'idle') seedKeys(path, `x${round}-${index}-`, backlog, 'expired');
         windows[side] = await during(remove[side]);
       }
       writeFileSync(stopFile, '');
@@ -117,6 +121,7 @@ export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResu
         'sqlite.sweep.writerP99.ms.sweep': median(p99.sweep),
         'sqlite.sweep.writerP99.ms.sweepLargeBatches': median(p99.sweepLarge),
         'sqlite.sweep.writerP99.ms.singleDelete': median(p99.delete),
+        'sqlite.sweep.writerP99.ms.idle': median(p99.idle),
         'sqlite.sweep.window.ms.sweep': median(durations.sweep),
         'sqlite.sweep.window.ms.sweepLargeBatches': median(durations.sweepLarge),
         'sqlite.sweep.window.ms.singleDelete': median(durations.delete),
