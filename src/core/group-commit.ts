@@ -7,6 +7,15 @@ interface Queued {
   readonly reject: (reason: unknown) => void;
 }
 
+// Runs `op` now, outside any batch, turning what it throws into a rejection.
+function runNow<R>(op: () => R): Promise<R> {
+  try {
+    return Promise.resolve(op());
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
 /**
  * Group commit for a synchronous database: operations that arrive while others are waiting in
  * the same turn of the event loop run together in one transaction, so a burst of concurrent
@@ -54,12 +63,7 @@ export class GroupCommit {
    * in the same turn still has its write run at once while calls come singly.
    */
   read<R>(op: () => R): Promise<R> {
-    if (this.#queue.length > 0) return this.run(op);
-    try {
-      return Promise.resolve(op());
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    return this.#queue.length > 0 ? this.run(op) : runNow(op);
   }
 
   /** Runs `op`, alone or in a batch with the operations queued beside it, in arrival order. */
@@ -69,13 +73,7 @@ export class GroupCommit {
       this.#busyTurn = true;
       setImmediate(() => this.#flush());
     }
-    if (firstOfTurn && !this.#bursting) {
-      try {
-        return Promise.resolve(op());
-      } catch (error) {
-        return Promise.reject(error);
-      }
-    }
+    if (firstOfTurn && !this.#bursting) return runNow(op);
     return new Promise<R>((resolve, reject) => {
       this.#queue.push({ run: op, resolve: resolve as (value: unknown) => void, reject });
     });
