@@ -1,12 +1,13 @@
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { httpEndToEnd } from './http.js';
 import { peers } from './peers.js';
 import { pgOps } from './pg.js';
 import { sqliteOps } from './sqlite-ops.js';
 import { sqliteRetention } from './sqlite-retention.js';
 import { sqliteSweepImpact } from './sqlite-sweep-impact.js';
 import { describeMachine } from './support/machine.js';
-import type { BenchSize, GroupResult } from './support/report.js';
+import type { BenchSize, GroupResult, Metric } from './support/report.js';
 
 /** A metric's target: the value must be at least or at most `value`; absent when only reported. */
 interface Target {
@@ -14,23 +15,34 @@ interface Target {
   readonly value: number;
 }
 
-const TARGETS: Record<string, Target | undefined> = {
-  'sqlite.reserve.ratio': { op: '>=', value: 0.9 },
-  'sqlite.finish.ratio': { op: '>=', value: 0.9 },
-  'sqlite.fetch.ratio': { op: '>=', value: 0.9 },
-  'sqlite.fetch.cachedRatio': undefined,
-  'sqlite.purge100.scale': { op: '<=', value: 2 },
-  'sqlite.purge100.vsNaive': { op: '>=', value: 50 },
-  'sqlite.sweep.linearity': { op: '<=', value: 2.5 },
-  'sqlite.sweep.rowsPerSec': undefined,
-  'sqlite.sweep.writerP99.vsSingleDelete': { op: '<=', value: 0.1 },
-  'sqlite.sweep.peakRssMb': { op: '<=', value: 200 },
-  'pg.reserve.ratio': { op: '>=', value: 0.9 },
-  'pg.finish.ratio': { op: '>=', value: 0.9 },
-  'pg.fetch.ratio': { op: '>=', value: 0.9 },
-  'peer.cycle1.vsNodeIdempotencyRedis': { op: '>=', value: 5 },
-  'peer.cycle32.vsNodeIdempotencyRedis': { op: '>=', value: 1 },
-  'peer.cycle32.vsPowertoolsRedis': undefined,
+const atLeast = (value: number): Target => ({ op: '>=', value });
+const atMost = (value: number): Target => ({ op: '<=', value });
+
+// Metrics not listed here are reported without a target.
+const TARGETS: Record<string, Target> = {
+  'sqlite.reserve.ratio': atLeast(0.9),
+  'sqlite.finish.ratio': atLeast(0.9),
+  'sqlite.fetch.ratio': atLeast(0.9),
+  'sqlite.finish.ratio4k': atLeast(0.9),
+  'sqlite.fetch.ratio4k': atLeast(0.9),
+  'sqlite.reserve.tinyRatio': atLeast(0.9),
+  'sqlite.finish.tinyRatio': atLeast(0.9),
+  'sqlite.fetch.tinyRatio': atLeast(0.9),
+  'sqlite.purge100.scale': atMost(2),
+  'sqlite.purge100.backlogScale': atMost(2),
+  'sqlite.sweep.linearity': atMost(2.5),
+  'sqlite.sweep.writerP99.vsIdle': atMost(2),
+  'sqlite.sweep.rss.scale': atMost(1.2),
+  'sqlite.sweep.rss.mb1M': atMost(50),
+  'pg.reserve.ratio': atLeast(0.9),
+  'pg.finish.ratio': atLeast(0.9),
+  'pg.fetch.ratio': atLeast(0.9),
+  'pg.purge100.backlogScale': atMost(2),
+  'peer.cycle1.vsBare': atLeast(0.85),
+  'peer.cycle1.vsNodeIdempotencyRedis': atLeast(1.5),
+  'peer.cycle32.vsNodeIdempotencyRedis': atLeast(1.3),
+  'peer.cycle32.vsPowertoolsRedis': atLeast(2),
+  'http.layerOverhead': atLeast(0.8),
 };
 
 const GROUPS: Record<string, (size: BenchSize) => Promise<GroupResult>> = {
@@ -39,6 +51,7 @@ const GROUPS: Record<string, (size: BenchSize) => Promise<GroupResult>> = {
   'sqlite-sweep-impact': sqliteSweepImpact,
   pg: pgOps,
   peers,
+  http: httpEndToEnd,
 };
 
 function format(value: number): string {
@@ -46,11 +59,16 @@ function format(value: number): string {
   return value.toPrecision(3);
 }
 
-function verdict(name: string, value: number): string {
+// A target counts as met only if the whole interval meets it: its lower bound for "at least", its
+// upper bound for "at most".
+function isMet(target: Target, metric: Metric): boolean {
+  return target.op === '>=' ? metric.low >= target.value : metric.high <= target.value;
+}
+
+function verdict(name: string, metric: Metric): string {
   const target = TARGETS[name];
   if (target === undefined) return 'reported';
-  const met = target.op === '>=' ? value >= target.value : value <= target.value;
-  return `${met ? 'met' : 'NOT met'} (${target.op} ${target.value})`;
+  return `${isMet(target, metric) ? 'met' : 'NOT met'} (${target.op} ${target.value})`;
 }
 
 async function main(): Promise<void> {
@@ -61,7 +79,7 @@ async function main(): Promise<void> {
     ?.slice('--only='.length)
     .split(',');
   const machine = { ...describeMachine(), mode: quick ? 'quick' : 'full' };
-  const metrics: Record<string, number> = {};
+  const metrics: Record<string, Metric> = {};
   const details: Record<string, number> = {};
   for (const [name, run] of Object.entries(GROUPS)) {
     if (only && !only.includes(name)) continue;
@@ -72,20 +90,36 @@ async function main(): Promise<void> {
     Object.assign(details, result.details);
     process.stderr.write(` ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
   }
-  const rows = Object.entries(metrics).map(([name, value]) => [
+  const rows = Object.entries(metrics).map(([name, metric]) => [
     name,
-    format(value),
-    verdict(name, value),
+    format(metric.value),
+    `${format(metric.low)} – ${format(metric.high)}`,
+    verdict(name, metric),
   ]);
   const width = Math.max(...rows.map((row) => (row[0] ?? '').length));
-  console.log(`\n${'metric'.padEnd(width)}  ${'value'.padStart(10)}  target`);
-  for (const [name = '', value = '', target = ''] of rows) {
-    console.log(`${name.padEnd(width)}  ${value.padStart(10)}  ${target}`);
+  console.log(
+    `\n${'metric'.padEnd(width)}  ${'value'.padStart(10)}  ${'95 % interval'.padStart(21)}  target`,
+  );
+  for (const [name = '', value = '', range = '', target = ''] of rows) {
+    console.log(`${name.padEnd(width)}  ${value.padStart(10)}  ${range.padStart(21)}  ${target}`);
   }
   console.log('\nbehind the ratios:');
   for (const [name, value] of Object.entries(details)) console.log(`  ${name}: ${format(value)}`);
   const output = fileURLToPath(new URL('./results.json', import.meta.url));
-  writeFileSync(output, `${JSON.stringify({ machine, metrics, details }, null, 2)}\n`);
+  const withTargets = Object.fromEntries(
+    Object.entries(metrics).map(([name, metric]) => {
+      const target = TARGETS[name];
+      return [
+        name,
+        {
+          ...metric,
+          target: target ? `${target.op} ${target.value}` : null,
+          met: target ? isMet(target, metric) : null,
+        },
+      ];
+    }),
+  );
+  writeFileSync(output, `${JSON.stringify({ machine, metrics: withTargets, details }, null, 2)}\n`);
   console.log(`\nwrote ${output}`);
 }
 

@@ -1,21 +1,30 @@
 import { openSqliteStore } from '../src/sqlite/index.js';
-import { alternate, median, medianRatio, opsPerSecond } from './support/measure.js';
-import type { BenchSize, GroupResult } from './support/report.js';
+import { answerOfSize, type JsonObject, realisticKeys } from './support/inputs.js';
+import { alternate, check, median, opsPerSecond, pairedRatio } from './support/measure.js';
+import type { BenchSize, GroupResult, Metric } from './support/report.js';
 import { benchDir, freshStoreFile } from './support/sqlite-files.js';
+
+type Answer = JsonObject;
+interface Input {
+  readonly key: string;
+  readonly digest: string;
+}
 
 /**
  * reserve, finish and fetch of the store against raw better-sqlite3 prepared statements written by
- * hand for the same table, on the same connection (so the same file and pragmas). The raw side
- * does what a careful user would: a prepared statement, `JSON.stringify` before writing,
- * `.pluck()` and `JSON.parse` when reading. The store also validates every argument.
+ * hand for the same table, on the same connection (so the same file and pragmas), on realistic
+ * inputs (UUID keys, 64-hex digests, answers of about 1 KB and 4 KB) and on tiny ones. The raw side
+ * does what a careful user would: a prepared statement, `JSON.stringify` before writing, `.pluck()`
+ * and `JSON.parse` when reading. The store also validates every argument. Both sides check that
+ * each write changed one row and each read found its answer.
  */
 export async function sqliteOps({ quick }: BenchSize): Promise<GroupResult> {
   const count = 2_000;
-  const rounds = quick ? 25 : 75;
+  const rounds = quick ? 15 : 51;
   const { dir, cleanup } = benchDir();
   const path = freshStoreFile(dir);
-  const store = openSqliteStore<{ receipt: number }>(path);
-  const cached = openSqliteStore<{ receipt: number }>(path, { answerCacheSize: count });
+  const store = openSqliteStore<Answer>(path);
+  const cached = openSqliteStore<Answer>(path, { answerCacheSize: count });
   const client = store.db.$client;
   const raw = {
     reserve: client.prepare(
@@ -32,53 +41,117 @@ export async function sqliteOps({ quick }: BenchSize): Promise<GroupResult> {
     const text = raw.fetch.get(key, now) as string | null | undefined;
     return text == null ? null : JSON.parse(text);
   };
-  const key = (side: string, round: number, index: number) => `${side}-${round}-${index}`;
-  try {
-    const reserve = await alternate(
-      rounds,
-      (r) => opsPerSecond(count, (i) => store.reserve(key('o', r, i), 'd', 1e9)),
-      (r) => opsPerSecond(count, (i) => raw.reserve.run(key('r', r, i), 'd', 1e9)),
-    );
+  // Each case writes its own keys; inputs are made before the clock starts.
+  const tinyInputs = (side: string, round: number): Input[] =>
+    Array.from({ length: count }, (_, i) => ({ key: `${side}-${round}-${i}`, digest: 'd' }));
+  const answers = (bytes: number) =>
+    Array.from({ length: count }, (_, i) => answerOfSize(bytes, i));
+
+  const reserveBlock = (inputs: readonly Input[]) => ({
+    ours: () =>
+      opsPerSecond(count, (i) => {
+        const { key, digest } = inputs[i] as Input;
+        check(store.reserve(key, digest, 1e9), 'reserve');
+      }),
+    theirs: (rawInputs: readonly Input[]) =>
+      opsPerSecond(count, (i) => {
+        const { key, digest } = rawInputs[i] as Input;
+        check(raw.reserve.run(key, digest, 1e9).changes === 1, 'raw reserve');
+      }),
+  });
+
+  // One case: reserve (timed when `timeReserve`), finish with `payloads`, fetch, each alternating.
+  async function runCase(
+    name: string,
+    makeInputs: (side: string, round: number) => Input[],
+    payloads: readonly Answer[],
+    timeReserve: boolean,
+  ) {
+    const oursInputs: Input[][] = [];
+    const rawInputs: Input[][] = [];
+    for (let round = 0; round < rounds; round++) {
+      oursInputs.push(makeInputs(`${name}-o`, round));
+      rawInputs.push(makeInputs(`${name}-r`, round));
+    }
+    const ourIn = (r: number) => oursInputs[r] as Input[];
+    const rawIn = (r: number) => rawInputs[r] as Input[];
+    let reserve: { ours: number[]; theirs: number[] } | undefined;
+    if (timeReserve) {
+      reserve = await alternate(
+        rounds,
+        (r) => reserveBlock(ourIn(r)).ours(),
+        (r) => reserveBlock(ourIn(r)).theirs(rawIn(r)),
+      );
+    } else {
+      for (let r = 0; r < rounds; r++) {
+        reserveBlock(ourIn(r)).ours();
+        reserveBlock(ourIn(r)).theirs(rawIn(r));
+      }
+    }
     const finish = await alternate(
       rounds,
-      (r) => opsPerSecond(count, (i) => store.finish(key('o', r, i), 'd', { receipt: i })),
       (r) =>
-        opsPerSecond(count, (i) =>
-          raw.finish.run(JSON.stringify({ receipt: i }), key('r', r, i), 'd'),
-        ),
+        opsPerSecond(count, (i) => {
+          const { key, digest } = ourIn(r)[i] as Input;
+          check(store.finish(key, digest, payloads[i] as Answer), 'finish');
+        }),
+      (r) =>
+        opsPerSecond(count, (i) => {
+          const { key, digest } = rawIn(r)[i] as Input;
+          const text = JSON.stringify(payloads[i]);
+          check(raw.finish.run(text, key, digest).changes === 1, 'raw finish');
+        }),
     );
     const fetch = await alternate(
       rounds,
-      (r) => opsPerSecond(count, (i) => store.fetch(key('o', r, i), 5)),
-      (r) => opsPerSecond(count, (i) => rawFetch(key('r', r, i), 5)),
+      (r) =>
+        opsPerSecond(count, (i) => check(store.fetch(ourIn(r)[i]?.key ?? '', 5) !== null, 'fetch')),
+      (r) =>
+        opsPerSecond(count, (i) =>
+          check(rawFetch(rawIn(r)[i]?.key ?? '', 5) !== null, 'raw fetch'),
+        ),
     );
+    return { reserve, finish, fetch, ourIn, rawIn };
+  }
+
+  try {
+    const oneKb = answers(1024);
+    const realistic = await runCase('k1', () => realisticKeys(count), oneKb, true);
+    const fourKb = await runCase('k4', () => realisticKeys(count), answers(4096), false);
+    const tinyAnswers = Array.from({ length: count }, (_, i) => ({ receipt: i }));
+    const tiny = await runCase('t', tinyInputs, tinyAnswers, true);
     const cachedFetch = await alternate(
       rounds,
       (r) => {
+        const inputs = realistic.ourIn(r);
         // The first pass fills the cache; the measured one replays hot keys.
-        for (let i = 0; i < count; i++) cached.fetch(key('o', r, i), 5);
-        return opsPerSecond(count, (i) => cached.fetch(key('o', r, i), 5));
+        for (let i = 0; i < count; i++) cached.fetch(inputs[i]?.key ?? '', 5);
+        return opsPerSecond(count, (i) =>
+          check(cached.fetch(inputs[i]?.key ?? '', 5) !== null, 'cached fetch'),
+        );
       },
-      (r) => opsPerSecond(count, (i) => rawFetch(key('r', r, i), 5)),
+      (r) =>
+        opsPerSecond(count, (i) =>
+          check(rawFetch(realistic.rawIn(r)[i]?.key ?? '', 5) !== null, 'raw fetch'),
+        ),
     );
-    const ratio = medianRatio;
-    return {
-      metrics: {
-        'sqlite.reserve.ratio': ratio(reserve),
-        'sqlite.finish.ratio': ratio(finish),
-        'sqlite.fetch.ratio': ratio(fetch),
-        'sqlite.fetch.cachedRatio': ratio(cachedFetch),
-      },
-      details: {
-        'sqlite.reserve.opsPerSec.store': median(reserve.ours),
-        'sqlite.reserve.opsPerSec.raw': median(reserve.theirs),
-        'sqlite.finish.opsPerSec.store': median(finish.ours),
-        'sqlite.finish.opsPerSec.raw': median(finish.theirs),
-        'sqlite.fetch.opsPerSec.store': median(fetch.ours),
-        'sqlite.fetch.opsPerSec.raw': median(fetch.theirs),
-        'sqlite.fetch.opsPerSec.storeCached': median(cachedFetch.ours),
-      },
+    const metrics: Record<string, Metric> = {};
+    const details: Record<string, number> = {};
+    const record = (name: string, sides: { ours: number[]; theirs: number[] }) => {
+      metrics[`sqlite.${name}`] = pairedRatio(sides);
+      details[`sqlite.${name}.opsPerSec.store`] = median(sides.ours);
+      details[`sqlite.${name}.opsPerSec.raw`] = median(sides.theirs);
     };
+    if (realistic.reserve) record('reserve.ratio', realistic.reserve);
+    record('finish.ratio', realistic.finish);
+    record('fetch.ratio', realistic.fetch);
+    record('finish.ratio4k', fourKb.finish);
+    record('fetch.ratio4k', fourKb.fetch);
+    if (tiny.reserve) record('reserve.tinyRatio', tiny.reserve);
+    record('finish.tinyRatio', tiny.finish);
+    record('fetch.tinyRatio', tiny.fetch);
+    record('fetch.cachedRatio', cachedFetch);
+    return { metrics, details };
   } finally {
     cached.close();
     store.close();

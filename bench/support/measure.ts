@@ -1,3 +1,5 @@
+import type { Metric } from './report.js';
+
 /** Milliseconds since an arbitrary origin, with sub-microsecond resolution. */
 export function nowMs(): number {
   return performance.now();
@@ -62,10 +64,62 @@ export async function rotate<Side extends string>(
   return result;
 }
 
+const RESAMPLES = 2000;
+
+// A fixed-seed generator (mulberry32): the same samples give the same interval on every run.
+function seededRandom(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function resample(values: readonly number[], random: () => number): number[] {
+  return values.map(() => values[Math.floor(random() * values.length)] as number);
+}
+
+function interval(value: number, estimates: number[]): Metric {
+  return { value, low: percentile(estimates, 2.5), high: percentile(estimates, 97.5) };
+}
+
 /**
- * The median of the per-round ratios ours ÷ theirs. Each round's two figures were measured next
- * to each other, so a burst of load from elsewhere skews one pair, not the result.
+ * The median of `values` with its bootstrap 95 % interval: the median recomputed on `RESAMPLES`
+ * resamples (with replacement) of the values.
  */
-export function medianRatio(sides: { ours: readonly number[]; theirs: readonly number[] }): number {
-  return median(sides.ours.map((value, round) => value / (sides.theirs[round] as number)));
+export function medianWithInterval(values: readonly number[]): Metric {
+  const random = seededRandom(values.length);
+  const estimates = Array.from({ length: RESAMPLES }, () => median(resample(values, random)));
+  return interval(median(values), estimates);
+}
+
+/**
+ * The median of the per-round ratios ours ÷ theirs, with its bootstrap 95 % interval. The rounds
+ * are resampled as pairs, since each pair was measured side by side.
+ */
+export function pairedRatio(sides: { ours: readonly number[]; theirs: readonly number[] }): Metric {
+  return medianWithInterval(
+    sides.ours.map((value, round) => value / (sides.theirs[round] as number)),
+  );
+}
+
+/**
+ * median(`top`) ÷ median(`bottom`) of two independent samples, with its bootstrap 95 % interval
+ * (each sample resampled on its own).
+ */
+export function ratioOfMedians(top: readonly number[], bottom: readonly number[]): Metric {
+  const random = seededRandom(top.length * 7919 + bottom.length);
+  const estimates = Array.from(
+    { length: RESAMPLES },
+    () => median(resample(top, random)) / median(resample(bottom, random)),
+  );
+  return interval(median(top) / median(bottom), estimates);
+}
+
+/** Throws unless `condition`: every timed write checks that it changed what it should. */
+export function check(condition: boolean, what: string): void {
+  if (!condition) throw new Error(`benchmark side did nothing: ${what}`);
 }

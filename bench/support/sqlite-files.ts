@@ -21,23 +21,29 @@ export function freshStoreFile(dir: string): string {
   return path;
 }
 
-// A multiplicative hash is a bijection on 32-bit integers: unique ids in an order unrelated to
-// insertion, so the primary-key b-tree grows as it does with real random keys.
-const scrambled = (prefix: string) => `printf('${prefix}%08x', (n.i * 2654435761) % 4294967296)`;
+// A random UUID written by SQLite, so a million of them cost one statement: expired and live rows
+// interleave in id order, as real random keys do.
+const UUID = `lower(printf('%s-%s-4%s-%s-%s', hex(randomblob(4)), hex(randomblob(2)),
+  substr(hex(randomblob(2)), 2), hex(randomblob(2)), hex(randomblob(6))))`;
+
+/** The rowids a {@link seedKeys} call gave its rows: one contiguous range. */
+export interface SeededRows {
+  readonly first: number;
+  readonly last: number;
+}
 
 /**
  * Inserts `count` rows in one statement on a separate connection (so the store's own connection
- * keeps its pragmas): `expired` done rows with `expires` rising from 0 to 1000 in insertion order,
- * or live rows (one in ten pending, the rest done) with `expires` far in the future.
+ * keeps its pragmas), with UUID ids and 64-hex fingerprints: `expired` done rows with `expires`
+ * rising from 0 to 1000 in insertion order, or live rows (one in ten pending, the rest done) with
+ * `expires` far in the future. Returns the rowids the rows got.
  */
 export function seedKeys(
   path: string,
-  prefix: string,
   count: number,
   kind: 'expired' | 'live',
   table = 'keys',
-): void {
-  if (count === 0) return;
+): SeededRows {
   const client = new Database(path);
   try {
     const status =
@@ -47,17 +53,25 @@ export function seedKeys(
         ? `'{"receipt":1}'`
         : `CASE WHEN n.i % 10 = 0 THEN NULL ELSE '{"receipt":1}' END`;
     // Deadlines grow with insertion order, as they do with one retention period: the backlog is
-    // the oldest rows. Ids stay scrambled, like real random keys.
+    // the oldest rows.
     const expires = kind === 'expired' ? `(n.i * 1000.0 / ${count})` : '(1e9 + n.i)';
-    client
-      .prepare(
-        `INSERT INTO ${table} (id, fingerprint, status, response, expires)
-         WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < ? - 1)
-         SELECT ${scrambled(prefix)}, 'd', ${status}, ${response}, ${expires} FROM n`,
-      )
-      .run(count);
+    // One statement holds the write lock throughout, so its rows get consecutive rowids.
+    const last =
+      count === 0
+        ? 0
+        : Number(
+            client
+              .prepare(
+                `INSERT INTO ${table} (id, fingerprint, status, response, expires)
+                 WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < ? - 1)
+                 SELECT ${UUID}, lower(hex(randomblob(32))), ${status}, ${response}, ${expires} FROM n`,
+              )
+              .run(count).lastInsertRowid,
+          );
+    const first = last - count + 1;
     // Write the seeded pages into the database now, so no timed operation pays for it.
     client.pragma('wal_checkpoint(TRUNCATE)');
+    return { first, last };
   } finally {
     client.close();
   }
