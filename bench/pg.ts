@@ -2,12 +2,19 @@ import { and, eq, gt, is, Param, Placeholder, sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { KeyStatus } from '../src/core/status.js';
-import { openPgStore, pgKeysTable } from '../src/pg/index.js';
-import { alternate, median, medianRatio, nowMs } from './support/measure.js';
+import { openPgStore, type PgIdempotencyStore, pgKeysTable } from '../src/pg/index.js';
+import {
+  answerOfSize,
+  type JsonObject,
+  type RealisticKey,
+  realisticKeys,
+} from './support/inputs.js';
+import { alternate, check, median, nowMs, pairedRatio, ratioOfMedians } from './support/measure.js';
 import type { BenchSize, GroupResult } from './support/report.js';
 
 const URL = 'postgres://postgres@127.0.0.1:5432/test';
 const CONNECTIONS = 8;
+const SEEDED_NOW = 5000;
 const p = sql.placeholder;
 
 // A raw statement with exactly the text drizzle sends for the store's query, its parameters
@@ -38,14 +45,15 @@ async function opsPerSecondConcurrent(count: number, op: (index: number) => Prom
 /**
  * reserve, finish and fetch of the PostgreSQL store against node-postgres sending the same SQL
  * text as named prepared statements, both on one pool of 8 connections to the real server with 8
- * operations in flight, alternating.
+ * operations in flight, alternating, on UUID keys, 64-hex digests and 1 KB answers; then purge(100)
+ * latency with a large and a small expired backlog in tables of the same size.
  */
 export async function pgOps({ quick }: BenchSize): Promise<GroupResult> {
-  const count = 400;
-  const rounds = quick ? 11 : 31;
+  const count = 2_000;
+  const rounds = quick ? 9 : 41;
   const schema = `bench_${process.pid}`;
   const pool = new pg.Pool({ connectionString: URL, max: CONNECTIONS });
-  const store = await openPgStore<{ receipt: number }>(pool, { schema });
+  const store = await openPgStore<JsonObject>(pool, { schema });
   const keys = pgKeysTable(schema);
   const db = drizzle(pool);
   const raw = {
@@ -86,51 +94,68 @@ export async function pgOps({ quick }: BenchSize): Promise<GroupResult> {
         ),
     ),
   };
-  const key = (side: string, round: number, index: number) => `${side}-${round}-${index}`;
+  const answers = Array.from({ length: count }, (_, i) => answerOfSize(1024, i));
+  const ours: RealisticKey[][] = [];
+  const theirs: RealisticKey[][] = [];
+  for (let round = 0; round < rounds; round++) {
+    ours.push(realisticKeys(count));
+    theirs.push(realisticKeys(count));
+  }
+  const input = (side: RealisticKey[][], round: number, index: number) =>
+    side[round]?.[index] as RealisticKey;
   try {
     const reserve = await alternate(
       rounds,
-      (r) => opsPerSecondConcurrent(count, (i) => store.reserve(key('o', r, i), 'd', 1e9)),
       (r) =>
         opsPerSecondConcurrent(count, async (i) => {
+          const { key, digest } = input(ours, r, i);
+          check(await store.reserve(key, digest, 1e9), 'reserve');
+        }),
+      (r) =>
+        opsPerSecondConcurrent(count, async (i) => {
+          const { key, digest } = input(theirs, r, i);
           const result = await pool.query(
-            raw.reserve({ id: key('r', r, i), fingerprint: 'd', expires: 1e9 }),
+            raw.reserve({ id: key, fingerprint: digest, expires: 1e9 }),
           );
-          return result.rows.length === 1;
+          check(result.rows.length === 1, 'raw reserve');
         }),
     );
     const finish = await alternate(
       rounds,
       (r) =>
-        opsPerSecondConcurrent(count, (i) => store.finish(key('o', r, i), 'd', { receipt: i })),
+        opsPerSecondConcurrent(count, async (i) => {
+          const { key, digest } = input(ours, r, i);
+          check(await store.finish(key, digest, answers[i] as JsonObject), 'finish');
+        }),
       (r) =>
         opsPerSecondConcurrent(count, async (i) => {
+          const { key, digest } = input(theirs, r, i);
           const result = await pool.query(
-            raw.finish({
-              id: key('r', r, i),
-              fingerprint: 'd',
-              response: JSON.stringify({ receipt: i }),
-            }),
+            raw.finish({ id: key, fingerprint: digest, response: JSON.stringify(answers[i]) }),
           );
-          return result.rows.length === 1;
+          check(result.rows.length === 1, 'raw finish');
         }),
     );
     const fetch = await alternate(
       rounds,
-      (r) => opsPerSecondConcurrent(count, (i) => store.fetch(key('o', r, i), 5)),
       (r) =>
         opsPerSecondConcurrent(count, async (i) => {
-          const result = await pool.query(raw.fetch({ id: key('r', r, i), now: 5 }));
+          check((await store.fetch(input(ours, r, i).key, 5)) !== null, 'fetch');
+        }),
+      (r) =>
+        opsPerSecondConcurrent(count, async (i) => {
+          const result = await pool.query(raw.fetch({ id: input(theirs, r, i).key, now: 5 }));
           const text = (result.rows[0] as { response: string | null } | undefined)?.response;
-          return text == null ? null : JSON.parse(text);
+          check(text != null && JSON.parse(text) !== null, 'raw fetch');
         }),
     );
-    const ratio = medianRatio;
+    const purge = await purgeBacklogs(pool, quick);
     return {
       metrics: {
-        'pg.reserve.ratio': ratio(reserve),
-        'pg.finish.ratio': ratio(finish),
-        'pg.fetch.ratio': ratio(fetch),
+        'pg.reserve.ratio': pairedRatio(reserve),
+        'pg.finish.ratio': pairedRatio(finish),
+        'pg.fetch.ratio': pairedRatio(fetch),
+        'pg.purge100.backlogScale': ratioOfMedians(purge.large, purge.small),
       },
       details: {
         'pg.reserve.opsPerSec.store': median(reserve.ours),
@@ -139,11 +164,74 @@ export async function pgOps({ quick }: BenchSize): Promise<GroupResult> {
         'pg.finish.opsPerSec.raw': median(finish.theirs),
         'pg.fetch.opsPerSec.store': median(fetch.ours),
         'pg.fetch.opsPerSec.raw': median(fetch.theirs),
+        'pg.purge100.ms.smallBacklog': median(purge.small),
+        'pg.purge100.ms.largeBacklog': median(purge.large),
+        'pg.purge100.tableRows': purge.rows,
+        'pg.purge100.backlog.small': purge.backlogs[0],
+        'pg.purge100.backlog.large': purge.backlogs[1],
       },
     };
   } finally {
     await store.close();
     await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
     await pool.end();
+  }
+}
+
+// Adds `count` rows to the store's table in one statement: `expired` done rows with deadlines
+// rising in insertion order up to 1000, or live rows (one in ten pending) far in the future. UUID
+// ids, so expired and live rows interleave in id order as real random keys do.
+async function seedPg(pool: pg.Pool, schema: string, count: number, kind: 'expired' | 'live') {
+  const status =
+    kind === 'expired' ? "'done'" : "CASE WHEN i % 10 = 0 THEN 'pending' ELSE 'done' END";
+  const response =
+    kind === 'expired'
+      ? `'{"receipt":1}'`
+      : `CASE WHEN i % 10 = 0 THEN NULL ELSE '{"receipt":1}' END`;
+  const expires = kind === 'expired' ? `i * 1000.0 / ${count}` : '1e9 + i';
+  await pool.query(
+    `INSERT INTO "${schema}".keys (id, fingerprint, status, response, expires)
+     SELECT gen_random_uuid()::text, md5(i::text) || md5((i + 1)::text), ${status}, ${response}, ${expires}
+     FROM generate_series(1, $1::int) AS i`,
+    [count],
+  );
+}
+
+/**
+ * purge(100) latency with a small and a large expired backlog, each in a table of the same total
+ * size, alternating; each round re-adds the rows the previous round's purges removed.
+ */
+async function purgeBacklogs(pool: pg.Pool, quick: boolean) {
+  const rows = quick ? 200_000 : 1_000_000;
+  const backlogs = quick ? ([1_000, 20_000] as const) : ([1_000, 100_000] as const);
+  const rounds = quick ? 5 : 9;
+  const purgesPerRound = 10;
+  const stores: PgIdempotencyStore<unknown>[] = [];
+  const schemas = backlogs.map((_, i) => `bench_purge_${process.pid}_${i}`);
+  try {
+    for (const [i, backlog] of backlogs.entries()) {
+      const schema = schemas[i] as string;
+      stores.push(await openPgStore(pool, { schema }));
+      await seedPg(pool, schema, rows - backlog, 'live');
+      await seedPg(pool, schema, backlog, 'expired');
+      await pool.query(`VACUUM ANALYZE "${schema}".keys`);
+    }
+    const times = { small: [] as number[], large: [] as number[] };
+    const side = (index: 0 | 1) => async (round: number) => {
+      const store = stores[index] as PgIdempotencyStore<unknown>;
+      if (round > 0) await seedPg(pool, schemas[index] as string, purgesPerRound * 100, 'expired');
+      for (let i = 0; i < purgesPerRound; i++) {
+        const start = nowMs();
+        const deleted = await store.purge(SEEDED_NOW, 100);
+        (index === 0 ? times.small : times.large).push(nowMs() - start);
+        check(deleted.length === 100, 'pg purge');
+      }
+      return 0;
+    };
+    await alternate(rounds, side(0), side(1));
+    return { ...times, rows, backlogs };
+  } finally {
+    for (const store of stores) await store.close();
+    for (const schema of schemas) await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
   }
 }
