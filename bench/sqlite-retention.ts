@@ -1,7 +1,14 @@
 import Database from 'better-sqlite3';
 import { sweep } from '../src/index.js';
-import { openSqliteStore } from '../src/sqlite/index.js';
-import { median, medianRatio, nowMs } from './support/measure.js';
+import { openSqliteStore, type SqliteIdempotencyStore } from '../src/sqlite/index.js';
+import {
+  check,
+  median,
+  medianWithInterval,
+  nowMs,
+  pairedRatio,
+  ratioOfMedians,
+} from './support/measure.js';
 import type { BenchSize, GroupResult } from './support/report.js';
 import {
   benchDir,
@@ -11,16 +18,18 @@ import {
   seedKeys,
 } from './support/sqlite-files.js';
 
-const BACKLOG = 1_000;
-const PURGES_PER_ROUND = BACKLOG / 100;
+const SMALL_BACKLOG = 1_000;
+const PURGES_PER_ROUND = SMALL_BACKLOG / 100;
 
-// The same table without the retention index, purged the way code without one does it.
+// A copy of the table as code without the library would keep it: an index on `expires` only, and
+// the purge written the obvious way, select then delete in one transaction.
 function naivePurger(path: string) {
   const client = new Database(path, { timeout: 5_000 });
   client.pragma('synchronous = NORMAL');
   client.exec(`CREATE TABLE keys_naive (id TEXT PRIMARY KEY, fingerprint TEXT NOT NULL,
     status TEXT NOT NULL, response TEXT, expires REAL NOT NULL);
-    INSERT INTO keys_naive SELECT * FROM keys;`);
+    CREATE INDEX keys_naive_expires ON keys_naive (expires);
+    INSERT INTO keys_naive SELECT id, fingerprint, status, response, expires FROM keys;`);
   const select = client
     .prepare(
       "SELECT id FROM keys_naive WHERE status = 'done' AND expires <= ? ORDER BY id LIMIT 100",
@@ -31,13 +40,12 @@ function naivePurger(path: string) {
   );
   const purge = client.transaction((now: number) => {
     const ids = select.all(now);
-    remove.run(JSON.stringify(ids));
-    return ids.length;
+    return remove.run(JSON.stringify(ids)).changes;
   });
   const clear = client.prepare("DELETE FROM keys_naive WHERE status = 'done' AND expires <= ?");
   return {
-    purge: (now: number) => purge.immediate(now),
-    // Untimed: empties the rest of the backlog in one scan instead of one scan per batch.
+    purge: (now: number) => check(purge.immediate(now) === 100, 'naive purge'),
+    // Untimed: empties the rest of the backlog, so every round starts from the same backlog.
     clearBacklog: (now: number) => clear.run(now),
     close: () => client.close(),
   };
@@ -49,44 +57,60 @@ function timed(op: () => unknown): number {
   return nowMs() - start;
 }
 
+function purgeBatches(store: SqliteIdempotencyStore<unknown>, into: number[]): void {
+  for (let i = 0; i < PURGES_PER_ROUND; i++) {
+    into.push(timed(() => check(store.purge(SEEDED_NOW, 100).length === 100, 'purge')));
+  }
+}
+
 /**
- * purge(100) latency at two table sizes with the same 1,000-row expired backlog, against a naive
- * select-then-delete on an unindexed copy of the big table; and the time `sweep()` (batches of
- * SWEEP_BATCH) takes for a 100k and a 200k backlog in a table of the same total size.
+ * purge(100) latency: with the same 1,000-row backlog in a small and a big table; with a 1,000 and
+ * a 100,000-row backlog in tables of the same big size; against a naive purge (index on `expires`,
+ * `ORDER BY id`) of a copy of the big table. Then how the time `sweep()` spends in its batches
+ * grows from a backlog to twice that backlog in a table of the same total size.
  */
 export async function sqliteRetention({ quick }: BenchSize): Promise<GroupResult> {
   const small = 10_000;
   const big = quick ? 200_000 : 1_000_000;
-  const rounds = quick ? 3 : 7;
+  const largeBacklog = quick ? 20_000 : 100_000;
+  const rounds = quick ? 5 : 7;
   const { dir, cleanup } = benchDir();
   try {
     const smallPath = freshStoreFile(dir);
     const bigPath = freshStoreFile(dir);
-    seedKeys(smallPath, 'live', small - BACKLOG, 'live');
-    seedKeys(bigPath, 'live', big - BACKLOG, 'live');
-    seedKeys(smallPath, 'x0-', BACKLOG, 'expired');
-    seedKeys(bigPath, 'x0-', BACKLOG, 'expired');
+    const backlogPath = freshStoreFile(dir);
+    seedKeys(smallPath, small - SMALL_BACKLOG, 'live');
+    seedKeys(bigPath, big - SMALL_BACKLOG, 'live');
+    seedKeys(backlogPath, big - largeBacklog, 'live');
+    seedKeys(smallPath, SMALL_BACKLOG, 'expired');
+    seedKeys(bigPath, SMALL_BACKLOG, 'expired');
+    seedKeys(backlogPath, largeBacklog, 'expired');
     const naive = naivePurger(bigPath);
-    const smallStore = openSqliteStore(smallPath);
-    const bigStore = openSqliteStore(bigPath);
-    const latencies = { small: [] as number[], big: [] as number[], naive: [] as number[] };
+    const stores = {
+      small: openSqliteStore(smallPath),
+      big: openSqliteStore(bigPath),
+      backlog: openSqliteStore(backlogPath),
+    };
+    const latencies = {
+      small: [] as number[],
+      big: [] as number[],
+      backlog: [] as number[],
+      naive: [] as number[],
+    };
     for (let round = 0; round < rounds; round++) {
       if (round > 0) {
-        seedKeys(smallPath, `x${round}-`, BACKLOG, 'expired');
-        seedKeys(bigPath, `x${round}-`, BACKLOG, 'expired');
-        seedKeys(bigPath, `x${round}-`, BACKLOG, 'expired', 'keys_naive');
+        // Put back what the previous round purged, so every round starts from the same backlogs.
+        seedKeys(smallPath, SMALL_BACKLOG, 'expired');
+        seedKeys(bigPath, SMALL_BACKLOG, 'expired');
+        seedKeys(backlogPath, SMALL_BACKLOG, 'expired');
+        seedKeys(bigPath, SMALL_BACKLOG, 'expired', 'keys_naive');
       }
       const sides = [
+        () => purgeBatches(stores.small, latencies.small),
+        () => purgeBatches(stores.big, latencies.big),
+        () => purgeBatches(stores.backlog, latencies.backlog),
         () => {
-          for (let i = 0; i < PURGES_PER_ROUND; i++)
-            latencies.small.push(timed(() => smallStore.purge(SEEDED_NOW, 100)));
-        },
-        () => {
-          for (let i = 0; i < PURGES_PER_ROUND; i++)
-            latencies.big.push(timed(() => bigStore.purge(SEEDED_NOW, 100)));
-        },
-        () => {
-          // Each naive batch scans the whole table: three samples a round are plenty.
+          // Each naive batch sorts the whole backlog: three samples a round are plenty.
           for (let i = 0; i < 3; i++) latencies.naive.push(timed(() => naive.purge(SEEDED_NOW)));
           naive.clearBacklog(SEEDED_NOW);
         },
@@ -94,29 +118,38 @@ export async function sqliteRetention({ quick }: BenchSize): Promise<GroupResult
       for (let i = 0; i < sides.length; i++) sides[(i + round) % sides.length]?.();
     }
     naive.close();
-    smallStore.close();
-    bigStore.close();
+    for (const store of Object.values(stores)) store.close();
 
     const swept = await sweepTimes(freshStoreFile(dir), quick);
+    const linearity = pairedRatio({ ours: swept.double, theirs: swept.single });
+    const perRound = swept.double.map((ms, i) => ms / (swept.single[i] as number));
     return {
       metrics: {
-        'sqlite.purge100.scale': median(latencies.big) / median(latencies.small),
-        'sqlite.purge100.vsNaive': median(latencies.naive) / median(latencies.big),
-        'sqlite.sweep.linearity': medianRatio({ ours: swept.double, theirs: swept.single }),
-        'sqlite.sweep.rowsPerSec': (swept.backlog * 2) / (median(swept.double) / 1000),
+        'sqlite.purge100.scale': ratioOfMedians(latencies.big, latencies.small),
+        'sqlite.purge100.backlogScale': ratioOfMedians(latencies.backlog, latencies.big),
+        'sqlite.purge100.vsNaive': ratioOfMedians(latencies.naive, latencies.big),
+        'sqlite.sweep.linearity': linearity,
+        'sqlite.sweep.rowsPerSec': medianWithInterval(
+          swept.double.map((ms) => (swept.backlog * 2) / (ms / 1000)),
+        ),
       },
       details: {
         'sqlite.purge100.ms.small': median(latencies.small),
         'sqlite.purge100.ms.big': median(latencies.big),
+        'sqlite.purge100.ms.bigLargeBacklog': median(latencies.backlog),
         'sqlite.purge100.ms.naive': median(latencies.naive),
         'sqlite.purge100.rows.small': small,
         'sqlite.purge100.rows.big': big,
+        'sqlite.purge100.backlog.large': largeBacklog,
         'sqlite.sweep.ms.single': median(swept.single),
         'sqlite.sweep.ms.double': median(swept.double),
-        'sqlite.sweep.plainRowidDeletes.linearity': medianRatio({
+        'sqlite.sweep.linearity.rounds': perRound.length,
+        'sqlite.sweep.linearity.min': Math.min(...perRound),
+        'sqlite.sweep.linearity.max': Math.max(...perRound),
+        'sqlite.sweep.plainRowidDeletes.linearity': pairedRatio({
           ours: swept.plainDouble,
           theirs: swept.plainSingle,
-        }),
+        }).value,
         'sqlite.sweep.backlog.single': swept.backlog,
         'sqlite.sweep.tableRows': swept.total,
       },
@@ -127,12 +160,14 @@ export async function sqliteRetention({ quick }: BenchSize): Promise<GroupResult
 }
 
 // Sweeps of a backlog and of twice that backlog, alternately, in a table kept at the same total
-// size by adding live filler rows to the smaller case.
+// size by adding live filler rows to the smaller case. Only the batch loop is timed: from the
+// first progress callback to the last, scaled by batches ÷ (batches − 1) for the first batch, so
+// the `stats()` counts the sweep makes before and after its batches are left out.
 async function sweepTimes(path: string, quick: boolean) {
   const total = quick ? 200_000 : 1_000_000;
   const backlog = quick ? 20_000 : 100_000;
-  const rounds = quick ? 2 : 3;
-  seedKeys(path, 'base', total - 2 * backlog, 'live');
+  const rounds = 5;
+  seedKeys(path, total - 2 * backlog, 'live');
   const store = openSqliteStore(path);
   const times = {
     single: [] as number[],
@@ -141,45 +176,39 @@ async function sweepTimes(path: string, quick: boolean) {
     plainDouble: [] as number[],
   };
   const client = store.db.$client;
-  const seededRowids = client.prepare(
-    'SELECT min(rowid) AS first, max(rowid) AS last FROM keys WHERE id >= ? AND id < ?',
-  );
   const deleteRowids = client.prepare('DELETE FROM keys WHERE rowid >= ? AND rowid < ?');
-  // The reference: the same rows deleted by plain rowid ranges of the same size, no retention
-  // query at all. Whatever scaling it shows belongs to SQLite deleting those rows, not to the sweep.
-  const plainDeletes = (prefix: string) => {
-    const { first, last } = seededRowids.get(prefix, `${prefix}~`) as {
-      first: number;
-      last: number;
-    };
-    return timed(() => {
-      for (let rowid = first; rowid <= last; rowid += SWEEP_BATCH) {
+  // The reference: the same number of rows deleted by plain rowid ranges of the same size, no
+  // retention query at all. Whatever scaling it shows belongs to SQLite deleting those rows.
+  const plainDeletes = (rows: { first: number; last: number }) =>
+    timed(() => {
+      for (let rowid = rows.first; rowid <= rows.last; rowid += SWEEP_BATCH) {
         store.db.transaction(() => deleteRowids.run(rowid, rowid + SWEEP_BATCH), {
           behavior: 'immediate',
         });
       }
     });
-  };
-  const sweepAll = async () => {
-    const start = nowMs();
-    const result = await sweep(store, { now: SEEDED_NOW, batchSize: SWEEP_BATCH });
-    if (result.remaining !== 0) throw new Error(`the sweep left ${result.remaining} rows`);
-    return nowMs() - start;
+  const sweepLoop = async (rows: number) => {
+    let first = 0;
+    let last = 0;
+    const result = await sweep(store, {
+      now: SEEDED_NOW,
+      batchSize: SWEEP_BATCH,
+      onBatch: () => {
+        last = nowMs();
+        if (first === 0) first = last;
+      },
+    });
+    check(result.deleted === rows && result.remaining === 0, 'sweep');
+    return (last - first) * (result.batches / (result.batches - 1));
   };
   for (let round = 0; round < rounds; round++) {
     for (const size of round % 2 === 0 ? [1, 2] : [2, 1]) {
-      const filler = `f${round}-${size}-`;
-      seedKeys(path, `s${round}-${size}-`, size * backlog, 'expired');
-      if (size === 1) seedKeys(path, filler, backlog, 'live');
-      (size === 1 ? times.single : times.double).push(await sweepAll());
-      const plain = `p${round}-${size}-`;
-      seedKeys(path, plain, size * backlog, 'expired');
+      seedKeys(path, size * backlog, 'expired');
+      const filler = size === 1 ? seedKeys(path, backlog, 'live') : undefined;
+      (size === 1 ? times.single : times.double).push(await sweepLoop(size * backlog));
+      const plain = seedKeys(path, size * backlog, 'expired');
       (size === 1 ? times.plainSingle : times.plainDouble).push(plainDeletes(plain));
-      if (size === 1) {
-        store.db.$client
-          .prepare('DELETE FROM keys WHERE id >= ? AND id < ?')
-          .run(filler, `${filler}~`);
-      }
+      if (filler) deleteRowids.run(filler.first, filler.last + 1);
     }
   }
   store.close();
