@@ -1,10 +1,18 @@
-import { writeFileSync } from 'node:fs';
+import { copyFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sweep } from '../src/index.js';
 import { openSqliteStore } from '../src/sqlite/index.js';
 import { startChild } from './support/child.js';
-import { epochMs, median, percentile } from './support/measure.js';
+import {
+  check,
+  epochMs,
+  median,
+  medianWithInterval,
+  pairedRatio,
+  percentile,
+  ratioOfMedians,
+} from './support/measure.js';
 import type { BenchSize, GroupResult } from './support/report.js';
 import {
   benchDir,
@@ -52,18 +60,18 @@ type Side = 'sweep' | 'sweepLarge' | 'delete' | 'idle';
 /**
  * While a second process reserves a key every millisecond, removes the same expired backlog once
  * by `sweep()` (batches of SWEEP_BATCH), once by `sweep()` in batches of LARGE_SWEEP_BATCH and once
- * by one `DELETE`, and compares the p99 latency of the writer's reserves in each window, beside a
- * window in which nothing else runs. Then sweeps a large backlog in a child process and reports
- * that process's peak RSS.
+ * by one `DELETE`, and compares the p99 latency of the writer's reserves in each window with its
+ * p99 in a window of the same round in which nothing else runs. Then sweeps a 100k and a 1M
+ * backlog in child processes and reports what each sweep added to its process's RSS.
  */
 export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResult> {
   const total = quick ? 300_000 : 1_000_000;
-  const backlog = quick ? 100_000 : 200_000;
-  const rounds = quick ? 2 : 3;
+  const backlog = quick ? 50_000 : 100_000;
+  const rounds = quick ? 3 : 5;
   const { dir, cleanup } = benchDir();
   try {
     const path = freshStoreFile(dir);
-    seedKeys(path, 'base', total - backlog, 'live');
+    seedKeys(path, total - backlog, 'live');
     const store = openSqliteStore(path);
     const sweepAll = (batchSize: number) => () => sweep(store, { now: SEEDED_NOW, batchSize });
     const singleDelete = () =>
@@ -86,9 +94,9 @@ export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResu
       const windows: Partial<Record<Side, Window>> = {};
       // Each round starts with another side, so none always runs on the warmest cache.
       const order = sides.map((_, step) => sides[(round + step) % sides.length] as Side);
-      for (const [index, side] of order.entries()) {
+      for (const side of order) {
         // Seeding holds the write lock too; it happens outside every window.
-        if (side !== 'idle') seedKeys(path, `x${round}-${index}-`, backlog, 'expired');
+        if (side !== 'idle') seedKeys(path, backlog, 'expired');
         windows[side] = await during(remove[side]);
       }
       writeFileSync(stopFile, '');
@@ -104,18 +112,21 @@ export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResu
     }
     store.close();
 
-    const rssPath = freshStoreFile(dir);
-    const rssBacklog = quick ? 200_000 : 1_000_000;
-    seedKeys(rssPath, 'x', rssBacklog, 'expired');
-    const rss = JSON.parse(
-      await startChild('sweep-rss.ts', [rssPath, String(SEEDED_NOW), String(SWEEP_BATCH)]).output,
-    ) as { deleted: number; baselineMb: number; peakMb: number };
-    if (rss.deleted !== rssBacklog) throw new Error(`swept ${rss.deleted} of ${rssBacklog} rows`);
-
+    const rss = await sweepRss(dir, quick);
     return {
       metrics: {
-        'sqlite.sweep.writerP99.vsSingleDelete': median(p99.sweep) / median(p99.delete),
-        'sqlite.sweep.peakRssMb': rss.peakMb,
+        'sqlite.sweep.writerP99.vsIdle': pairedRatio({ ours: p99.sweep, theirs: p99.idle }),
+        'sqlite.sweep.writerP99.largeBatchVsIdle': pairedRatio({
+          ours: p99.sweepLarge,
+          theirs: p99.idle,
+        }),
+        'sqlite.sweep.writerP99.singleDeleteVsIdle': pairedRatio({
+          ours: p99.delete,
+          theirs: p99.idle,
+        }),
+        'sqlite.sweep.rss.mb100k': medianWithInterval(rss.small),
+        'sqlite.sweep.rss.mb1M': medianWithInterval(rss.large),
+        'sqlite.sweep.rss.scale': ratioOfMedians(rss.large, rss.small),
       },
       details: {
         'sqlite.sweep.writerP99.ms.sweep': median(p99.sweep),
@@ -126,13 +137,59 @@ export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResu
         'sqlite.sweep.window.ms.sweepLargeBatches': median(durations.sweepLarge),
         'sqlite.sweep.window.ms.singleDelete': median(durations.delete),
         'sqlite.sweep.writerP99.backlog': backlog,
+        'sqlite.sweep.writerP99.rounds': rounds,
         'sqlite.sweep.batch': SWEEP_BATCH,
         'sqlite.sweep.largeBatch': LARGE_SWEEP_BATCH,
-        'sqlite.sweep.rss.baselineMb': rss.baselineMb,
-        'sqlite.sweep.rss.backlog': rssBacklog,
+        'sqlite.sweep.rss.baselineMb': median(rss.baselines),
+        'sqlite.sweep.rss.heapGrowthMb.small': median(rss.heapSmall),
+        'sqlite.sweep.rss.heapGrowthMb.large': median(rss.heapLarge),
+        'sqlite.sweep.rss.backlog.small': rss.backlogs[0],
+        'sqlite.sweep.rss.backlog.large': rss.backlogs[1],
       },
     };
   } finally {
     cleanup();
   }
+}
+
+/**
+ * Sweeps a small and a large backlog (100k and 1M rows in a full run) in child processes, each
+ * round on a fresh copy of a file seeded once, alternating, and returns each sweep's peak RSS
+ * minus the RSS the child had with the store open before sweeping.
+ */
+async function sweepRss(dir: string, quick: boolean) {
+  const backlogs = quick ? ([20_000, 200_000] as const) : ([100_000, 1_000_000] as const);
+  const rounds = 3;
+  const seeded = backlogs.map((rows) => {
+    const path = freshStoreFile(dir);
+    seedKeys(path, rows, 'expired');
+    return path;
+  });
+  const small: number[] = [];
+  const large: number[] = [];
+  const baselines: number[] = [];
+  const heapSmall: number[] = [];
+  const heapLarge: number[] = [];
+  for (let round = 0; round < rounds; round++) {
+    const order = round % 2 === 0 ? [0, 1] : [1, 0];
+    for (const index of order) {
+      const copy = `${seeded[index]}-round-${round}`;
+      copyFileSync(seeded[index] as string, copy);
+      const result = JSON.parse(
+        await startChild('sweep-rss.ts', [copy, String(SEEDED_NOW), String(SWEEP_BATCH)]).output,
+      ) as {
+        deleted: number;
+        baselineMb: number;
+        peakMb: number;
+        heapBeforeMb: number;
+        heapAfterMb: number;
+      };
+      check(result.deleted === backlogs[index], 'sweep in the RSS child');
+      rmSync(copy, { force: true });
+      (index === 0 ? small : large).push(result.peakMb - result.baselineMb);
+      baselines.push(result.baselineMb);
+      (index === 0 ? heapSmall : heapLarge).push(result.heapAfterMb - result.heapBeforeMb);
+    }
+  }
+  return { small, large, baselines, backlogs, heapSmall, heapLarge };
 }
