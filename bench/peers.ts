@@ -1,73 +1,69 @@
-import { createHash } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { IdempotencyConfig, makeIdempotent } from '@aws-lambda-powertools/idempotency';
 import { CachePersistenceLayer } from '@aws-lambda-powertools/idempotency/cache';
+import type { IdempotencyRecord } from '@aws-lambda-powertools/idempotency/persistence';
 import { Idempotency } from '@node-idempotency/core';
 import { RedisStorageAdapter } from '@node-idempotency/storage-adapter-redis';
 import { createClient } from '@redis/client';
-import canonicalize from 'canonicalize';
+import { idempotent } from '../src/http/index.js';
 import { openSqliteStore, SqliteGroupCommitStore } from '../src/sqlite/index.js';
-import { alternate, median, medianRatio, nowMs, rotate } from './support/measure.js';
-import type { BenchSize, GroupResult } from './support/report.js';
+import { answerOfSize } from './support/inputs.js';
+import { check, median, nowMs, pairedRatio, rotate } from './support/measure.js';
+import { type BenchRedis, type RedisDurability, startRedis } from './support/redis.js';
+import type { BenchSize, GroupResult, Metric } from './support/report.js';
 import { benchDir, freshStoreFile } from './support/sqlite-files.js';
 
-const REDIS_URL = 'redis://127.0.0.1:6379';
-// Short-lived keys: the benchmark leaves nothing behind in a shared Redis.
-const TTL_SECONDS = 120;
+// Long enough for every cycle of a run; the benchmark's Redis is its own and is stopped after.
+const TTL_SECONDS = 3600;
 
 type Cycle = (key: string) => Promise<void>;
+type Synchronous = 'NORMAL' | 'FULL';
 
-// The request every cycle sends, and the "work" each first request does: nothing, but async, so
-// requests in flight interleave as they do in a server.
+// The request every cycle sends, the answer its first execution returns (about 1 KB, the same
+// object on every side), and the "work": nothing, but async, so requests in flight interleave as
+// they do in a server.
 const body = { amount: 4200, currency: 'EUR', customer: 'cus_123', items: [{ sku: 'a', qty: 2 }] };
+const answer = answerOfSize(1024, 1);
 const noop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-function expectReplay(answer: unknown): void {
-  if ((answer as { charged?: unknown } | null | undefined)?.charged !== 4200) {
-    throw new Error(`the replay did not return the stored answer: ${JSON.stringify(answer)}`);
-  }
+function expectReplay(replayed: unknown): void {
+  check((replayed as { id?: unknown } | null | undefined)?.id === answer.id, 'replay');
 }
 
 /**
- * Our cycle on a SQLite file: fingerprint the body, look the key up (a replay is answered from a
- * read), reserve it, do the work, finish; then the retry: fingerprint again, read, replay.
+ * Our shipped request path: `idempotent(store).handle()` with its default fingerprint (SHA-256 of
+ * the canonical JSON of method, path and body) over the group-commit SQLite store the README
+ * recommends for servers; the first request runs the handler, the retry is replayed.
  */
-function oursCycle(path: string) {
-  const store = new SqliteGroupCommitStore(openSqliteStore<{ charged: number }>(path));
-  const fingerprint = (payload: unknown) =>
-    createHash('sha256')
-      .update(canonicalize(payload) ?? '')
-      .digest('base64url');
-  const handle = async (key: string, payload: unknown) => {
-    const digest = fingerprint(payload);
-    const now = Date.now() / 1000;
-    const record = await store.get(key);
-    if (record !== null) {
-      if (record.fingerprint !== digest) throw new Error('422: key reused with another payload');
-      if (record.status !== 'done' || record.expires <= now) throw new Error('409: in flight');
-      return record.response;
-    }
-    if (!(await store.reserve(key, digest, now + TTL_SECONDS)))
-      throw new Error('409: lost the race');
+function oursCycle(path: string, synchronous: Synchronous) {
+  const store = new SqliteGroupCommitStore(openSqliteStore(path, { synchronous }));
+  const layer = idempotent(store, { ttlSeconds: TTL_SECONDS });
+  const handler = async () => {
     await noop();
-    const answer = { charged: 4200 };
-    await store.finish(key, digest, answer);
-    return answer;
+    return { status: 201, body: answer };
   };
+  const request = (key: string) => ({
+    method: 'POST',
+    path: '/charges',
+    headers: { 'idempotency-key': `"${key}"` },
+    body,
+  });
   const cycle: Cycle = async (key) => {
-    await handle(key, body);
-    expectReplay(await handle(key, body));
+    check((await layer.handle(request(key), handler)).outcome === 'executed', 'first request');
+    const retry = await layer.handle(request(key), handler);
+    check(retry.outcome === 'replayed', 'retry replayed');
+    expectReplay(retry.response.body);
   };
-  return { cycle, close: () => store.close(), batches: () => store.batches };
+  return { cycle, close: () => store.close() };
 }
 
 /**
  * The least any durable SQLite cycle does, written straight on better-sqlite3 with the store's file
- * and pragmas: one autocommit insert, the work, one autocommit update, one read of the answer. No
- * fingerprint, no lookup before the insert, no argument checks. Its ratio to a peer bounds what any
- * SQLite implementation of the cycle can reach on this machine.
+ * and pragmas: one autocommit insert, the work, one autocommit update of the answer, one read of
+ * it. No fingerprint, no lookup, no argument checks: the physical limit of this design.
  */
-function bareSqliteCycle(path: string) {
-  const store = openSqliteStore(path);
+function bareSqliteCycle(path: string, synchronous: Synchronous) {
+  const store = openSqliteStore(path, { synchronous });
   const db = store.db.$client;
   const insert = db.prepare(
     "INSERT INTO keys (id, fingerprint, status, expires) VALUES (?, 'd', 'pending', ?) ON CONFLICT DO NOTHING",
@@ -77,41 +73,66 @@ function bareSqliteCycle(path: string) {
   );
   const select = db.prepare('SELECT response FROM keys WHERE id = ?').pluck();
   const cycle: Cycle = async (key) => {
-    if (insert.run(key, Date.now() / 1000 + TTL_SECONDS).changes !== 1) throw new Error('not new');
+    check(insert.run(key, Date.now() / 1000 + TTL_SECONDS).changes === 1, 'bare insert');
     await noop();
-    update.run(JSON.stringify({ charged: 4200 }), key);
+    check(update.run(JSON.stringify(answer), key).changes === 1, 'bare update');
     expectReplay(JSON.parse(select.get(key) as string));
   };
   return { cycle, close: () => store.close() };
 }
 
 /** `@node-idempotency/core` on its Redis adapter: onRequest, work, onResponse, then the retry. */
-async function nodeIdempotencyCycle() {
-  const storage = new RedisStorageAdapter({ url: REDIS_URL });
+async function nodeIdempotencyCycle(url: string) {
+  const storage = new RedisStorageAdapter({ url });
   await storage.connect();
   const idempotency = new Idempotency(storage, { cacheTTLMS: TTL_SECONDS * 1000 });
   const cycle: Cycle = async (key) => {
-    const request = {
-      headers: { 'idempotency-key': key },
-      path: '/charges',
-      method: 'POST',
-      body,
-    };
-    if ((await idempotency.onRequest(request)) !== undefined) throw new Error('not a new key');
+    const request = { headers: { 'idempotency-key': key }, path: '/charges', method: 'POST', body };
+    check((await idempotency.onRequest(request)) === undefined, 'a new key');
     await noop();
-    await idempotency.onResponse(request, { body: { charged: 4200 } });
+    await idempotency.onResponse(request, { body: answer });
     expectReplay((await idempotency.onRequest(request))?.body);
   };
   return { cycle, close: () => storage.disconnect() };
 }
 
-/** `@aws-lambda-powertools/idempotency` with its cache (Redis) persistence layer. */
-async function powertoolsCycle() {
-  const client = await createClient({ url: REDIS_URL }).connect();
-  // No payload validation: in 2.35.0 the cache layer drops the payload hash when it stores the
-  // result, so every replay with payloadValidationJmesPath set fails with IdempotencyValidationError.
+// Powertools 2.35.0's cache layer drops the payload hash when it records the result, so with
+// payload validation on, every replay fails with IdempotencyValidationError. This writes the same
+// record with the hash kept (one more field in the same SET), which is what its in-progress write
+// and its other persistence layers do.
+type CacheClient = ConstructorParameters<typeof CachePersistenceLayer>[0]['client'];
+
+class CacheLayerKeepingHash extends CachePersistenceLayer {
+  readonly #client: CacheClient;
+
+  constructor(client: CacheClient) {
+    super({ client });
+    this.#client = client;
+  }
+
+  protected override async _updateRecord(record: IdempotencyRecord): Promise<void> {
+    const item = {
+      status: record.getStatus(),
+      expiration: record.expiryTimestamp,
+      data: record.responseData,
+      validation: record.payloadHash,
+    };
+    const ttl = (record.expiryTimestamp ?? 0) - Math.floor(Date.now() / 1000);
+    await this.#client.set(record.idempotencyKey, JSON.stringify(item), { EX: ttl });
+  }
+}
+
+/**
+ * `@aws-lambda-powertools/idempotency` with its cache (Redis) persistence layer, keyed on the
+ * event's key and validating the payload (`payloadValidationJmesPath: 'body'`), as a user who
+ * wants a reused key with another body refused would configure it.
+ */
+async function powertoolsCycle(url: string) {
+  const client = createClient({ url });
+  await client.connect();
   const config = new IdempotencyConfig({
     eventKeyJmesPath: 'key',
+    payloadValidationJmesPath: 'body',
     expiresAfterSeconds: TTL_SECONDS,
   });
   // Outside Lambda there is no invocation deadline; this one stands in for it (and silences the
@@ -122,12 +143,9 @@ async function powertoolsCycle() {
   const charge = makeIdempotent(
     async (_event: { key: string; body: unknown }) => {
       await noop();
-      return { charged: 4200 };
+      return answer;
     },
-    {
-      persistenceStore: new CachePersistenceLayer({ client }),
-      config,
-    },
+    { persistenceStore: new CacheLayerKeepingHash(client), config },
   );
   const cycle: Cycle = async (key) => {
     await charge({ key, body });
@@ -148,81 +166,123 @@ async function powertoolsCycle() {
   };
 }
 
-// Full cycles per second with `inFlight` requests running at once, each on a fresh key.
-async function cyclesPerSecond(cycle: Cycle, prefix: string, count: number, inFlight: number) {
+// Full cycles per second with `inFlight` requests running at once, each on a fresh UUID key.
+async function cyclesPerSecond(cycle: Cycle, count: number, inFlight: number) {
+  const keys = Array.from({ length: count }, () => randomUUID());
   let next = 0;
   const worker = async () => {
-    while (next < count) {
-      const index = next++;
-      await cycle(`${prefix}-${index}`);
-    }
+    while (next < count) await cycle(keys[next++] as string);
   };
   const start = nowMs();
   await Promise.all(Array.from({ length: inFlight }, worker));
   return count / ((nowMs() - start) / 1000);
 }
 
-/**
- * Full request cycles (fingerprint, reserve, work, finish, replay) of ours on SQLite against
- * `@node-idempotency/core` and AWS Powertools idempotency on the local Redis, with 1 and with 32
- * requests in flight, the sides alternating in this process.
- */
-export async function peers({ quick }: BenchSize): Promise<GroupResult> {
-  const count = 400;
-  const rounds = quick ? 9 : 31;
-  const run = `${process.pid}-${Date.now()}`;
-  const { dir, cleanup } = benchDir();
-  const ours = oursCycle(freshStoreFile(dir));
-  const bare = bareSqliteCycle(freshStoreFile(dir));
-  const nodeIdem = await nodeIdempotencyCycle();
-  const powertools = await powertoolsCycle();
+interface Round {
+  readonly redis: RedisDurability;
+  readonly sqlite: Synchronous;
+  /** Metric name prefix: `peer.` for the round with the targets, `peer.<name>.` for the others. */
+  readonly prefix: string;
+  readonly count: number;
+  readonly rounds: number;
+}
+
+async function measureRound(round: Round, dir: string) {
+  const redis: BenchRedis = await startRedis(round.redis);
+  const ours = oursCycle(freshStoreFile(dir), round.sqlite);
+  const bare = bareSqliteCycle(freshStoreFile(dir), round.sqlite);
+  const nodeIdem = await nodeIdempotencyCycle(redis.url);
+  const powertools = await powertoolsCycle(redis.url);
+  const { count, rounds, prefix } = round;
   try {
-    const compare = (inFlight: number, theirs: Cycle, name: string) =>
-      alternate(
-        rounds,
-        (round) =>
-          cyclesPerSecond(ours.cycle, `ours-${name}-${inFlight}-${round}`, count, inFlight),
-        (round) =>
-          cyclesPerSecond(theirs, `bench-${run}-${name}-${inFlight}-${round}`, count, inFlight),
-      );
-    // Warm both sides up (JIT, connections) before anything is timed.
-    await compare(32, nodeIdem.cycle, 'warm');
-    // One in flight, with the bare SQLite cycle in the same rounds as the ceiling of the ratio.
-    const oneSides = await rotate(rounds, {
-      ours: (round) => cyclesPerSecond(ours.cycle, `ours-ni-1-${round}`, count, 1),
-      bare: (round) => cyclesPerSecond(bare.cycle, `bare-ni-1-${round}`, count, 1),
-      theirs: (round) => cyclesPerSecond(nodeIdem.cycle, `bench-${run}-ni-1-${round}`, count, 1),
+    // Warm every side up (JIT, connections, caches) before anything is timed.
+    await rotate(3, {
+      ours: () => cyclesPerSecond(ours.cycle, count, 32),
+      bare: () => cyclesPerSecond(bare.cycle, count, 1),
+      nodeIdem: () => cyclesPerSecond(nodeIdem.cycle, count, 32),
+      powertools: () => cyclesPerSecond(powertools.cycle, count, 32),
     });
-    const one = { ours: oneSides.ours, theirs: oneSides.theirs };
-    const many = await compare(32, nodeIdem.cycle, 'ni');
-    const manyPowertools = await compare(32, powertools.cycle, 'pt');
+    const one = await rotate(rounds, {
+      ours: () => cyclesPerSecond(ours.cycle, count, 1),
+      bare: () => cyclesPerSecond(bare.cycle, count, 1),
+      theirs: () => cyclesPerSecond(nodeIdem.cycle, count, 1),
+    });
+    const many = await rotate(rounds, {
+      ours: () => cyclesPerSecond(ours.cycle, count, 32),
+      theirs: () => cyclesPerSecond(nodeIdem.cycle, count, 32),
+    });
+    const manyPowertools = await rotate(rounds, {
+      ours: () => cyclesPerSecond(ours.cycle, count, 32),
+      theirs: () => cyclesPerSecond(powertools.cycle, count, 32),
+    });
     const roundTrip = await powertools.roundTripMicros(count);
-    return {
-      metrics: {
-        'peer.cycle1.vsNodeIdempotencyRedis': medianRatio(one),
-        'peer.cycle32.vsNodeIdempotencyRedis': medianRatio(many),
-        'peer.cycle32.vsPowertoolsRedis': medianRatio(manyPowertools),
-      },
-      details: {
-        'peer.cycle1.perSec.ours': median(one.ours),
-        'peer.cycle1.perSec.nodeIdempotencyRedis': median(one.theirs),
-        'peer.cycle1.perSec.bareSqlite': median(oneSides.bare),
-        'peer.cycle1.bareSqliteVsNodeIdempotencyRedis': medianRatio({
-          ours: oneSides.bare,
-          theirs: oneSides.theirs,
-        }),
-        'peer.cycle32.perSec.ours': median(many.ours),
-        'peer.cycle32.perSec.nodeIdempotencyRedis': median(many.theirs),
-        'peer.cycle32.perSec.oursBesidePowertools': median(manyPowertools.ours),
-        'peer.cycle32.perSec.powertoolsRedis': median(manyPowertools.theirs),
-        'peer.redis.roundTripMicros': roundTrip,
-      },
+    const metrics: Record<string, Metric> = {
+      [`${prefix}cycle1.vsBare`]: pairedRatio({ ours: one.ours, theirs: one.bare }),
+      [`${prefix}cycle1.vsNodeIdempotencyRedis`]: pairedRatio(one),
+      [`${prefix}cycle32.vsNodeIdempotencyRedis`]: pairedRatio(many),
+      [`${prefix}cycle32.vsPowertoolsRedis`]: pairedRatio(manyPowertools),
     };
+    const details: Record<string, number> = {
+      [`${prefix}cycle1.perSec.ours`]: median(one.ours),
+      [`${prefix}cycle1.perSec.bareSqlite`]: median(one.bare),
+      [`${prefix}cycle1.perSec.nodeIdempotencyRedis`]: median(one.theirs),
+      [`${prefix}cycle1.bareSqliteVsNodeIdempotencyRedis`]: pairedRatio({
+        ours: one.bare,
+        theirs: one.theirs,
+      }).value,
+      [`${prefix}cycle32.perSec.ours`]: median(many.ours),
+      [`${prefix}cycle32.perSec.nodeIdempotencyRedis`]: median(many.theirs),
+      [`${prefix}cycle32.perSec.oursBesidePowertools`]: median(manyPowertools.ours),
+      [`${prefix}cycle32.perSec.powertoolsRedis`]: median(manyPowertools.theirs),
+      [`${prefix}redis.roundTripMicros`]: roundTrip,
+    };
+    return { metrics, details };
   } finally {
     await ours.close();
     bare.close();
     await nodeIdem.close();
     await powertools.close();
+    await redis.stop();
+  }
+}
+
+/**
+ * Full request cycles (first request, work, answer, retry replayed) of our shipped request path on
+ * SQLite against `@node-idempotency/core` and Powertools' `makeIdempotent` on a Redis started for
+ * the benchmark, with 1 and 32 requests in flight, the bare SQLite cycle beside them, in three
+ * durability pairings: Redis keeping nothing on disk against SQLite `NORMAL` (the targets), an
+ * append-only file synced every second against `NORMAL`, and synced on every write against `FULL`.
+ */
+export async function peers({ quick }: BenchSize): Promise<GroupResult> {
+  const { dir, cleanup } = benchDir();
+  const rounds: Round[] = [
+    { redis: 'none', sqlite: 'NORMAL', prefix: 'peer.', count: 400, rounds: quick ? 9 : 31 },
+    {
+      redis: 'everysec',
+      sqlite: 'NORMAL',
+      prefix: 'peer.aofEverysec.',
+      count: 400,
+      rounds: quick ? 5 : 15,
+    },
+    // An fsync per write: far fewer cycles a second, so smaller blocks.
+    {
+      redis: 'always',
+      sqlite: 'FULL',
+      prefix: 'peer.aofAlways.',
+      count: 100,
+      rounds: quick ? 3 : 9,
+    },
+  ];
+  try {
+    const metrics: Record<string, Metric> = {};
+    const details: Record<string, number> = {};
+    for (const round of rounds) {
+      const result = await measureRound(round, dir);
+      Object.assign(metrics, result.metrics);
+      Object.assign(details, result.details);
+    }
+    return { metrics, details };
+  } finally {
     cleanup();
   }
 }
