@@ -1,0 +1,116 @@
+// Child process: one Express server with the same payments route three times, at argv[2] (SQLite
+// file) and argv[3] (Redis URL), and prints its port:
+//   POST /payments        behind our Express middleware over the SQLite store (group commit),
+//   POST /plain/payments  without any idempotency layer,
+//   POST /peer/payments   behind a middleware over @node-idempotency/core on Redis.
+// The route validates the body, inserts the payment on the store's connection and answers 201.
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { Idempotency, IdempotencyError } from '@node-idempotency/core';
+import { RedisStorageAdapter } from '@node-idempotency/storage-adapter-redis';
+import express, { type NextFunction, type Request, type Response } from 'express';
+import { expressIdempotency } from '../../src/http/express.js';
+import { openSqliteStore, SqliteGroupCommitStore } from '../../src/sqlite/index.js';
+
+const [path, redisUrl] = process.argv.slice(2);
+if (path === undefined || redisUrl === undefined) {
+  throw new Error('usage: http-server.ts SQLITE_PATH REDIS_URL');
+}
+const store = openSqliteStore(path);
+const client = store.db.$client;
+client.exec(`CREATE TABLE IF NOT EXISTS payments (
+  id TEXT PRIMARY KEY, amount INTEGER NOT NULL, currency TEXT NOT NULL, created_at REAL NOT NULL)`);
+const insertPayment = client.prepare(
+  'INSERT INTO payments (id, amount, currency, created_at) VALUES (?, ?, ?, ?)',
+);
+
+function validate(req: Request, res: Response, next: NextFunction): void {
+  const body = req.body as { amount?: unknown; currency?: unknown } | undefined;
+  if (
+    typeof body?.amount !== 'number' ||
+    !Number.isSafeInteger(body.amount) ||
+    typeof body.currency !== 'string' ||
+    !/^[A-Za-z]{3}$/.test(body.currency)
+  ) {
+    res.status(400).type('application/problem+json').send('{"title":"Invalid payment"}');
+  } else {
+    next();
+  }
+}
+
+function pay(req: Request, res: Response): void {
+  const body = req.body as { amount: number; currency: string };
+  const payment = {
+    id: `pay_${randomUUID()}`,
+    amount: body.amount,
+    currency: body.currency.toUpperCase(),
+    createdAt: Date.now() / 1000,
+  };
+  if (
+    insertPayment.run(payment.id, payment.amount, payment.currency, payment.createdAt).changes !== 1
+  ) {
+    throw new Error('the payment was not inserted');
+  }
+  res.status(201).location(`/payments/${payment.id}`).json(payment);
+}
+
+// @node-idempotency/core wrapped the way its Express adapter does: onRequest before the route (a
+// stored response is sent as is), onResponse with the body and status before the answer goes out.
+const storage = new RedisStorageAdapter({ url: redisUrl });
+await storage.connect();
+const idempotency = new Idempotency(storage, { cacheTTLMS: 3600 * 1000 });
+const peerStatus: Record<string, number> = {
+  IDEMPOTENCY_KEY_LEN_EXEEDED: 400,
+  IDEMPOTENCY_KEY_MISSING: 400,
+  IDEMPOTENCY_FINGERPRINT_MISSMATCH: 422,
+  REQUEST_IN_PROGRESS: 409,
+};
+async function peerMiddleware(req: Request, res: Response, next: NextFunction): Promise<void> {
+  const request = {
+    headers: req.headers,
+    body: req.body as Record<string, unknown>,
+    path: req.path,
+    method: req.method,
+  };
+  try {
+    const cached = await idempotency.onRequest<unknown, unknown>(request);
+    if (cached !== undefined) {
+      const status = (cached.additional?.statusCode as number | undefined) ?? 200;
+      res.status(status).set('idempotent-replayed', 'true').json(cached.body);
+      return;
+    }
+  } catch (error) {
+    if (error instanceof IdempotencyError) {
+      res.status(peerStatus[error.code] ?? 400).json({ title: error.message });
+      return;
+    }
+    next(error);
+    return;
+  }
+  const json = res.json.bind(res);
+  res.json = (payload: unknown) => {
+    idempotency
+      .onResponse(request, { body: payload, additional: { statusCode: res.statusCode } })
+      .then(() => json(payload), next);
+    return res;
+  };
+  next();
+}
+
+const app = express();
+app.disable('x-powered-by');
+app.use(express.json());
+// The store as the README recommends for a server with many requests in flight.
+const layer = expressIdempotency(new SqliteGroupCommitStore(store), { ttlSeconds: 3600 });
+app.post('/payments', validate, layer, pay);
+app.post('/plain/payments', validate, pay);
+app.post('/peer/payments', validate, peerMiddleware, pay);
+const server = app.listen(0, '127.0.0.1', () => {
+  process.stdout.write(`${(server.address() as AddressInfo).port}\n`);
+});
+process.on('SIGTERM', () => {
+  server.close(() => {
+    store.close();
+    storage.disconnect().finally(() => process.exit(0));
+  });
+});
