@@ -23,7 +23,7 @@ import {
   MAX_BATCH_SIZE,
 } from '../core/validation.js';
 import { compileStatement } from './compile.js';
-import { keys } from './schema.js';
+import { DONE_ID_INDEX, keys } from './schema.js';
 
 /** Any drizzle database over better-sqlite3, whatever schema it was built with. */
 // biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
@@ -118,10 +118,32 @@ function compileHotQueries(db: AnyBetterSqliteDatabase) {
 
 function prepareQueries(db: AnyBetterSqliteDatabase) {
   return {
-    expired: db
+    // How many expired answers there are, counting no further than `cap`: one walk of the
+    // retention index's range, stopped at `cap` entries.
+    backlogUpTo: db
+      .select({ count: sql<number>`count(*)` })
+      .from(
+        db.select({ id: keys.id }).from(keys).where(isExpiredAnswer).limit(p('cap')).as('backlog'),
+      )
+      .prepare(),
+    // A small backlog: its ids come from the retention index's range and are sorted.
+    expiredSorted: db
       .select({ id: keys.id })
       .from(keys)
       .where(isExpiredAnswer)
+      .orderBy(asc(keys.id))
+      .limit(p('limit'))
+      .prepare(),
+    // A large backlog: done rows are walked in id order on the partial index of done rows, whose
+    // entries carry `expires`, until `limit` expired ones are found; nothing is sorted. The index
+    // is named because SQLite, without statistics, would rather sort the retention index's range.
+    expiredById: db
+      // A column of a table named in raw SQL: drizzle checks plain column fields against `from`.
+      .select({ id: sql<string>`${keys.id}` })
+      .from(sql`${keys} indexed by ${sql.identifier(DONE_ID_INDEX)}`)
+      .where(
+        and(sql`${keys.status} = ${sql.raw(`'${KeyStatus.done}'`)}`, lte(keys.expires, p('now'))),
+      )
       .orderBy(asc(keys.id))
       .limit(p('limit'))
       .prepare(),
@@ -180,6 +202,23 @@ function prepareQueries(db: AnyBetterSqliteDatabase) {
       )
       .prepare(),
   };
+}
+
+// Up to this many expired answers per id asked for, sorting the backlog is cheapest; beyond it,
+// walking done rows in id order finds the lowest expired ids sooner (about limit × done rows ÷
+// backlog entries), so the cost of a purge stays flat however large the backlog grows.
+const SORTED_BACKLOG_PER_ID = 40;
+
+// The lowest `limit` expired ids, ascending, by whichever plan is cheaper for this backlog.
+function expiredCandidates(
+  queries: ReturnType<typeof prepareQueries>,
+  now: number,
+  limit: number,
+): string[] {
+  const cap = limit * SORTED_BACKLOG_PER_ID;
+  const backlog = queries.backlogUpTo.all({ now, cap })[0]?.count ?? 0;
+  const query = backlog < cap ? queries.expiredSorted : queries.expiredById;
+  return query.all({ now, limit }).map((row) => row.id);
 }
 
 /**
@@ -288,9 +327,7 @@ export class SqliteIdempotencyStore<T = unknown> implements IdempotencyStore<T> 
   expired(now: number, limit: number = DEFAULT_LIMIT): string[] {
     assertLimit(limit);
     assertTime(now, 'now');
-    return this.#open()
-      .expired.all({ now, limit })
-      .map((row) => row.id);
+    return expiredCandidates(this.#open(), now, limit);
   }
 
   /**
@@ -306,7 +343,7 @@ export class SqliteIdempotencyStore<T = unknown> implements IdempotencyStore<T> 
     this.#cache?.retire(now);
     return this.#db.transaction(
       () => {
-        const candidates = queries.expired.all({ now, limit }).map((row) => row.id);
+        const candidates = expiredCandidates(queries, now, limit);
         if (candidates.length === 0) return [];
         const deleted = new Set(
           queries.deleteExpiredIds
