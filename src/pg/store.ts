@@ -137,14 +137,17 @@ function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string) {
         .where(eq(keys.id, p('id'))),
       ['id'],
     ),
+    // Not prepared: each call is planned with its own `now`, so the planner, from the table's
+    // statistics, walks the partial index of done rows in id order when the backlog is large (and
+    // stops at `limit`) and sorts the retention index's range when it is small. A named statement
+    // would settle on one generic plan, whose cost grows with the backlog or with the table.
     expired: db
       .select({ id: keys.id })
       .from(keys)
       .where(isExpiredAnswer)
       .orderBy(asc(keys.id))
-      .limit(p('limit'))
-      .prepare(name('expired')),
-    purge: deleteExpired(lockExpired('candidates', [asc(keys.id)])).prepare(name('purge')),
+      .limit(p('limit')),
+    purge: deleteExpired(lockExpired('candidates', [asc(keys.id)])),
     // Index order (expires, id): each batch reads the start of the retention index range instead
     // of sorting the whole backlog, so a sweep stays linear in it.
     sweepBatch: deleteExpired(lockExpired('batch', [asc(keys.expires), asc(keys.id)])).prepare(

@@ -1,0 +1,1 @@
+CREATE INDEX IF NOT EXISTS "keys_done_id_expires_idx" ON "keys" USING btree ("id","expires") WHERE status = 'done';
