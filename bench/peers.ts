@@ -35,7 +35,7 @@ function expectReplay(replayed: unknown): void {
  * the canonical JSON of method, path and body) over the group-commit SQLite store the README
  * recommends for servers; the first request runs the handler, the retry is replayed.
  */
-function oursCycle(path: string, synchronous: Synchronous) {
+export function oursCycle(path: string, synchronous: Synchronous) {
   const store = new SqliteGroupCommitStore(openSqliteStore(path, { synchronous }));
   const layer = idempotent(store, { ttlSeconds: TTL_SECONDS });
   const handler = async () => {
@@ -62,7 +62,7 @@ function oursCycle(path: string, synchronous: Synchronous) {
  * and pragmas: one autocommit insert, the work, one autocommit update of the answer, one read of
  * it. No fingerprint, no lookup, no argument checks: the physical limit of this design.
  */
-function bareSqliteCycle(path: string, synchronous: Synchronous) {
+export function bareSqliteCycle(path: string, synchronous: Synchronous) {
   const store = openSqliteStore(path, { synchronous });
   const db = store.db.$client;
   const insert = db.prepare(
@@ -166,8 +166,8 @@ async function powertoolsCycle(url: string) {
   };
 }
 
-// Full cycles per second with `inFlight` requests running at once, each on a fresh UUID key.
-async function cyclesPerSecond(cycle: Cycle, count: number, inFlight: number) {
+/** Full cycles per second with `inFlight` requests running at once, each on a fresh UUID key. */
+export async function cyclesPerSecond(cycle: Cycle, count: number, inFlight: number) {
   const keys = Array.from({ length: count }, () => randomUUID());
   let next = 0;
   const worker = async () => {

@@ -118,6 +118,20 @@ export async function sqliteRetention({ quick }: BenchSize): Promise<GroupResult
       for (let i = 0; i < sides.length; i++) sides[(i + round) % sides.length]?.();
     }
     naive.close();
+    // What one purge writes: WAL frames (pages) of one more purge(100) in each table, from an
+    // empty WAL. Deleting 100 random ids touches pages all over each b-tree of a big table.
+    const framesPerPurge = (path: string, store: SqliteIdempotencyStore<unknown>) => {
+      seedKeys(path, 100, 'expired');
+      store.db.$client.pragma('wal_checkpoint(TRUNCATE)');
+      check(store.purge(SEEDED_NOW, 100).length === 100, 'purge');
+      const [wal] = store.db.$client.pragma('wal_checkpoint(PASSIVE)') as { log: number }[];
+      return wal?.log ?? 0;
+    };
+    const frames = {
+      small: framesPerPurge(smallPath, stores.small),
+      big: framesPerPurge(bigPath, stores.big),
+      backlog: framesPerPurge(backlogPath, stores.backlog),
+    };
     for (const store of Object.values(stores)) store.close();
 
     const swept = await sweepTimes(freshStoreFile(dir), quick);
@@ -138,6 +152,9 @@ export async function sqliteRetention({ quick }: BenchSize): Promise<GroupResult
         'sqlite.purge100.ms.big': median(latencies.big),
         'sqlite.purge100.ms.bigLargeBacklog': median(latencies.backlog),
         'sqlite.purge100.ms.naive': median(latencies.naive),
+        'sqlite.purge100.walFrames.small': frames.small,
+        'sqlite.purge100.walFrames.big': frames.big,
+        'sqlite.purge100.walFrames.bigLargeBacklog': frames.backlog,
         'sqlite.purge100.rows.small': small,
         'sqlite.purge100.rows.big': big,
         'sqlite.purge100.backlog.large': largeBacklog,
