@@ -11,7 +11,6 @@ interface ProfileNode {
   readonly callFrame: {
     readonly functionName: string;
     readonly url: string;
-    readonly lineNumber: number;
   };
   readonly hitCount?: number;
 }
