@@ -24,7 +24,7 @@ describe('idem stats --prometheus', () => {
 
   it('refuses --prometheus together with --json', async () => {
     const path = freshDbPath(dir);
-    seedBacklog(path, { live: 1 });
+    seedBacklog(path, { expired: 0, live: 1 });
     const result = await idem(['stats', '--db', path, '--json', '--prometheus']);
     expect(result.code).not.toBe(0);
     expect(result.stdout).toBe('');
