@@ -2,7 +2,7 @@ import type { Client } from '@libsql/client';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { keysTableProblems } from '../core/adoption.js';
 import { SchemaMismatchError } from '../core/errors.js';
-import { sqliteMigrationsFolder } from '../sqlite/migrate.js';
+import { migrationsFolder } from '../core/migrations-folder.js';
 import type { AnyLibsqlDatabase } from './store.js';
 
 const MIGRATIONS_TABLE = '__drizzle_migrations';
@@ -96,7 +96,7 @@ async function assertAdoptable(client: Client): Promise<void> {
 export async function applyLibsqlMigrations(db: AnyLibsqlDatabase): Promise<void> {
   const client = db.$client;
   await assertAdoptable(client);
-  const migrations = readMigrationFiles({ migrationsFolder: sqliteMigrationsFolder });
+  const migrations = readMigrationFiles({ migrationsFolder: migrationsFolder('sqlite') });
   const newest = Math.max(...migrations.map((migration) => migration.folderMillis));
   const lastApplied = async (run: Pick<Client, 'execute'>): Promise<number> => {
     const table = await run.execute({
