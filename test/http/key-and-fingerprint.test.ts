@@ -1,13 +1,14 @@
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
+  BodyRefusedError,
   idempotent,
   MAX_KEY_LENGTH,
   parseIdempotencyKey,
   requestFingerprint,
   storedId,
 } from '../../src/http/index.js';
-import { InvalidDigestError, InvalidOptionError } from '../../src/index.js';
+import { InvalidOptionError } from '../../src/index.js';
 import { openSqliteStore } from '../../src/sqlite/index.js';
 
 const request = (body: unknown, method = 'POST', path = '/payments') => ({
@@ -123,7 +124,7 @@ describe('requestFingerprint', () => {
   });
 
   it('refuses a body canonical JSON cannot represent', () => {
-    expect(() => requestFingerprint(request({ amount: Number.NaN }))).toThrow(InvalidDigestError);
+    expect(() => requestFingerprint(request({ amount: Number.NaN }))).toThrow(BodyRefusedError);
   });
 });
 
