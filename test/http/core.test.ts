@@ -160,3 +160,77 @@ describe('idempotent core', () => {
     expect(store.get('k1')?.status).toBe('pending');
   });
 });
+
+describe('idempotent core, answers given as values', () => {
+  it('stores what JSON.stringify sent for a value with an undefined field, and replays it', async () => {
+    const store = openSqliteStore(freshDbPath(dir));
+    try {
+      const layer = idempotent(store, { now: () => 0 });
+      const first = await layer.handle(request, () => ({
+        status: 201,
+        body: { x: undefined, y: 1 } as never,
+      }));
+      expect(first.outcome).toBe('executed');
+      expect(first.response.body).toEqual(Buffer.from('{"y":1}'));
+      const replay = await layer.handle(request, () => ({ status: 500 }));
+      expect(replay.outcome).toBe('replayed');
+      expect(replay.response.body).toEqual(Buffer.from('{"y":1}'));
+    } finally {
+      store.close();
+    }
+  });
+
+  it('answers a body it cannot fingerprint with a 400 problem, before the handler and the store', async () => {
+    const store = openSqliteStore(freshDbPath(dir));
+    try {
+      let runs = 0;
+      const result = await idempotent(store, { now: () => 0 }).handle(
+        { ...request, body: { amount: Number.NaN } },
+        () => {
+          runs += 1;
+          return { status: 201 };
+        },
+      );
+      expect(result.outcome).toBe('problem');
+      expect(result.response.status).toBe(400);
+      expect(result.response.headers?.['content-type']).toBe('application/problem+json');
+      expect(runs).toBe(0);
+      expect(store.get('k1')).toBeNull();
+    } finally {
+      store.close();
+    }
+  });
+
+  it('replays an answer stored by 0.1.0 (a JSON value) as 0.1.0 sent it', async () => {
+    const store = openSqliteStore(freshDbPath(dir));
+    try {
+      const fingerprint = requestFingerprint(request);
+      store.reserve('k1', fingerprint, 100);
+      store.finish('k1', fingerprint, {
+        status: 201,
+        headers: { 'content-type': 'application/json; charset=utf-8', location: '/p/1' },
+        body: { id: 'p_1', amount: 10 },
+      });
+      store.reserve('k2', fingerprint, 100);
+      store.finish('k2', fingerprint, {
+        status: 200,
+        headers: { 'content-type': 'image/png' },
+        body: Buffer.from([0x89, 0x50]).toString('base64'),
+        encoding: 'base64',
+      });
+      const layer = idempotent(store, { now: () => 0 });
+      const json = await layer.handle(request, () => ({ status: 500 }));
+      expect(json.outcome).toBe('replayed');
+      expect(json.response.status).toBe(201);
+      expect(json.response.headers?.location).toBe('/p/1');
+      expect(json.response.body).toEqual(Buffer.from('{"id":"p_1","amount":10}'));
+      const png = await layer.handle({ ...request, headers: { 'idempotency-key': 'k2' } }, () => ({
+        status: 500,
+      }));
+      expect(png.outcome).toBe('replayed');
+      expect(png.response.body).toEqual(new Uint8Array([0x89, 0x50]));
+    } finally {
+      store.close();
+    }
+  });
+});
