@@ -6,6 +6,7 @@ import { expiredCommand, migrateCommand, purgeCommand, statsCommand } from './co
 import type { CliIo } from './io.js';
 import { DEFAULT_DB, type LocationFlags, resolveStoreLocation } from './location.js';
 import {
+  assertSaneNow,
   parseBatch,
   parseDbPath,
   parseLimit,
@@ -13,11 +14,12 @@ import {
   parseMaxSeconds,
   parseNow,
   parseSchema,
+  parseTable,
   parseUrl,
 } from './parse.js';
 import { sweepCommand } from './sweep-command.js';
 
-// `--db`, `--url` and `--schema` on a command. Their defaults come from the environment when the
+// `--db`, `--url`, `--schema` and `--table` on a command. Their defaults come from the environment when the
 // command runs (see resolveStoreLocation), not from commander, so that commander's conflict
 // check sees only what was typed.
 function addLocationOptions(command: Command): Command {
@@ -38,6 +40,11 @@ function addLocationOptions(command: Command): Command {
         '--schema <name>',
         'the PostgreSQL schema of the keys table (default public)',
       ).argParser(parseSchema),
+    )
+    .addOption(
+      new Option('--table <name>', 'the name of the keys table (default keys)').argParser(
+        parseTable,
+      ),
     );
 }
 
@@ -72,6 +79,11 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
     .configureOutput({
       writeOut: (text) => io.stdout.write(text),
       writeErr: (text) => io.stderr.write(text),
+    })
+    .option('--force', 'accept a --now that looks like milliseconds or lies over a year ahead')
+    .hook('preAction', (root, command) => {
+      const { now } = command.opts<{ now?: number }>();
+      assertSaneNow(now, root.opts<{ force?: boolean }>().force === true, Date.now() / 1000);
     });
 
   addLocationOptions(
