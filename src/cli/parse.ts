@@ -2,7 +2,7 @@ import { InvalidArgumentError } from 'commander';
 import { IdempotencyError } from '../core/errors.js';
 import { assertIntegerOption, assertLimit, MAX_BATCH_SIZE } from '../core/validation.js';
 import { assertSchemaName } from '../pg/identifier.js';
-import { assertPostgresUrl } from './location.js';
+import { assertServerUrl } from './location.js';
 
 const INTEGER = /^\d+$/;
 const DECIMAL = /^-?\d+(\.\d+)?$/;
@@ -67,9 +67,9 @@ export function parseNow(text: string): number {
   return now;
 }
 
-/** `--url URL`: a `postgres://` or `postgresql://` connection string. */
+/** `--url URL`: a `postgres://`, `postgresql://` or `mysql://` connection string. */
 export function parseUrl(text: string): string {
-  usingLibraryCheck(() => assertPostgresUrl(text, '--url'));
+  usingLibraryCheck(() => assertServerUrl(text, '--url'));
   return text;
 }
 
