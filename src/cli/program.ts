@@ -92,6 +92,11 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
   )
     .addOption(nowOption())
     .addOption(jsonOption())
+    .addOption(
+      new Option('--prometheus', 'print the gauges in the Prometheus text format').conflicts(
+        'json',
+      ),
+    )
     .action(async (options) =>
       statsCommand(io, { ...options, location: locate(options), now: timeOf(options) }),
     );
