@@ -21,6 +21,7 @@ import {
   DEFAULT_LIMIT,
   MAX_BATCH_SIZE,
 } from '../core/validation.js';
+import { compileMysqlStatement, type WriteHeader } from './compile.js';
 import { ER_DUP_ENTRY, mysqlErrno, retryDeadlocks } from './errors.js';
 import {
   DEFAULT_MYSQL_TABLE,
@@ -45,11 +46,6 @@ export interface MysqlStoreOptions {
   readonly onClose?: () => unknown;
 }
 
-// What mysql2 answers for INSERT, UPDATE and DELETE.
-interface WriteResult {
-  readonly affectedRows: number;
-}
-
 const p = sql.placeholder;
 
 // The server would refuse (strict sql_mode) or truncate (any other) a longer value: refusing it
@@ -71,8 +67,9 @@ function checkDigest(digest: unknown): asserts digest is string {
   assertStorable(digest, 'digest');
 }
 
+// drizzle answers a write in a transaction with mysql2's [header, fields].
 function affected(result: unknown): number {
-  return ((result as [WriteResult])[0] ?? (result as WriteResult)).affectedRows;
+  return (result as [WriteHeader])[0].affectedRows;
 }
 
 function prepareQueries(db: AnyMysqlDatabase, keys: MysqlKeysTable) {
@@ -84,26 +81,45 @@ function prepareQueries(db: AnyMysqlDatabase, keys: MysqlKeysTable) {
   return {
     // A plain INSERT, never INSERT IGNORE (which also turns truncations and other errors into
     // warnings): a duplicate key fails with ER_DUP_ENTRY and nothing else is swallowed.
-    reserve: db
-      .insert(keys)
-      .values({
+    // The per-request operations skip drizzle's per-call work where the driver allows it (see
+    // compileMysqlStatement); drizzle still writes their SQL.
+    reserve: compileMysqlStatement<'id' | 'fingerprint' | 'expires', WriteHeader>(
+      db,
+      db.insert(keys).values({
         id: sql`${p('id')}`,
         fingerprint: sql`${p('fingerprint')}`,
         status: KeyStatus.pending,
         expires: sql`${p('expires')}`,
-      })
-      .prepare(),
-    finish: db
-      .update(keys)
-      .set({ status: KeyStatus.done, response: sql`${p('response')}` })
-      .where(ownPending)
-      .prepare(),
-    release: db.delete(keys).where(ownPending).prepare(),
-    fetch: db
-      .select({ response: keys.response })
-      .from(keys)
-      .where(and(eq(keys.id, p('id')), eq(keys.status, KeyStatus.done), gt(keys.expires, p('now'))))
-      .prepare(),
+      }),
+      ['id', 'fingerprint', 'expires'],
+      'header',
+    ),
+    finish: compileMysqlStatement<'id' | 'fingerprint' | 'response', WriteHeader>(
+      db,
+      db
+        .update(keys)
+        .set({ status: KeyStatus.done, response: sql`${p('response')}` })
+        .where(ownPending),
+      ['id', 'fingerprint', 'response'],
+      'header',
+    ),
+    release: compileMysqlStatement<'id' | 'fingerprint', WriteHeader>(
+      db,
+      db.delete(keys).where(ownPending),
+      ['id', 'fingerprint'],
+      'header',
+    ),
+    fetch: compileMysqlStatement<'id' | 'now', { response: string | null }[]>(
+      db,
+      db
+        .select({ response: keys.response })
+        .from(keys)
+        .where(
+          and(eq(keys.id, p('id')), eq(keys.status, KeyStatus.done), gt(keys.expires, p('now'))),
+        ),
+      ['id', 'now'],
+      'rows',
+    ),
     get: db
       .select()
       .from(keys)
@@ -217,7 +233,7 @@ export class MysqlIdempotencyStore<T = unknown> implements IdempotencyStore<T> {
     assertTime(expires, 'expires');
     const { reserve } = this.#open();
     try {
-      await retryDeadlocks(() => reserve.execute({ id: key, fingerprint: digest, expires }));
+      await retryDeadlocks(() => reserve({ id: key, fingerprint: digest, expires }));
       return true;
     } catch (error) {
       if (mysqlErrno(error) === ER_DUP_ENTRY) return false;
@@ -232,16 +248,16 @@ export class MysqlIdempotencyStore<T = unknown> implements IdempotencyStore<T> {
     const text = serializeResponse(response);
     const { finish } = this.#open();
     const result = await retryDeadlocks(() =>
-      finish.execute({ id: key, fingerprint: digest, response: text }),
+      finish({ id: key, fingerprint: digest, response: text }),
     );
-    return affected(result) === 1;
+    return result.affectedRows === 1;
   }
 
   /** {@inheritDoc IdempotencyStore.fetch} */
   async fetch(key: string, now: number): Promise<T | null> {
     checkKey(key);
     assertTime(now, 'now');
-    const [row] = await this.#open().fetch.execute({ id: key, now });
+    const [row] = await this.#open().fetch({ id: key, now });
     return row?.response == null ? null : parseResponse<T>(row.response);
   }
 
@@ -326,8 +342,8 @@ export class MysqlIdempotencyStore<T = unknown> implements IdempotencyStore<T> {
     checkKey(key);
     checkDigest(digest);
     const { release } = this.#open();
-    const result = await retryDeadlocks(() => release.execute({ id: key, fingerprint: digest }));
-    return affected(result) === 1;
+    const result = await retryDeadlocks(() => release({ id: key, fingerprint: digest }));
+    return result.affectedRows === 1;
   }
 
   /** {@inheritDoc IdempotencyStore.get} */

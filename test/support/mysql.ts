@@ -97,9 +97,10 @@ export async function seedMysqlRows(
 /**
  * A harness over the server at `url`: one migrated database per test file, emptied before each
  * test and dropped when the file ends (creating and migrating one per test would cost more than
- * the test itself).
+ * the test itself). With `viaDrizzle`, the store's database has a logger, which makes the store
+ * run every statement through drizzle instead of sending its hot ones to mysql2 directly.
  */
-export function mysqlHarness(url: string): HarnessFactory {
+export function mysqlHarness(url: string, viaDrizzle = false): HarnessFactory {
   let database: Promise<MysqlDatabase> | undefined;
   afterAll(async () => {
     if (database) await (await database).drop();
@@ -109,9 +110,11 @@ export function mysqlHarness(url: string): HarnessFactory {
       await applyMysqlMigrations(fresh.db);
       return fresh;
     });
-    const { db } = await database;
+    const { db, pool } = await database;
     await db.execute(sql`DELETE FROM \`keys\``);
-    const store = new MysqlIdempotencyStore(db);
+    const store = new MysqlIdempotencyStore(
+      viaDrizzle ? drizzle(pool, { logger: { logQuery: () => undefined } }) : db,
+    );
     return {
       store,
       rows: () => readMysqlRows(db),
