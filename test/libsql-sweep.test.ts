@@ -99,4 +99,18 @@ describe('sweep on a libSQL store', () => {
     await store.close();
     expect(tally(path)).toEqual({ expired: 95, live: 0, pending: 4, stalePending: 0 });
   });
+
+  it('lets reserves of the same process run between batches without stalling', async () => {
+    const { path, store } = await withSeededStore({ expired: 2_000, pending: 10 });
+    // The client has several connections; a transaction held open across an await would make a
+    // reserve on another connection wait for the lock synchronously, stalling the sweep itself.
+    const [result, reserved] = await Promise.all([
+      sweep(store, { now: SWEEP_NOW, batchSize: 50 }),
+      Promise.all(Array.from({ length: 200 }, (_, i) => store.reserve(`new-${i}`, 'd', 2_000))),
+    ]);
+    await store.close();
+    expect(result).toMatchObject({ deleted: 2_000, remaining: 0, stoppedBy: 'drained' });
+    expect(reserved.every(Boolean)).toBe(true);
+    expect(tally(path)).toEqual({ expired: 0, live: 0, pending: 210, stalePending: 0 });
+  });
 });

@@ -13,11 +13,12 @@ import {
   parseMaxSeconds,
   parseNow,
   parseSchema,
+  parseTable,
   parseUrl,
 } from './parse.js';
 import { sweepCommand } from './sweep-command.js';
 
-// `--db`, `--url` and `--schema` on a command. Their defaults come from the environment when the
+// `--db`, `--url`, `--schema` and `--table` on a command. Their defaults come from the environment when the
 // command runs (see resolveStoreLocation), not from commander, so that commander's conflict
 // check sees only what was typed.
 function addLocationOptions(command: Command): Command {
@@ -41,6 +42,11 @@ function addLocationOptions(command: Command): Command {
         '--schema <name>',
         'the PostgreSQL schema of the keys table (default public)',
       ).argParser(parseSchema),
+    )
+    .addOption(
+      new Option('--table <name>', 'the name of the keys table (default keys)').argParser(
+        parseTable,
+      ),
     );
 }
 

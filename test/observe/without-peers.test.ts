@@ -32,7 +32,7 @@ function isolatedCopy(): string {
 }
 
 describe('optional peers', () => {
-  it('the observe subpath imports and works where @opentelemetry/api cannot be resolved', async () => {
+  it('observe, fetch and fastify import and work where their peers cannot be resolved', async () => {
     const copy = isolatedCopy();
     const result = await runTs(
       join(copy, 'test', 'fixtures', 'observe-without-peers.ts'),
@@ -45,10 +45,13 @@ describe('optional peers', () => {
     const output = JSON.parse(result.stdout) as Record<string, unknown>;
     expect(output).toMatchObject({
       otelMissing: true,
+      fastifyMissing: true,
+      fastifyHooks: ['onError', 'onSend', 'preHandler'],
+      fetchStatus: 201,
       unwrapped: true,
       reserved: true,
       finished: true,
     });
-    expect(output.metrics).toContain('idempotency_done_keys 1\n');
+    expect(output.metrics).toContain('idempotency_done_keys 2\n');
   });
 });

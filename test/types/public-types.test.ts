@@ -14,6 +14,7 @@ import type {
   StatusCounts,
   SweepStop,
 } from '../../src/index.js';
+import type { LibsqlIdempotencyStore } from '../../src/libsql/index.js';
 import type { PgIdempotencyStore, PgStoreOptions, keys as pgKeys } from '../../src/pg/index.js';
 import {
   applySqliteMigrations,
@@ -52,18 +53,22 @@ describe('the public types', () => {
     store.close();
   });
 
-  it('fetch returns a Promise of T | null on the PostgreSQL store; the interface allows both', () => {
+  it('fetch returns a Promise of T | null on the async stores; the interface allows both', () => {
     expectTypeOf<PgIdempotencyStore<Receipt>['fetch']>().returns.toEqualTypeOf<
       Promise<Receipt | null>
     >();
     expectTypeOf<PgIdempotencyStore<Receipt>['get']>().returns.toEqualTypeOf<
       Promise<IdempotencyRecord<Receipt> | null>
     >();
+    expectTypeOf<LibsqlIdempotencyStore<Receipt>['fetch']>().returns.toEqualTypeOf<
+      Promise<Receipt | null>
+    >();
     expectTypeOf<IdempotencyStore<Receipt>['fetch']>().returns.toEqualTypeOf<
       MaybePromise<Receipt | null>
     >();
     expectTypeOf<SqliteIdempotencyStore<Receipt>>().toExtend<IdempotencyStore<Receipt>>();
     expectTypeOf<PgIdempotencyStore<Receipt>>().toExtend<IdempotencyStore<Receipt>>();
+    expectTypeOf<LibsqlIdempotencyStore<Receipt>>().toExtend<IdempotencyStore<Receipt>>();
     // A store of one answer type is not a store of another.
     expectTypeOf<SqliteIdempotencyStore<Receipt>>().not.toExtend<IdempotencyStore<string>>();
     expect(typeof SqliteIdempotencyStore).toBe('function');
