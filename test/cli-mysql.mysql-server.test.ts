@@ -49,6 +49,21 @@ describe.concurrent('idem on MySQL', () => {
         stalePending: 0,
         now: SWEEP_NOW,
       });
+      const renamed = ['--url', fresh.url, '--table', 'idem_keys'];
+      expect((await idem(['stats', ...renamed])).stderr).toContain('--table idem_keys');
+      expect((await idem(['migrate', ...renamed])).code).toBe(0);
+      expect(jsonLine(await idem(['stats', ...renamed, ...NOW, '--json']))).toMatchObject({
+        pending: 0,
+      });
+      const [tables] = (await fresh.pool.query(
+        'SELECT TABLE_NAME AS name FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()',
+      )) as unknown as [{ name: string }[]];
+      expect(tables.map((table) => table.name).sort()).toEqual([
+        '__idempotency_migrations',
+        '__idempotency_migrations_idem_keys',
+        'idem_keys',
+        'keys',
+      ]);
     });
   });
 

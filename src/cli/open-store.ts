@@ -96,9 +96,10 @@ async function openMysql(
   create: boolean,
 ): Promise<CliStore> {
   // Loaded here so that users of the other dialects need not install `mysql2`.
-  const [{ default: mysql }, { openMysqlStore }] = await Promise.all([
+  const [{ default: mysql }, { openMysqlStore }, { mysqlKeysTable }] = await Promise.all([
     import('mysql2/promise'),
     import('../mysql/open.js'),
+    import('../mysql/schema.js'),
   ]);
   // One connection: a command runs one statement at a time.
   const pool = mysql.createPool({ uri: location.url, connectionLimit: 1, charset: 'utf8mb4' });
@@ -106,7 +107,8 @@ async function openMysql(
     let found: boolean;
     try {
       const [rows] = (await pool.query(
-        "SELECT count(*) AS found FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'keys'",
+        'SELECT count(*) AS found FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?',
+        [location.table],
       )) as unknown as [{ found: number }[]];
       found = Number(rows[0]?.found) > 0;
     } catch (error) {
@@ -119,10 +121,10 @@ async function openMysql(
     // report an empty new store as if all were well.
     if (!create && !found) {
       throw new DatabaseOpenError(
-        `no keys table at ${describeLocation(location)}: create it with "idem migrate --url URL"`,
+        `no ${location.table} table at ${describeLocation(location)}: create it with "idem migrate --url URL --table ${location.table}"`,
       );
     }
-    const store = await openMysqlStore(pool);
+    const store = await openMysqlStore(pool, { table: mysqlKeysTable(location.table) });
     return {
       store,
       close: async () => {

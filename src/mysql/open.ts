@@ -2,7 +2,6 @@ import type { Pool } from 'mysql2/promise';
 import { DatabaseOpenError } from '../core/errors.js';
 import { assertIntegerOption } from '../core/validation.js';
 import { applyMysqlMigrations, type MysqlMigrationOptions } from './migrate.js';
-import { assertMysqlTableName, DEFAULT_MYSQL_TABLE } from './schema.js';
 import { MysqlIdempotencyStore } from './store.js';
 
 /** Options of {@link openMysqlStore}. */
@@ -54,7 +53,7 @@ const STRICT_SESSION =
  *   await store.close();
  * }
  * ```
- * @throws {@link InvalidOptionError} for a bad table name or pool size, before connecting
+ * @throws {@link InvalidOptionError} for a bad pool size, before connecting
  * @throws {@link DatabaseOpenError} when the server cannot be reached or is too old
  * @throws {@link SchemaMismatchError} when a foreign table is in the way; nothing is written
  */
@@ -62,8 +61,6 @@ export async function openMysqlStore<T = unknown>(
   source: string | Pool,
   options: OpenMysqlStoreOptions = {},
 ): Promise<MysqlIdempotencyStore<T>> {
-  const table = options.table ?? DEFAULT_MYSQL_TABLE;
-  assertMysqlTableName(table);
   const connectionLimit = options.connectionLimit ?? 10;
   assertIntegerOption(connectionLimit, 'connectionLimit', 1, 10_000);
   if (typeof source === 'string' && source.length === 0) {
@@ -111,9 +108,10 @@ export async function openMysqlStore<T = unknown>(
     const problem = unsupported(version);
     if (problem !== undefined) throw new DatabaseOpenError(problem);
     const db = drizzle(pool);
-    await applyMysqlMigrations(db, { table });
+    const table = options.table === undefined ? {} : { table: options.table };
+    await applyMysqlMigrations(db, table);
     return new MysqlIdempotencyStore<T>(db, {
-      table,
+      ...table,
       ...(ownsPool ? { onClose: () => pool.end() } : {}),
     });
   } catch (error) {

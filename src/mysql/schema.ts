@@ -2,16 +2,14 @@ import {
   boolean,
   customType,
   double,
+  getTableConfig,
   index,
   int,
   mysqlTable,
   varchar,
 } from 'drizzle-orm/mysql-core';
-import { InvalidOptionError } from '../core/errors.js';
 import type { KeyStatus } from '../core/status.js';
-
-/** The table name the store uses when none is given. */
-export const DEFAULT_MYSQL_TABLE = 'keys';
+import { assertTableName, DEFAULT_TABLE_NAME, retentionIndexName } from '../core/table-name.js';
 
 /**
  * The most UTF-8 bytes an `id` (the key) or a `fingerprint` holds on MySQL. Enough for any key of
@@ -19,10 +17,6 @@ export const DEFAULT_MYSQL_TABLE = 'keys';
  * a typed error before they reach the server, so no `sql_mode` can truncate them.
  */
 export const MYSQL_MAX_TEXT_BYTES = 1024;
-
-// The longest table name whose derived names (its index, its migrations journal) still fit
-// MySQL's 64-character identifiers.
-const MAX_TABLE_NAME = 38;
 
 // Keys and fingerprints are compared and ordered as bytes. VARBINARY is the one type that does
 // so on MySQL and MariaDB alike: the `utf8mb4_bin` collation is PAD SPACE on MariaDB (so 'k' and
@@ -41,47 +35,24 @@ const answerText = customType<{ data: string; driverData: string }>({
 });
 
 /**
- * Asserts that `name` can name the keys table on MySQL: a letter or underscore, then letters,
- * digits or underscores, at most 38 characters, so that the index and the migrations journal
- * derived from it fit MySQL's 64-character identifiers.
+ * Builds the keys table on MySQL under `name` (default `keys`): the contract's five columns plus
+ * the lease columns, `id` and `fingerprint` compared as bytes, `expires` a DOUBLE, the answer in a
+ * LONGTEXT, and the retention index on `(status, expires, id)` named after the table
+ * (`<name>_status_expires_id_idx`) so two tables never clash. Export it from your drizzle-kit
+ * schema if you keep your own migrations, and give it to the store as `{ table }`.
  *
- * @throws {@link InvalidOptionError} otherwise
- */
-export function assertMysqlTableName(name: unknown): asserts name is string {
-  if (
-    typeof name !== 'string' ||
-    !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name) ||
-    name.length > MAX_TABLE_NAME
-  ) {
-    throw new InvalidOptionError(
-      `table must be a letter or underscore followed by letters, digits or underscores, at most ${MAX_TABLE_NAME} characters, got ${
-        typeof name === 'string' ? JSON.stringify(name.slice(0, 80)) : typeof name
-      }`,
-    );
-  }
-}
-
-/** The name of the retention index of the table `name`. */
-export function mysqlRetentionIndexName(name: string): string {
-  return `${name}_status_expires_id_idx`;
-}
-
-/**
- * Builds the keys table under `name` (default `keys`): the contract's five columns plus the lease
- * columns, `id` and `fingerprint` compared as bytes, `expires` a DOUBLE, the answer in a
- * LONGTEXT, and the retention index on `(status, expires, id)` named after the table so two
- * tables never clash.
- *
- * @param name - the table's name; see {@link assertMysqlTableName}
- * @throws {@link InvalidOptionError} for a name MySQL cannot hold with its derived names
+ * @param name - the table's name: letters, digits and underscores, at most 38; default `keys`
+ * @throws {@link InvalidOptionError} for a name the library cannot use
  * @example
  * ```ts
  * import { mysqlKeysTable } from 'drizzle-idempotency/mysql';
  * export const idempotencyKeys = mysqlKeysTable('idempotency_keys');
  * ```
  */
-export function mysqlKeysTable(name: string = DEFAULT_MYSQL_TABLE) {
-  assertMysqlTableName(name);
+export function mysqlKeysTable<const N extends string = typeof DEFAULT_TABLE_NAME>(
+  name: N = DEFAULT_TABLE_NAME as N,
+) {
+  assertTableName(name);
   return mysqlTable(
     name,
     {
@@ -98,12 +69,27 @@ export function mysqlKeysTable(name: string = DEFAULT_MYSQL_TABLE) {
       // The handler ran but its answer was not recorded: never retried automatically.
       unrecorded: boolean('unrecorded').notNull().default(false),
     },
-    (t) => [index(mysqlRetentionIndexName(name)).on(t.status, t.expires, t.id)],
+    (t) => [index(retentionIndexName(name)).on(t.status, t.expires, t.id)],
   );
 }
 
-/** The type of a keys table built by {@link mysqlKeysTable}, whatever its name. */
-export type MysqlKeysTable = ReturnType<typeof mysqlKeysTable>;
+/** A keys table built by {@link mysqlKeysTable}, whatever its name. */
+export type MysqlKeysTable = ReturnType<typeof mysqlKeysTable<string>>;
+
+/** Options naming the keys table of a store, of the migrations or of the adoption check. */
+export interface MysqlTableOptions {
+  /** The keys table, from `mysqlKeysTable(name)`. Default: the `keys` table. */
+  readonly table?: MysqlKeysTable;
+}
+
+/** The keys table the options point at, and its name. */
+export function resolveMysqlTable(options: MysqlTableOptions): {
+  readonly table: MysqlKeysTable;
+  readonly name: string;
+} {
+  if (options.table === undefined) return { table: keys, name: DEFAULT_TABLE_NAME };
+  return { table: options.table, name: getTableConfig(options.table).name };
+}
 
 /**
  * The `keys` table. Import it into your own drizzle-kit schema if you keep your own migrations.

@@ -12,6 +12,7 @@ import type {
   RetentionStats,
   StatusCounts,
 } from '../core/store.js';
+import { retentionIndexName } from '../core/table-name.js';
 import {
   assertDigest,
   assertIntegerOption,
@@ -24,11 +25,10 @@ import {
 import { compileMysqlStatement, type WriteHeader } from './compile.js';
 import { ER_DUP_ENTRY, mysqlErrno, retryDeadlocks } from './errors.js';
 import {
-  DEFAULT_MYSQL_TABLE,
   MYSQL_MAX_TEXT_BYTES,
   type MysqlKeysTable,
-  mysqlKeysTable,
-  mysqlRetentionIndexName,
+  type MysqlTableOptions,
+  resolveMysqlTable,
 } from './schema.js';
 
 /** Any drizzle database over mysql2 (a pool or a single connection), whatever its schema. */
@@ -36,9 +36,7 @@ import {
 export type AnyMysqlDatabase = MySql2Database<any>;
 
 /** Options of {@link MysqlIdempotencyStore}. */
-export interface MysqlStoreOptions {
-  /** The keys table's name in the connection's database. Default `keys`. */
-  readonly table?: string;
+export interface MysqlStoreOptions extends MysqlTableOptions {
   /**
    * Called once by `close()`, e.g. to end a pool the store owns. By default `close()` leaves the
    * connection alone: a store built over your database never ends your pool.
@@ -205,13 +203,12 @@ export class MysqlIdempotencyStore<T = unknown> implements IdempotencyStore<T> {
   /**
    * @param db - a drizzle mysql2 database; the store shares its connections
    * @param options - see {@link MysqlStoreOptions}
-   * @throws {@link InvalidOptionError} for a table name MySQL cannot hold
    */
   constructor(db: AnyMysqlDatabase, options: MysqlStoreOptions = {}) {
-    const name = options.table ?? DEFAULT_MYSQL_TABLE;
+    const { table, name } = resolveMysqlTable(options);
     this.#db = db;
-    this.#table = mysqlKeysTable(name);
-    this.#retentionIndex = mysqlRetentionIndexName(name);
+    this.#table = table;
+    this.#retentionIndex = retentionIndexName(name);
     this.#queries = prepareQueries(db, this.#table);
     this.#onClose = options.onClose;
   }

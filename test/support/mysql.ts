@@ -1,11 +1,14 @@
 import { sql } from 'drizzle-orm';
+import { getTableConfig } from 'drizzle-orm/mysql-core';
 import { drizzle } from 'drizzle-orm/mysql2';
 import mysql from 'mysql2/promise';
 import { afterAll } from 'vitest';
 import {
   type AnyMysqlDatabase,
   applyMysqlMigrations,
+  keys,
   MysqlIdempotencyStore,
+  type MysqlKeysTable,
 } from '../../src/mysql/index.js';
 import type { HarnessFactory, RawRow } from '../contract/harness.js';
 import { uniqueName } from './pg.js';
@@ -100,25 +103,31 @@ export async function seedMysqlRows(
  * the test itself). With `viaDrizzle`, the store's database has a logger, which makes the store
  * run every statement through drizzle instead of sending its hot ones to mysql2 directly.
  */
-export function mysqlHarness(url: string, viaDrizzle = false): HarnessFactory {
+export function mysqlHarness(
+  url: string,
+  options: { readonly viaDrizzle?: boolean; readonly table?: MysqlKeysTable } = {},
+): HarnessFactory {
+  const table = options.table ?? keys;
+  const name = getTableConfig(table).name;
   let database: Promise<MysqlDatabase> | undefined;
   afterAll(async () => {
     if (database) await (await database).drop();
   });
   return async () => {
     database ??= freshMysqlDatabase(url).then(async (fresh) => {
-      await applyMysqlMigrations(fresh.db);
+      await applyMysqlMigrations(fresh.db, { table });
       return fresh;
     });
     const { db, pool } = await database;
-    await db.execute(sql`DELETE FROM \`keys\``);
+    await db.execute(sql`DELETE FROM ${sql.identifier(name)}`);
     const store = new MysqlIdempotencyStore(
-      viaDrizzle ? drizzle(pool, { logger: { logQuery: () => undefined } }) : db,
+      options.viaDrizzle ? drizzle(pool, { logger: { logQuery: () => undefined } }) : db,
+      { table },
     );
     return {
       store,
-      rows: () => readMysqlRows(db),
-      seed: (rows) => seedMysqlRows(db, rows),
+      rows: () => readMysqlRows(db, name),
+      seed: (rows) => seedMysqlRows(db, rows, name),
       close: () => store.close(),
     };
   };
