@@ -1,6 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { httpEndToEnd } from './http.js';
+import { mysqlOps } from './mysql.js';
 import { peers } from './peers.js';
 import { pgOps } from './pg.js';
 import { sqliteOps } from './sqlite-ops.js';
@@ -38,6 +39,9 @@ const TARGETS: Record<string, Target> = {
   'pg.finish.ratio': atLeast(0.9),
   'pg.fetch.ratio': atLeast(0.9),
   'pg.purge100.backlogScale': atMost(2),
+  'mysql.reserve.ratio': atLeast(0.9),
+  'mysql.finish.ratio': atLeast(0.9),
+  'mysql.fetch.ratio': atLeast(0.9),
   'peer.cycle1.vsBare': atLeast(0.85),
   'peer.cycle1.vsNodeIdempotencyRedis': atLeast(1.5),
   'peer.cycle32.vsNodeIdempotencyRedis': atLeast(1.3),
@@ -50,6 +54,7 @@ const GROUPS: Record<string, (size: BenchSize) => Promise<GroupResult>> = {
   'sqlite-retention': sqliteRetention,
   'sqlite-sweep-impact': sqliteSweepImpact,
   pg: pgOps,
+  mysql: mysqlOps,
   peers,
   http: httpEndToEnd,
 };

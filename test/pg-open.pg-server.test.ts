@@ -37,14 +37,9 @@ function newSchema(): string {
 }
 
 const MIGRATED = {
-  tables: ['__drizzle_migrations', 'keys'],
-  indexes: [
-    '__drizzle_migrations_pkey',
-    'keys_done_id_expires_idx',
-    'keys_pkey',
-    'keys_status_expires_id_idx',
-  ],
-  migrations: 2,
+  tables: ['__idempotency_migrations', 'keys'],
+  indexes: ['__idempotency_migrations_pkey', 'keys_pkey', 'keys_status_expires_id_idx'],
+  migrations: 1,
 };
 
 describe('openPgStore on the real server', () => {
@@ -220,6 +215,9 @@ describe('the per-request statements sent straight to node-postgres', () => {
         status: 'done',
         expires: 10.5,
         response: { receipt: 7 },
+        leaseUntil: null,
+        attempt: 1,
+        unrecorded: false,
       });
       expect(await store.reserve('p', 'd', 10)).toBe(true);
       expect(await store.release('p', 'd')).toBe(true);

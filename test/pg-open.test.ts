@@ -9,14 +9,9 @@ import { inspectSchema } from './support/pg-inspect.js';
 const database = sharedPglite();
 
 const MIGRATED = {
-  tables: ['__drizzle_migrations', 'keys'],
-  indexes: [
-    '__drizzle_migrations_pkey',
-    'keys_done_id_expires_idx',
-    'keys_pkey',
-    'keys_status_expires_id_idx',
-  ],
-  migrations: 2,
+  tables: ['__idempotency_migrations', 'keys'],
+  indexes: ['__idempotency_migrations_pkey', 'keys_pkey', 'keys_status_expires_id_idx'],
+  migrations: 1,
 };
 
 async function createSchema(statements: (schema: string) => string[]): Promise<string> {
@@ -60,6 +55,9 @@ describe('applyPgMigrations (PGlite)', () => {
       status: 'done',
       expires: 10.5,
       response: { receipt: 2 },
+      leaseUntil: null,
+      attempt: 1,
+      unrecorded: false,
     });
   });
 

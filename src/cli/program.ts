@@ -1,10 +1,12 @@
 import { Command, Option } from 'commander';
+import manifest from '../../package.json' with { type: 'json' };
 import { DEFAULT_LIMIT } from '../core/validation.js';
 import { DEFAULT_BATCH_SIZE } from '../sweep.js';
 import { expiredCommand, migrateCommand, purgeCommand, statsCommand } from './commands.js';
 import type { CliIo } from './io.js';
 import { DEFAULT_DB, type LocationFlags, resolveStoreLocation } from './location.js';
 import {
+  assertSaneNow,
   parseBatch,
   parseDbPath,
   parseLimit,
@@ -12,11 +14,12 @@ import {
   parseMaxSeconds,
   parseNow,
   parseSchema,
+  parseTable,
   parseUrl,
 } from './parse.js';
 import { sweepCommand } from './sweep-command.js';
 
-// `--db`, `--url` and `--schema` on a command. Their defaults come from the environment when the
+// `--db`, `--url`, `--schema` and `--table` on a command. Their defaults come from the environment when the
 // command runs (see resolveStoreLocation), not from commander, so that commander's conflict
 // check sees only what was typed.
 function addLocationOptions(command: Command): Command {
@@ -28,7 +31,10 @@ function addLocationOptions(command: Command): Command {
       ).argParser(parseDbPath),
     )
     .addOption(
-      new Option('--url <url>', 'a PostgreSQL connection string, postgres://… (env DATABASE_URL)')
+      new Option(
+        '--url <url>',
+        'a PostgreSQL or MySQL connection string, postgres://… or mysql://… (env DATABASE_URL)',
+      )
         .argParser(parseUrl)
         .conflicts('db'),
     )
@@ -37,6 +43,11 @@ function addLocationOptions(command: Command): Command {
         '--schema <name>',
         'the PostgreSQL schema of the keys table (default public)',
       ).argParser(parseSchema),
+    )
+    .addOption(
+      new Option('--table <name>', 'the name of the keys table (default keys)').argParser(
+        parseTable,
+      ),
     );
 }
 
@@ -65,11 +76,17 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
 
   const program = new Command('idem')
     .description('Retention and inspection of a drizzle-idempotency key store.')
+    .version(manifest.version, '-V, --version', 'print the version of drizzle-idempotency')
     .exitOverride()
     .showHelpAfterError()
     .configureOutput({
       writeOut: (text) => io.stdout.write(text),
       writeErr: (text) => io.stderr.write(text),
+    })
+    .option('--force', 'accept a --now that looks like milliseconds or lies over a year ahead')
+    .hook('preAction', (root, command) => {
+      const { now } = command.opts<{ now?: number }>();
+      assertSaneNow(now, root.opts<{ force?: boolean }>().force === true, Date.now() / 1000);
     });
 
   addLocationOptions(
@@ -87,6 +104,11 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
   )
     .addOption(nowOption())
     .addOption(jsonOption())
+    .addOption(
+      new Option('--prometheus', 'print the gauges in the Prometheus text format').conflicts(
+        'json',
+      ),
+    )
     .action(async (options) =>
       statsCommand(io, { ...options, location: locate(options), now: timeOf(options) }),
     );

@@ -1,6 +1,7 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import { and, asc, eq, gt, inArray, lte, sql } from 'drizzle-orm';
 import type { BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
+import { getTableConfig } from 'drizzle-orm/sqlite-core';
 import { AnswerCache } from '../core/answer-cache.js';
 import { StoreClosedError } from '../core/errors.js';
 import { parseResponse, serializeResponse } from '../core/json.js';
@@ -13,6 +14,7 @@ import type {
   RetentionStats,
   StatusCounts,
 } from '../core/store.js';
+import { doneIdIndexName } from '../core/table-name.js';
 import {
   assertDigest,
   assertIntegerOption,
@@ -23,7 +25,7 @@ import {
   MAX_BATCH_SIZE,
 } from '../core/validation.js';
 import { compileStatement } from './compile.js';
-import { DONE_ID_INDEX, keys } from './schema.js';
+import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 
 /** Any drizzle database over better-sqlite3, whatever schema it was built with. */
 // biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
@@ -44,6 +46,11 @@ export interface SqliteStoreOptions {
    * the store API (see {@link AnswerCache}); each entry holds the answer's JSON text.
    */
   readonly answerCacheSize?: number;
+  /**
+   * The keys table, from `sqliteKeysTable(name)`. Default: the `keys` table. It must exist, made
+   * by `applySqliteMigrations(db, { table })` or by your own drizzle-kit migrations.
+   */
+  readonly table?: SqliteKeysTable;
 }
 
 /** The largest `answerCacheSize` accepted. */
@@ -52,12 +59,13 @@ export const MAX_ANSWER_CACHE_SIZE = 10_000_000;
 const p = sql.placeholder;
 
 // Retention only ever selects done rows past their deadline; a pending row is owned by its worker.
-const isExpiredAnswer = and(eq(keys.status, KeyStatus.done), lte(keys.expires, p('now')));
+const isExpiredAnswer = (keys: SqliteKeysTable) =>
+  and(eq(keys.status, KeyStatus.done), lte(keys.expires, p('now')));
 
 // The per-request operations run as better-sqlite3 statements compiled from these drizzle
 // queries (see compileStatement): drizzle writes the SQL, the driver binds positionally. Statuses
 // are placeholders too, so each statement has only positional parameters.
-function compileHotQueries(db: AnyBetterSqliteDatabase) {
+function compileHotQueries(db: AnyBetterSqliteDatabase, keys: SqliteKeysTable) {
   const client = db.$client;
   const fetchWhere = and(
     eq(keys.id, p('id')),
@@ -116,21 +124,20 @@ function compileHotQueries(db: AnyBetterSqliteDatabase) {
   };
 }
 
-function prepareQueries(db: AnyBetterSqliteDatabase) {
+function prepareQueries(db: AnyBetterSqliteDatabase, keys: SqliteKeysTable) {
+  const isExpired = isExpiredAnswer(keys);
   return {
     // How many expired answers there are, counting no further than `cap`: one walk of the
     // retention index's range, stopped at `cap` entries.
     backlogUpTo: db
       .select({ count: sql<number>`count(*)` })
-      .from(
-        db.select({ id: keys.id }).from(keys).where(isExpiredAnswer).limit(p('cap')).as('backlog'),
-      )
+      .from(db.select({ id: keys.id }).from(keys).where(isExpired).limit(p('cap')).as('backlog'))
       .prepare(),
     // A small backlog: its ids come from the retention index's range and are sorted.
     expiredSorted: db
       .select({ id: keys.id })
       .from(keys)
-      .where(isExpiredAnswer)
+      .where(isExpired)
       .orderBy(asc(keys.id))
       .limit(p('limit'))
       .prepare(),
@@ -140,7 +147,7 @@ function prepareQueries(db: AnyBetterSqliteDatabase) {
     expiredById: db
       // A column of a table named in raw SQL: drizzle checks plain column fields against `from`.
       .select({ id: sql<string>`${keys.id}` })
-      .from(sql`${keys} indexed by ${sql.identifier(DONE_ID_INDEX)}`)
+      .from(sql`${keys} indexed by ${sql.identifier(doneIdIndexName(getTableConfig(keys).name))}`)
       .where(
         and(sql`${keys.status} = ${sql.raw(`'${KeyStatus.done}'`)}`, lte(keys.expires, p('now'))),
       )
@@ -174,7 +181,7 @@ function prepareQueries(db: AnyBetterSqliteDatabase) {
           db
             .select({ id: keys.id })
             .from(keys)
-            .where(isExpiredAnswer)
+            .where(isExpired)
             .orderBy(asc(keys.expires), asc(keys.id))
             .limit(p('limit')),
         ),
@@ -224,7 +231,8 @@ function expiredCandidates(
 /**
  * The idempotency store on SQLite, over a drizzle better-sqlite3 database. Every operation is a
  * query prepared once and runs synchronously. The table must exist: use `openSqliteStore`, or
- * `applySqliteMigrations`, or your own drizzle-kit migrations with the exported `keys` table.
+ * `applySqliteMigrations`, or your own drizzle-kit migrations with the exported `keys` table (or
+ * one built by `sqliteKeysTable(name)`, given as `{ table }`).
  *
  * @typeParam T - the type of the stored responses
  * @example
@@ -258,8 +266,9 @@ export class SqliteIdempotencyStore<T = unknown> implements IdempotencyStore<T> 
     const cacheSize = options.answerCacheSize ?? 0;
     assertIntegerOption(cacheSize, 'answerCacheSize', 0, MAX_ANSWER_CACHE_SIZE);
     this.#db = db;
-    this.#queries = prepareQueries(db);
-    this.#hot = compileHotQueries(db);
+    const table = options.table ?? defaultKeys;
+    this.#queries = prepareQueries(db, table);
+    this.#hot = compileHotQueries(db, table);
     this.#cache = cacheSize > 0 ? new AnswerCache(cacheSize) : undefined;
     this.#closeConnection = options.closeConnection ?? false;
   }

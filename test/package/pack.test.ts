@@ -1,0 +1,250 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { tempDir } from '../support/temp.js';
+import { buildAndPack, installedManifest, node, scratchApp, writeFiles } from './scratch-app.js';
+
+// One build and one tarball for the whole file: the build is the slow part.
+let app: string;
+let packageDir: string;
+
+beforeAll(async () => {
+  const work = tempDir('idem-pack-');
+  const tarball = await buildAndPack(work);
+  app = await scratchApp(join(work, 'app'), tarball);
+  packageDir = join(app, 'node_modules', 'drizzle-idempotency');
+}, 600_000);
+
+function subpaths(): string[] {
+  return Object.keys(installedManifest(app).exports)
+    .filter((subpath) => subpath !== './package.json')
+    .map((subpath) => `drizzle-idempotency${subpath.slice(1)}`);
+}
+
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+    entry.isDirectory() ? filesUnder(join(dir, entry.name)) : [join(dir, entry.name)],
+  );
+}
+
+const LOAD_WITH_REQUIRE = `
+const out = {};
+for (const name of JSON.parse(process.argv[1])) {
+  out[name] = { file: require.resolve(name), exports: Object.keys(require(name)).sort() };
+}
+console.log(JSON.stringify(out));
+`;
+
+const LOAD_WITH_IMPORT = `
+const out = {};
+for (const name of JSON.parse(process.argv[1])) {
+  out[name] = { file: import.meta.resolve(name), exports: Object.keys(await import(name)).sort() };
+}
+console.log(JSON.stringify(out));
+`;
+
+type Loaded = Record<string, { file: string; exports: string[] }>;
+
+describe('the packed package installed in an application', () => {
+  it('loads every subpath with require and with import, each from its own build, alike', async () => {
+    const names = subpaths();
+    expect(names).toContain('drizzle-idempotency/sqlite');
+    const required = JSON.parse(
+      (await node(app, ['-e', LOAD_WITH_REQUIRE, JSON.stringify(names)])).stdout,
+    ) as Loaded;
+    const imported = JSON.parse(
+      (await node(app, ['--input-type=module', '-e', LOAD_WITH_IMPORT, JSON.stringify(names)]))
+        .stdout,
+    ) as Loaded;
+    for (const name of names) {
+      expect(required[name]?.file, name).toMatch(/\.cjs$/);
+      expect(imported[name]?.file, name).toMatch(/\.js$/);
+      expect(required[name]?.exports.length, name).toBeGreaterThan(0);
+      expect(required[name]?.exports, name).toEqual(imported[name]?.exports);
+    }
+  });
+
+  it('shares one error class between subpaths under require, so instanceof holds', async () => {
+    const { stdout } = await node(app, [
+      '-e',
+      `const { IdempotencyError } = require('drizzle-idempotency');
+       const { openSqliteStore } = require('drizzle-idempotency/sqlite');
+       const store = openSqliteStore(':memory:');
+       try { store.reserve('', 'd', 1); } catch (error) { console.log(error instanceof IdempotencyError, error.code); }
+       store.close();`,
+    ]);
+    expect(stdout.trim()).toBe('true IDEMPOTENCY_INVALID_KEY');
+  });
+
+  it('runs the idem executable and prints the package version', async () => {
+    const manifest = installedManifest(app);
+    const bin = manifest.bin.idem;
+    expect(bin).toBeDefined();
+    const { stdout } = await node(app, [join(packageDir, bin as string), '--version']);
+    expect(stdout.trim()).toBe(manifest.version);
+  });
+
+  it('ships its LICENSE, its migrations, and no source map that points outside the tarball', () => {
+    expect(readFileSync(join(packageDir, 'LICENSE'), 'utf8')).toMatch(/^MIT License/);
+    for (const dialect of ['sqlite', 'pg']) {
+      expect(existsSync(join(packageDir, 'drizzle', dialect, 'meta', '_journal.json'))).toBe(true);
+    }
+    for (const file of filesUnder(join(packageDir, 'dist'))) {
+      for (const [, map] of readFileSync(file, 'utf8').matchAll(/sourceMappingURL=(\S+)/g)) {
+        expect(existsSync(join(dirname(file), map as string)), `${file} → ${map}`).toBe(true);
+      }
+    }
+  });
+});
+
+/** One run of the application's drizzle-kit flow: a dialect, and the keys table's name. */
+interface Flow {
+  dialect: 'sqlite' | 'pg';
+  /** The keys table's name; `keys` is the library's default table, re-exported as is. */
+  table: string;
+}
+
+function schemaOf({ dialect, table }: Flow): string {
+  if (dialect === 'sqlite') {
+    const keysTable =
+      table === 'keys'
+        ? "export { keys } from 'drizzle-idempotency/sqlite';"
+        : // The application's own table already holds the name `keys` (its API keys).
+          `import { sqliteKeysTable } from 'drizzle-idempotency/sqlite';
+export const keys = sqliteTable('keys', { id: integer('id').primaryKey(), owner: text('owner').notNull() });
+export const idempotencyKeys = sqliteKeysTable('${table}');`;
+    return `import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';
+${keysTable}
+export const orders = sqliteTable('orders', { id: integer('id').primaryKey(), item: text('item').notNull() });
+`;
+  }
+  const keysTable =
+    table === 'keys'
+      ? "export { keys } from 'drizzle-idempotency/pg';"
+      : // drizzle-kit creates only the schemas the schema file exports.
+        `import { pgKeysTable } from 'drizzle-idempotency/pg';
+export const billing = pgSchema('billing');
+export const keys = pgTable('keys', { id: integer('id').primaryKey(), owner: text('owner').notNull() });
+export const idempotencyKeys = pgKeysTable({ name: '${table}', schema: 'billing' });`;
+  return `import { integer, pgSchema, pgTable, text } from 'drizzle-orm/pg-core';
+${keysTable}
+export const orders = pgTable('orders', { id: integer('id').primaryKey(), item: text('item').notNull() });
+`;
+}
+
+function configOf({ dialect, table }: Flow): string {
+  const kitDialect = dialect === 'sqlite' ? 'sqlite' : 'postgresql';
+  return `import { defineConfig } from 'drizzle-kit';
+export default defineConfig({ dialect: '${kitDialect}', schema: './src/${dialect}-${table}.ts', out: './drizzle/${dialect}-${table}' });
+`;
+}
+
+// A CommonJS program of the application: drizzle's own migrator over the generated folder, then
+// the store on the same connection, then the library's own opener (and migrator) on the same file.
+const SQLITE_FLOW = `
+const Database = require('better-sqlite3');
+const { eq } = require('drizzle-orm');
+const { drizzle } = require('drizzle-orm/better-sqlite3');
+const { migrate } = require('drizzle-orm/better-sqlite3/migrator');
+const { SqliteIdempotencyStore, sqliteKeysTable, openSqliteStore } = require('drizzle-idempotency/sqlite');
+const [file, migrationsFolder, name] = process.argv.slice(2);
+const table = sqliteKeysTable(name);
+const db = drizzle(new Database(file));
+migrate(db, { migrationsFolder });
+const store = new SqliteIdempotencyStore(db, { table });
+const reserved = store.reserve('order-1', 'digest-1', 100);
+const finished = store.finish('order-1', 'digest-1', { charged: 5 });
+const row = db.select().from(table).where(eq(table.id, 'order-1')).get();
+db.$client.close();
+const opened = openSqliteStore(file, { table });
+const replayed = opened.fetch('order-1', 50);
+const again = opened.reserve('order-1', 'digest-1', 100);
+opened.close();
+console.log(JSON.stringify({ reserved, finished, row, replayed, again }));
+`;
+
+// An ES module program of the application, on PGlite (no server needed): drizzle's migrator, the
+// store, then the library's own migrator on the same database.
+const PG_FLOW = `
+import { PGlite } from '@electric-sql/pglite';
+import { eq } from 'drizzle-orm';
+import { drizzle } from 'drizzle-orm/pglite';
+import { migrate } from 'drizzle-orm/pglite/migrator';
+import { applyPgMigrations, PgIdempotencyStore, pgKeysTable } from 'drizzle-idempotency/pg';
+const [migrationsFolder, name] = process.argv.slice(2);
+const table = pgKeysTable(name === 'keys' ? {} : { name, schema: 'billing' });
+const client = new PGlite();
+const db = drizzle(client);
+await migrate(db, { migrationsFolder });
+await applyPgMigrations(db, { table });
+const store = new PgIdempotencyStore(db, { table });
+const reserved = await store.reserve('order-1', 'digest-1', 100);
+const finished = await store.finish('order-1', 'digest-1', { charged: 5 });
+const [row] = await db.select().from(table).where(eq(table.id, 'order-1'));
+const replayed = await store.fetch('order-1', 50);
+const again = await store.reserve('order-1', 'digest-1', 100);
+await store.close();
+await client.close();
+console.log(JSON.stringify({ reserved, finished, row, replayed, again }));
+`;
+
+const EXPECTED_FLOW = {
+  reserved: true,
+  finished: true,
+  row: {
+    id: 'order-1',
+    fingerprint: 'digest-1',
+    status: 'done',
+    response: '{"charged":5}',
+    expires: 100,
+  },
+  replayed: { charged: 5 },
+  again: false,
+};
+
+function generatedSql(dir: string): string {
+  return readdirSync(dir)
+    .filter((file) => file.endsWith('.sql'))
+    .map((file) => readFileSync(join(dir, file), 'utf8'))
+    .join('\n');
+}
+
+async function drizzleKitGenerate(config: string): Promise<string> {
+  const kit = join(app, 'node_modules', 'drizzle-kit', 'bin.cjs');
+  const { stdout, stderr } = await node(app, [kit, 'generate', '--config', config]);
+  return stdout + stderr;
+}
+
+const FLOWS: Flow[] = [
+  { dialect: 'sqlite', table: 'keys' },
+  { dialect: 'sqlite', table: 'idempotency_keys' },
+  { dialect: 'pg', table: 'keys' },
+  { dialect: 'pg', table: 'idempotency_keys' },
+];
+
+describe("the application's own drizzle-kit flow over the library's table", () => {
+  it.each(FLOWS)('$dialect, table $table: generate, migrate(), then the store', async (flow) => {
+    const { dialect, table } = flow;
+    const config = `drizzle.${dialect}-${table}.config.ts`;
+    writeFiles(app, {
+      [config]: configOf(flow),
+      [`src/${dialect}-${table}.ts`]: schemaOf(flow),
+      'sqlite-flow.cjs': SQLITE_FLOW,
+      'pg-flow.mjs': PG_FLOW,
+    });
+    const printed = await drizzleKitGenerate(config);
+    const out = join(app, 'drizzle', `${dialect}-${table}`);
+    const migration = generatedSql(out);
+    const q = dialect === 'sqlite' ? '`' : '"';
+    const qualified = dialect === 'pg' && table !== 'keys' ? `${q}billing${q}.` : '';
+    expect(migration, printed).toContain(`CREATE TABLE ${qualified}${q}${table}${q}`);
+    expect(migration).toContain(`CREATE INDEX ${q}${table}_status_expires_id_idx${q}`);
+    expect(migration).toContain(`CREATE TABLE ${q}orders${q}`);
+    if (dialect === 'pg') expect(migration).toContain('COLLATE "C"');
+    const { stdout } =
+      dialect === 'sqlite'
+        ? await node(app, ['sqlite-flow.cjs', join(app, `${table}.db`), out, table])
+        : await node(app, ['pg-flow.mjs', out, table]);
+    expect(JSON.parse(stdout)).toEqual(EXPECTED_FLOW);
+  });
+});
