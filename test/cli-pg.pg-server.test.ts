@@ -84,8 +84,13 @@ describe.concurrent('idem on PostgreSQL', () => {
       expect((await idem(['migrate', ...on(fresh)])).code).toBe(0);
       expect(await inspectSchema(fresh.db, fresh.schema)).toEqual({
         tables: ['__idempotency_migrations', 'keys'],
-        indexes: ['__idempotency_migrations_pkey', 'keys_pkey', 'keys_status_expires_id_idx'],
-        migrations: 1,
+        indexes: [
+          '__idempotency_migrations_pkey',
+          'keys_done_id_expires_idx',
+          'keys_pkey',
+          'keys_status_expires_id_idx',
+        ],
+        migrations: 2,
       });
       expect(jsonLine(await idem(['stats', ...on(fresh), ...NOW, '--json']))).toEqual({
         pending: 0,

@@ -26,7 +26,7 @@ describe('openLibsqlStore', () => {
         .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
         .pluck()
         .all();
-      expect(indexes).toEqual(['keys_status_expires_id_idx']);
+      expect(indexes).toEqual(['keys_status_expires_id_idx', 'keys_done_id_expires_idx']);
     } finally {
       client.close();
     }

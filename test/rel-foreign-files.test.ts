@@ -169,7 +169,7 @@ describe('concurrent init', () => {
       const client = new Database(path, { readonly: true });
       expect(client.pragma('integrity_check', { simple: true })).toBe('ok');
       expect(client.prepare('SELECT count(*) AS n FROM __idempotency_migrations').get()).toEqual({
-        n: 1,
+        n: 2,
       });
       expect(
         client
@@ -177,7 +177,11 @@ describe('concurrent init', () => {
             "SELECT name FROM sqlite_master WHERE tbl_name = 'keys' AND sql IS NOT NULL ORDER BY name",
           )
           .all(),
-      ).toEqual([{ name: 'keys' }, { name: 'keys_status_expires_id_idx' }]);
+      ).toEqual([
+        { name: 'keys' },
+        { name: 'keys_done_id_expires_idx' },
+        { name: 'keys_status_expires_id_idx' },
+      ]);
       client.close();
     }
   });
