@@ -47,6 +47,8 @@ describe.concurrent('idem on MySQL', () => {
         done: 0,
         expired: 0,
         stalePending: 0,
+        lapsed: 0,
+        unrecorded: 0,
         now: SWEEP_NOW,
       });
       const renamed = ['--url', fresh.url, '--table', 'idem_keys'];
@@ -84,6 +86,8 @@ describe.concurrent('idem on MySQL', () => {
         done: 26,
         expired: 25,
         stalePending: 1,
+        lapsed: 0,
+        unrecorded: 0,
         now: SWEEP_NOW,
       });
       const ids = { ids: ['x-000', 'x-001', 'x-002'] };

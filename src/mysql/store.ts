@@ -1,15 +1,33 @@
-import { and, asc, eq, gt, inArray, lte, type SQL, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, isNotNull, isNull, lte, or, type SQL, sql } from 'drizzle-orm';
 import type { MySql2Database } from 'drizzle-orm/mysql2';
-import { InvalidDigestError, InvalidKeyError, StoreClosedError } from '../core/errors.js';
+import {
+  InvalidDigestError,
+  InvalidKeyError,
+  InvalidOptionError,
+  StoreClosedError,
+} from '../core/errors.js';
 import { parseResponse, serializeResponse } from '../core/json.js';
+import {
+  acquiredOutcome,
+  assertAttempt,
+  existingOutcome,
+  leaseDeadline,
+  pendingLimit,
+  toPendingKey,
+} from '../core/lease.js';
 import { compareKeys } from '../core/order.js';
-import { toRecord } from '../core/record.js';
+import { type KeyRow, toRecord } from '../core/record.js';
 import { RETENTION_CYCLE } from '../core/retention-cycle.js';
 import { countByStatus, KeyStatus } from '../core/status.js';
 import type {
+  AcquireOptions,
+  AcquireResult,
   IdempotencyRecord,
-  IdempotencyStore,
-  RetentionStats,
+  LeasedIdempotencyStore,
+  LeaseStats,
+  PendingKey,
+  PendingKeysOptions,
+  ReleasePendingResult,
   StatusCounts,
 } from '../core/store.js';
 import { retentionIndexName } from '../core/table-name.js';
@@ -118,11 +136,89 @@ function prepareQueries(db: AnyMysqlDatabase, keys: MysqlKeysTable) {
       ['id', 'now'],
       'rows',
     ),
+    // The fenced writes of a lease owner: each also requires the owner's fencing token.
+    finishFenced: compileMysqlStatement<'id' | 'fingerprint' | 'response' | 'attempt', WriteHeader>(
+      db,
+      db
+        .update(keys)
+        .set({ status: KeyStatus.done, response: sql`${p('response')}` })
+        .where(and(ownPending, eq(keys.attempt, p('attempt')))),
+      ['id', 'fingerprint', 'response', 'attempt'],
+      'header',
+    ),
+    releaseFenced: compileMysqlStatement<'id' | 'fingerprint' | 'attempt', WriteHeader>(
+      db,
+      db
+        .delete(keys)
+        .where(and(ownPending, eq(keys.attempt, p('attempt')), eq(keys.unrecorded, false))),
+      ['id', 'fingerprint', 'attempt'],
+      'header',
+    ),
+    renew: compileMysqlStatement<'id' | 'fingerprint' | 'attempt' | 'leaseUntil', WriteHeader>(
+      db,
+      db
+        .update(keys)
+        .set({ leaseUntil: sql`${p('leaseUntil')}` })
+        .where(and(ownPending, eq(keys.attempt, p('attempt')), eq(keys.unrecorded, false))),
+      ['id', 'fingerprint', 'attempt', 'leaseUntil'],
+      'header',
+    ),
+    markUnrecorded: db
+      .update(keys)
+      .set({ unrecorded: true, leaseUntil: null })
+      .where(and(ownPending, eq(keys.attempt, p('attempt'))))
+      .prepare(),
+    acquireInsert: compileMysqlStatement<
+      'id' | 'fingerprint' | 'expires' | 'leaseUntil',
+      WriteHeader
+    >(
+      db,
+      db.insert(keys).values({
+        id: sql`${p('id')}`,
+        fingerprint: sql`${p('fingerprint')}`,
+        status: KeyStatus.pending,
+        expires: sql`${p('expires')}`,
+        leaseUntil: sql`${p('leaseUntil')}`,
+      }),
+      ['id', 'fingerprint', 'expires', 'leaseUntil'],
+      'header',
+    ),
+    // One conditional UPDATE takes over a lapsed lease: of concurrent contenders the first sets a
+    // live lease and the others no longer match. LAST_INSERT_ID(expr) hands the new attempt back
+    // in the statement's own answer (its insertId), so no second read can see another owner's.
+    takeOver: compileMysqlStatement<
+      'id' | 'fingerprint' | 'expires' | 'leaseUntil' | 'now',
+      WriteHeader & { readonly insertId: number }
+    >(
+      db,
+      db
+        .update(keys)
+        .set({
+          attempt: sql`LAST_INSERT_ID(${keys.attempt} + 1)`,
+          leaseUntil: sql`${p('leaseUntil')}`,
+          expires: sql`${p('expires')}`,
+        })
+        .where(
+          and(
+            ownPending,
+            eq(keys.unrecorded, false),
+            isNotNull(keys.leaseUntil),
+            lte(keys.leaseUntil, p('now')),
+          ),
+        ),
+      ['id', 'fingerprint', 'expires', 'leaseUntil', 'now'],
+      'header',
+    ),
     get: db
       .select()
       .from(keys)
       .where(eq(keys.id, p('id')))
       .prepare(),
+    releasePending: db
+      .delete(keys)
+      .where(and(eq(keys.id, p('id')), eq(keys.status, KeyStatus.pending)))
+      .prepare(),
+    releasePendingOf: db.delete(keys).where(ownPending).prepare(),
     expired: db
       .select({ id: keys.id })
       .from(keys)
@@ -140,6 +236,8 @@ function prepareQueries(db: AnyMysqlDatabase, keys: MysqlKeysTable) {
         status: keys.status,
         count: sql<number>`count(*)`,
         past: sql<string>`sum(${keys.expires} <= ${p('now')})`,
+        lapsed: sql<string>`sum(${keys.leaseUntil} <= ${p('now')})`,
+        unrecorded: sql<string>`sum(${keys.unrecorded})`,
       })
       .from(keys)
       .groupBy(keys.status)
@@ -157,7 +255,9 @@ function prepareQueries(db: AnyMysqlDatabase, keys: MysqlKeysTable) {
  *   and the others fail with a duplicate-key error, which is the `false` answer. Never
  *   `INSERT IGNORE`, which would also hide truncation and every other error.
  * - `finish` and `release` are one conditional `UPDATE` / `DELETE` each, told apart by the number
- *   of rows they changed.
+ *   of rows they changed; with a fencing token they also require `attempt = :attempt`.
+ * - `acquire` inserts, or takes a lapsed lease over with one conditional `UPDATE` (see
+ *   {@link MysqlIdempotencyStore.acquire}).
  * - `purge` and `sweepBatch` run one short transaction each: the candidates are locked with
  *   `SELECT … FOR UPDATE SKIP LOCKED` (parallel purgers skip each other's rows instead of waiting)
  *   and deleted with the predicate repeated. MySQL has no `DELETE … RETURNING`; the rows are
@@ -192,7 +292,7 @@ function prepareQueries(db: AnyMysqlDatabase, keys: MysqlKeysTable) {
  * await store.fetch('order-42', now); // { receipt: 1 }
  * ```
  */
-export class MysqlIdempotencyStore<T = unknown> implements IdempotencyStore<T> {
+export class MysqlIdempotencyStore<T = unknown> implements LeasedIdempotencyStore<T> {
   readonly #db: AnyMysqlDatabase;
   readonly #table: MysqlKeysTable;
   readonly #retentionIndex: string;
@@ -238,14 +338,16 @@ export class MysqlIdempotencyStore<T = unknown> implements IdempotencyStore<T> {
     }
   }
 
-  /** {@inheritDoc IdempotencyStore.finish} */
-  async finish(key: string, digest: string, response: T): Promise<boolean> {
+  /** {@inheritDoc LeasedIdempotencyStore.finish} */
+  async finish(key: string, digest: string, response: T, attempt?: number): Promise<boolean> {
     checkKey(key);
     checkDigest(digest);
+    if (attempt !== undefined) assertAttempt(attempt);
     const text = serializeResponse(response);
-    const { finish } = this.#open();
+    const { finish, finishFenced } = this.#open();
+    const values = { id: key, fingerprint: digest, response: text };
     const result = await retryDeadlocks(() =>
-      finish({ id: key, fingerprint: digest, response: text }),
+      attempt === undefined ? finish(values) : finishFenced({ ...values, attempt }),
     );
     return result.affectedRows === 1;
   }
@@ -326,28 +428,148 @@ export class MysqlIdempotencyStore<T = unknown> implements IdempotencyStore<T> {
     return (await this.#deleteExpired(now, batchSize, 'index')).length;
   }
 
-  /** {@inheritDoc IdempotencyStore.stats} */
-  async stats(now: number): Promise<RetentionStats> {
+  /** {@inheritDoc LeasedIdempotencyStore.stats} */
+  async stats(now: number): Promise<LeaseStats> {
     assertTime(now, 'now');
     const rows = await this.#open().stats.execute({ now });
+    const pending = rows.find((row) => row.status === KeyStatus.pending);
     const past = countByStatus(rows.map((row) => ({ status: row.status, count: row.past })));
-    return { ...countByStatus(rows), expired: past.done, stalePending: past.pending };
+    return {
+      ...countByStatus(rows),
+      expired: past.done,
+      stalePending: past.pending,
+      lapsed: Number(pending?.lapsed ?? 0),
+      unrecorded: Number(pending?.unrecorded ?? 0),
+    };
   }
 
-  /** {@inheritDoc IdempotencyStore.release} */
-  async release(key: string, digest: string): Promise<boolean> {
+  /** {@inheritDoc LeasedIdempotencyStore.release} */
+  async release(key: string, digest: string, attempt?: number): Promise<boolean> {
     checkKey(key);
     checkDigest(digest);
-    const { release } = this.#open();
-    const result = await retryDeadlocks(() => release({ id: key, fingerprint: digest }));
+    if (attempt !== undefined) assertAttempt(attempt);
+    const { release, releaseFenced } = this.#open();
+    const values = { id: key, fingerprint: digest };
+    const result = await retryDeadlocks(() =>
+      attempt === undefined ? release(values) : releaseFenced({ ...values, attempt }),
+    );
     return result.affectedRows === 1;
   }
 
   /** {@inheritDoc IdempotencyStore.get} */
   async get(key: string): Promise<IdempotencyRecord<T> | null> {
     checkKey(key);
-    const [row] = await this.#open().get.execute({ id: key });
+    const row = await this.#row(key);
     return row ? toRecord<T>(row) : null;
+  }
+
+  async #row(key: string): Promise<KeyRow | undefined> {
+    const [row] = await this.#open().get.execute({ id: key });
+    return row && { ...row, lease_until: row.leaseUntil };
+  }
+
+  /**
+   * {@inheritDoc LeasedIdempotencyStore.acquire}
+   *
+   * A plain INSERT of the missing key (attempt 1); on a duplicate key, one conditional UPDATE that
+   * takes over a lapsed lease of the same fingerprint, bumps the attempt and sets the new lease and
+   * retention deadline; otherwise the row is read and reported. Each decision is one atomic
+   * statement, so of concurrent contenders exactly one acquires. A row deleted between the steps
+   * (released, purged) makes the caller try the insert again.
+   */
+  async acquire(key: string, digest: string, options: AcquireOptions): Promise<AcquireResult<T>> {
+    checkKey(key);
+    checkDigest(digest);
+    const leaseUntil = leaseDeadline(options);
+    const { expires, now } = options;
+    const { acquireInsert, takeOver } = this.#open();
+    for (;;) {
+      try {
+        await retryDeadlocks(() =>
+          acquireInsert({ id: key, fingerprint: digest, expires, leaseUntil }),
+        );
+        return acquiredOutcome(1, leaseUntil);
+      } catch (error) {
+        if (mysqlErrno(error) !== ER_DUP_ENTRY) throw error;
+      }
+      const taken = await retryDeadlocks(() =>
+        takeOver({ id: key, fingerprint: digest, expires, leaseUntil, now }),
+      );
+      if (taken.affectedRows === 1) return acquiredOutcome(taken.insertId, leaseUntil);
+      const row = await this.#row(key);
+      if (row !== undefined) return existingOutcome<T>(row, digest);
+    }
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.renew} */
+  async renew(key: string, digest: string, attempt: number, leaseUntil: number): Promise<boolean> {
+    checkKey(key);
+    checkDigest(digest);
+    assertAttempt(attempt);
+    assertTime(leaseUntil, 'leaseUntil');
+    const { renew } = this.#open();
+    const result = await retryDeadlocks(() =>
+      renew({ id: key, fingerprint: digest, attempt, leaseUntil }),
+    );
+    return result.affectedRows === 1;
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.markUnrecorded} */
+  async markUnrecorded(key: string, digest: string, attempt: number): Promise<boolean> {
+    checkKey(key);
+    checkDigest(digest);
+    assertAttempt(attempt);
+    const { markUnrecorded } = this.#open();
+    const result = await retryDeadlocks(() =>
+      markUnrecorded.execute({ id: key, fingerprint: digest, attempt }),
+    );
+    return affected(result) === 1;
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.pendingKeys} */
+  async pendingKeys(options: PendingKeysOptions): Promise<PendingKey[]> {
+    if (typeof options !== 'object' || options === null) {
+      throw new InvalidOptionError('pendingKeys takes { now, stale?, limit? }');
+    }
+    const { now, stale = false } = options;
+    assertTime(now, 'now');
+    const limit = pendingLimit(options.limit);
+    if (typeof stale !== 'boolean') {
+      throw new InvalidOptionError(`stale must be a boolean, got ${typeof stale}`);
+    }
+    this.#open();
+    const keys = this.#table;
+    // What an operator should look at: a lapsed lease, an unrecorded row, or a row without a
+    // lease past its retention deadline (see isStale).
+    const needsLook = or(
+      eq(keys.unrecorded, true),
+      lte(keys.leaseUntil, now),
+      and(isNull(keys.leaseUntil), lte(keys.expires, now)),
+    );
+    const rows = await this.#db
+      .select()
+      .from(keys)
+      .where(and(eq(keys.status, KeyStatus.pending), stale ? needsLook : undefined))
+      .orderBy(asc(keys.id))
+      .limit(limit);
+    return rows.map((row) => toPendingKey({ ...row, lease_until: row.leaseUntil }, now));
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.releasePending} */
+  async releasePending(key: string, fingerprint?: string): Promise<ReleasePendingResult> {
+    checkKey(key);
+    if (fingerprint !== undefined) checkDigest(fingerprint);
+    const { releasePending, releasePendingOf } = this.#open();
+    // One conditional DELETE decides; the row is read only to say why nothing was deleted.
+    const result = await retryDeadlocks(() =>
+      fingerprint === undefined
+        ? releasePending.execute({ id: key })
+        : releasePendingOf.execute({ id: key, fingerprint }),
+    );
+    if (affected(result) === 1) return 'released';
+    const row = await this.#row(key);
+    if (row === undefined) return 'missing';
+    return row.status === KeyStatus.done ? 'done' : 'mismatch';
   }
 
   /** {@inheritDoc IdempotencyStore.retentionCycle} */

@@ -58,6 +58,23 @@ describe('Prometheus stats', () => {
     expect(samples[2]).toBe('payments_idem_expired_keys{table="keys",note="a \\"b\\"\\\\c\\nd"} 3');
   });
 
+  it('adds the lease gauges for a store that counts lapsed and unrecorded keys', () => {
+    const text = formatPrometheusStats({
+      pending: 5,
+      done: 2,
+      expired: 1,
+      stalePending: 0,
+      lapsed: 3,
+      unrecorded: 1,
+    });
+    expect(text).toContain(
+      '# TYPE idempotency_lapsed_pending_keys gauge\nidempotency_lapsed_pending_keys 3\n',
+    );
+    expect(text).toContain(
+      '# TYPE idempotency_unrecorded_keys gauge\nidempotency_unrecorded_keys 1\n',
+    );
+  });
+
   it('refuses bad options and a bad now before reading the store', async () => {
     store.close();
     await expect(prometheusStats(store, Number.NaN)).rejects.toThrow(InvalidTimeError);
