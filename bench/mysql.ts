@@ -52,7 +52,7 @@ interface Affected {
  */
 export async function mysqlOps({ quick }: BenchSize): Promise<GroupResult> {
   const count = 2_000;
-  const rounds = quick ? 9 : 41;
+  const rounds = quick ? 9 : 25;
   const name = `bench_${process.pid}`;
   const admin = await mysql.createConnection(URL);
   await admin.query(`CREATE DATABASE \`${name}\``);

@@ -20,7 +20,7 @@ interface Input {
  */
 export async function sqliteOps({ quick }: BenchSize): Promise<GroupResult> {
   const count = 2_000;
-  const rounds = quick ? 15 : 51;
+  const rounds = quick ? 15 : 41;
   const { dir, cleanup } = benchDir();
   const path = freshStoreFile(dir);
   const store = openSqliteStore<Answer>(path);
