@@ -86,14 +86,21 @@ async function main(): Promise<void> {
   const machine = { ...describeMachine(), mode: quick ? 'quick' : 'full' };
   const metrics: Record<string, Metric> = {};
   const details: Record<string, number> = {};
+  // A group that fails is reported and the others still run: one run gives every figure it can.
+  const failed: Record<string, string> = {};
   for (const [name, run] of Object.entries(GROUPS)) {
     if (only && !only.includes(name)) continue;
     const started = performance.now();
     process.stderr.write(`${name}…`);
-    const result = await run({ quick });
-    Object.assign(metrics, result.metrics);
-    Object.assign(details, result.details);
-    process.stderr.write(` ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
+    try {
+      const result = await run({ quick });
+      Object.assign(metrics, result.metrics);
+      Object.assign(details, result.details);
+      process.stderr.write(` ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
+    } catch (error) {
+      failed[name] = error instanceof Error ? (error.stack ?? error.message) : String(error);
+      process.stderr.write(` FAILED\n${failed[name]}\n`);
+    }
   }
   const rows = Object.entries(metrics).map(([name, metric]) => [
     name,
@@ -124,8 +131,15 @@ async function main(): Promise<void> {
       ];
     }),
   );
-  writeFileSync(output, `${JSON.stringify({ machine, metrics: withTargets, details }, null, 2)}\n`);
+  writeFileSync(
+    output,
+    `${JSON.stringify({ machine, metrics: withTargets, details, failed }, null, 2)}\n`,
+  );
   console.log(`\nwrote ${output}`);
+  if (Object.keys(failed).length > 0) {
+    console.log(`failed groups: ${Object.keys(failed).join(', ')}`);
+    process.exitCode = 1;
+  }
 }
 
 await main();
