@@ -85,7 +85,7 @@ describe.concurrent('idem on PostgreSQL', () => {
       expect(await inspectSchema(fresh.db, fresh.schema)).toEqual({
         tables: ['__idempotency_migrations', 'keys'],
         indexes: ['__idempotency_migrations_pkey', 'keys_pkey', 'keys_status_expires_id_idx'],
-        migrations: 1,
+        migrations: 2,
       });
       expect(jsonLine(await idem(['stats', ...on(fresh), ...NOW, '--json']))).toEqual({
         pending: 0,

@@ -56,7 +56,7 @@ describe("the library's own migrations journal (SQLite)", () => {
         expect(
           journal(client, '__drizzle_migrations').map((row) => Number(row.created_at)),
         ).toEqual([when]);
-        expect(journal(client, '__idempotency_migrations')).toHaveLength(1);
+        expect(journal(client, '__idempotency_migrations')).toHaveLength(2);
         const store = new SqliteIdempotencyStore(db);
         expect(store.reserve('k', 'd', 10)).toBe(true);
         client.prepare('INSERT INTO orders (id) VALUES (1)').run();

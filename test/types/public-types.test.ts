@@ -36,6 +36,9 @@ interface KeyRow {
   status: KeyStatus;
   response: string | null;
   expires: number;
+  leaseUntil: number | null;
+  attempt: number;
+  unrecorded: boolean;
 }
 
 describe('the public types', () => {
@@ -85,7 +88,16 @@ describe('the public types', () => {
     const rows = db.select().from(keys).all();
     expectTypeOf(rows).toEqualTypeOf<KeyRow[]>();
     expect(rows).toEqual([
-      { id: 'k', fingerprint: 'd', status: 'pending', response: null, expires: 10 },
+      {
+        id: 'k',
+        fingerprint: 'd',
+        status: 'pending',
+        response: null,
+        expires: 10,
+        leaseUntil: null,
+        attempt: 1,
+        unrecorded: false,
+      },
     ]);
     client.close();
   });
