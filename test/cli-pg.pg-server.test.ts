@@ -92,6 +92,8 @@ describe.concurrent('idem on PostgreSQL', () => {
         done: 0,
         expired: 0,
         stalePending: 0,
+        lapsed: 0,
+        unrecorded: 0,
         now: SWEEP_NOW,
       });
     });
@@ -111,6 +113,8 @@ describe.concurrent('idem on PostgreSQL', () => {
         done: 7,
         expired: 5,
         stalePending: 1,
+        lapsed: 0,
+        unrecorded: 0,
         now: SWEEP_NOW,
       });
       const ids = { ids: ['x-0000000', 'x-0000001', 'x-0000002'] };
