@@ -18,6 +18,8 @@ describe('idem stats --prometheus', () => {
       'idempotency_done_keys 5',
       'idempotency_expired_keys 3',
       'idempotency_stale_pending_keys 1',
+      'idempotency_lapsed_pending_keys 0',
+      'idempotency_unrecorded_keys 0',
     ]);
     expect(result.stdout).toContain('# TYPE idempotency_expired_keys gauge\n');
   });
