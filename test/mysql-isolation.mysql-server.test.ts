@@ -76,6 +76,42 @@ describe('MySQL isolation traps', () => {
     ]);
   });
 
+  it('keeps hostile keys and fingerprints as given, and the table with them', async () => {
+    target = await migrated();
+    const store = new MysqlIdempotencyStore(target.db);
+    const hostile = [
+      "'; DROP TABLE `keys`; --",
+      '\\',
+      "\\'",
+      '`',
+      '%',
+      '_',
+      '"',
+      '\u00a0',
+      'é',
+      'e\u0301',
+      '\u{1F600}',
+      '\uFFFF',
+      'CHAR(0)',
+      '0x00',
+    ];
+    for (const key of hostile) {
+      expect(await store.reserve(key, key, 10)).toBe(true);
+      expect(await store.finish(key, key, { key })).toBe(true);
+    }
+    for (const key of hostile) {
+      expect(await store.fetch(key, 0)).toEqual({ key });
+      expect(await store.get(key)).toMatchObject({ key, fingerprint: key });
+    }
+    // LIKE wildcards and escapes match nothing but themselves.
+    expect(await store.fetch('%%', 0)).toBeNull();
+    expect(await store.reserve('a', 'd', 1)).toBe(true);
+    expect(await store.finish('_', 'd', 1)).toBe(false);
+    expect((await readMysqlRows(target.db)).map((row) => row.id).sort()).toEqual(
+      [...hostile, 'a'].sort(),
+    );
+  });
+
   it('never truncates a key or a digest, even on a session without strict sql_mode', async () => {
     target = await migrated();
     const lax = new MysqlIdempotencyStore(drizzle(pool("SET SESSION sql_mode = ''")));

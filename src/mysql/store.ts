@@ -1,4 +1,4 @@
-import { and, asc, eq, gt, inArray, isNotNull, lte, or, type SQL, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, isNotNull, isNull, lte, or, type SQL, sql } from 'drizzle-orm';
 import type { MySql2Database } from 'drizzle-orm/mysql2';
 import {
   InvalidDigestError,
@@ -16,8 +16,7 @@ import {
   toPendingKey,
 } from '../core/lease.js';
 import { compareKeys } from '../core/order.js';
-import type { KeyRow } from '../core/record.js';
-import { toRecord } from '../core/record.js';
+import { type KeyRow, toRecord } from '../core/record.js';
 import { RETENTION_CYCLE } from '../core/retention-cycle.js';
 import { countByStatus, KeyStatus } from '../core/status.js';
 import type {
@@ -256,7 +255,9 @@ function prepareQueries(db: AnyMysqlDatabase, keys: MysqlKeysTable) {
  *   and the others fail with a duplicate-key error, which is the `false` answer. Never
  *   `INSERT IGNORE`, which would also hide truncation and every other error.
  * - `finish` and `release` are one conditional `UPDATE` / `DELETE` each, told apart by the number
- *   of rows they changed.
+ *   of rows they changed; with a fencing token they also require `attempt = :attempt`.
+ * - `acquire` inserts, or takes a lapsed lease over with one conditional `UPDATE` (see
+ *   {@link MysqlIdempotencyStore.acquire}).
  * - `purge` and `sweepBatch` run one short transaction each: the candidates are locked with
  *   `SELECT … FOR UPDATE SKIP LOCKED` (parallel purgers skip each other's rows instead of waiting)
  *   and deleted with the predicate repeated. MySQL has no `DELETE … RETURNING`; the rows are
@@ -543,7 +544,7 @@ export class MysqlIdempotencyStore<T = unknown> implements LeasedIdempotencyStor
     const needsLook = or(
       eq(keys.unrecorded, true),
       lte(keys.leaseUntil, now),
-      and(sql`${keys.leaseUntil} IS NULL`, lte(keys.expires, now)),
+      and(isNull(keys.leaseUntil), lte(keys.expires, now)),
     );
     const rows = await this.#db
       .select()
