@@ -142,14 +142,9 @@ export function resolveOptions(options: IdempotentOptions): ResolvedOptions {
     );
   }
   const leaseSeconds = options.leaseSeconds ?? DEFAULT_LEASE_SECONDS;
-  if (
-    typeof leaseSeconds !== 'number' ||
-    !Number.isFinite(leaseSeconds) ||
-    leaseSeconds <= 0 ||
-    leaseSeconds > ttlSeconds
-  ) {
+  if (typeof leaseSeconds !== 'number' || !Number.isFinite(leaseSeconds) || leaseSeconds <= 0) {
     throw new InvalidOptionError(
-      `leaseSeconds must be a finite number greater than 0 and at most ttlSeconds, got ${String(leaseSeconds)}`,
+      `leaseSeconds must be a finite number greater than 0, got ${String(leaseSeconds)}`,
     );
   }
   const now = options.now ?? (() => Date.now() / 1000);
