@@ -60,7 +60,11 @@ export interface IdempotentOptions {
   readonly shouldStore?: (status: number) => boolean;
   /** Response headers stored and replayed with the answer (case-insensitive). */
   readonly storedHeaders?: readonly string[];
-  /** The `Retry-After` of a 409 for a request in progress, in whole seconds. Default 1. */
+  /**
+   * The `Retry-After` of a 409 for a request in progress whose lease is not known (a row without a
+   * lease, or a store without leases), in whole seconds. Default 1. With a lease, the 409 carries
+   * the lease left instead.
+   */
   readonly retryAfterSeconds?: number;
   /**
    * Instead of answering 409 at once, wait up to `timeoutMs` for the first request to finish,
