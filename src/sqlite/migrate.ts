@@ -3,7 +3,12 @@ import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { getTableConfig } from 'drizzle-orm/sqlite-core';
 import { keysTableProblems } from '../core/adoption.js';
 import { SchemaMismatchError } from '../core/errors.js';
-import { type JournalRow, legacyJournalRows, pendingMigrations } from '../core/journal.js';
+import {
+  addedColumn,
+  type JournalRow,
+  legacyJournalRows,
+  pendingMigrations,
+} from '../core/journal.js';
 import { migrationsFolder } from '../core/migrations-folder.js';
 import {
   DEFAULT_TABLE_NAME,
@@ -24,7 +29,7 @@ export interface SqliteMigrationOptions {
   readonly table?: SqliteKeysTable;
 }
 
-const EXPECTED_COLUMNS: Record<string, 'TEXT' | 'REAL'> = {
+const EXPECTED_COLUMNS: Record<string, string> = {
   id: 'TEXT',
   fingerprint: 'TEXT',
   status: 'TEXT',
@@ -32,13 +37,19 @@ const EXPECTED_COLUMNS: Record<string, 'TEXT' | 'REAL'> = {
   expires: 'REAL',
 };
 
+// Added by the lease migration: a table from before it lacks them until it runs.
+const LEASE_COLUMNS: Record<string, string> = {
+  lease_until: 'REAL',
+  attempt: 'INTEGER',
+  unrecorded: 'INTEGER',
+};
+
 /** The name of the table the options point at. */
 export function sqliteTableName(options: SqliteMigrationOptions): string {
   return options.table === undefined ? DEFAULT_TABLE_NAME : getTableConfig(options.table).name;
 }
 
-// SQLite's column affinity rules (https://sqlite.org/datatype3.html §3.1), reduced to the two
-// affinities the contract uses.
+// SQLite's column affinity rules (https://sqlite.org/datatype3.html §3.1).
 function affinity(declaredType: string): string {
   const type = declaredType.toUpperCase();
   if (type.includes('INT')) return 'INTEGER';
@@ -47,14 +58,32 @@ function affinity(declaredType: string): string {
   return type === '' ? 'BLOB' : 'NUMERIC';
 }
 
-interface ColumnInfo {
-  name: string;
-  type: string;
-  pk: number;
+/** A row of SQLite's `PRAGMA table_info`, as every SQLite driver returns it. */
+export interface SqliteColumnInfo {
+  readonly name: string;
+  readonly type: string;
+  readonly pk: number;
 }
 
-function columnsOf(client: BetterSqlite3.Database, table: string): ColumnInfo[] {
-  return client.prepare(`PRAGMA table_info("${table}")`).all() as ColumnInfo[];
+/**
+ * Lists what keeps an existing keys table, described by its `PRAGMA table_info` rows, from being
+ * adopted as a store; empty when it fits. Driver-free, so every SQLite driver judges a table alike.
+ */
+export function sqliteKeysTableProblems(columns: readonly SqliteColumnInfo[]): string[] {
+  // Compared by affinity: a hand-made table may say VARCHAR or DOUBLE where drizzle says TEXT, REAL.
+  return keysTableProblems(
+    columns.map((column) => ({
+      name: column.name,
+      type: affinity(column.type),
+      primary: column.pk > 0,
+    })),
+    EXPECTED_COLUMNS,
+    LEASE_COLUMNS,
+  );
+}
+
+function columnsOf(client: BetterSqlite3.Database, table: string): SqliteColumnInfo[] {
+  return client.prepare(`PRAGMA table_info("${table}")`).all() as SqliteColumnInfo[];
 }
 
 function tableExists(client: BetterSqlite3.Database, table: string): boolean {
@@ -66,7 +95,8 @@ function tableExists(client: BetterSqlite3.Database, table: string): boolean {
 
 /**
  * Checks, without writing, that an existing keys table is one the store can adopt: exactly the
- * columns of the contract with their affinities, and `id` as the primary key (the primary key is
+ * columns of the contract with their affinities (the lease columns may be missing, on a table from
+ * before their migration), and `id` as the primary key (the primary key is
  * what makes `reserve` atomic).
  *
  * @throws {@link SchemaMismatchError} naming what differs
@@ -87,15 +117,7 @@ export function assertAdoptableKeysTable(
   }
   const columns = columnsOf(client, name);
   if (columns.length === 0) return;
-  // Compared by affinity: a hand-made table may say VARCHAR or DOUBLE where drizzle says TEXT, REAL.
-  const problems = keysTableProblems(
-    columns.map((column) => ({
-      name: column.name,
-      type: affinity(column.type),
-      primary: column.pk > 0,
-    })),
-    EXPECTED_COLUMNS,
-  );
+  const problems = sqliteKeysTableProblems(columns);
   if (problems.length > 0) {
     throw new SchemaMismatchError(
       `the existing ${name} table cannot be used as an idempotency store: ${problems.join('; ')}`,
@@ -201,7 +223,12 @@ export function applySqliteMigrations(
       }
       for (const migration of pendingMigrations(migrations, applied())) {
         for (const statement of migration.sql) {
-          client.exec(renameMigrationStatement(statement, name, '`'));
+          const renamed = renameMigrationStatement(statement, name, '`');
+          const added = addedColumn(renamed, '`');
+          const present =
+            added !== undefined &&
+            columnsOf(client, added.table).some((column) => column.name === added.column);
+          if (!present) client.exec(renamed);
         }
         record().run(migration.hash, migration.folderMillis);
       }

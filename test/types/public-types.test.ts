@@ -2,20 +2,30 @@
 // (`npm run typecheck`, and the docs typecheck in test/package/docs-snippets.test.ts, which
 // compiles this folder too); the runtime assertions check that the values agree with them.
 import Database from 'better-sqlite3';
+import { getTableName } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
+import { getTableConfig } from 'drizzle-orm/pg-core';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import type {
+  AcquireResult,
   IdempotencyRecord,
   IdempotencyStore,
   IdempotentResult,
   JsonValue,
   KeyStatus,
+  LeasedIdempotencyStore,
+  LeaseState,
   MaybePromise,
   StatusCounts,
   SweepStop,
 } from '../../src/index.js';
 import type { LibsqlIdempotencyStore } from '../../src/libsql/index.js';
-import type { PgIdempotencyStore, PgStoreOptions, keys as pgKeys } from '../../src/pg/index.js';
+import {
+  type PgIdempotencyStore,
+  type PgStoreOptions,
+  type keys as pgKeys,
+  pgKeysTable,
+} from '../../src/pg/index.js';
 import {
   applySqliteMigrations,
   keys,
@@ -23,6 +33,7 @@ import {
   openSqliteStore,
   SqliteIdempotencyStore,
   type SqliteStoreOptions,
+  sqliteKeysTable,
 } from '../../src/sqlite/index.js';
 
 interface Receipt {
@@ -36,6 +47,9 @@ interface KeyRow {
   status: KeyStatus;
   response: string | null;
   expires: number;
+  leaseUntil: number | null;
+  attempt: number;
+  unrecorded: boolean;
 }
 
 describe('the public types', () => {
@@ -85,9 +99,33 @@ describe('the public types', () => {
     const rows = db.select().from(keys).all();
     expectTypeOf(rows).toEqualTypeOf<KeyRow[]>();
     expect(rows).toEqual([
-      { id: 'k', fingerprint: 'd', status: 'pending', response: null, expires: 10 },
+      {
+        id: 'k',
+        fingerprint: 'd',
+        status: 'pending',
+        response: null,
+        expires: 10,
+        leaseUntil: null,
+        attempt: 1,
+        unrecorded: false,
+      },
     ]);
     client.close();
+  });
+
+  it('a renamed table keeps the row type and its name, and goes to its own dialect only', () => {
+    const sqliteTable = sqliteKeysTable('idempotency_keys');
+    const pgTable = pgKeysTable({ name: 'idempotency_keys', schema: 'billing' });
+    expectTypeOf<typeof sqliteTable.$inferSelect>().toEqualTypeOf<KeyRow>();
+    expectTypeOf<typeof pgTable.$inferSelect>().toEqualTypeOf<KeyRow>();
+    expectTypeOf<(typeof sqliteTable)['_']['name']>().toEqualTypeOf<'idempotency_keys'>();
+    expectTypeOf({ table: sqliteTable }).toExtend<SqliteStoreOptions>();
+    expectTypeOf({ table: sqliteTable }).toExtend<OpenSqliteStoreOptions>();
+    expectTypeOf({ table: pgTable }).toExtend<PgStoreOptions>();
+    expectTypeOf({ table: pgTable }).not.toExtend<SqliteStoreOptions>();
+    expectTypeOf({ table: sqliteTable }).not.toExtend<PgStoreOptions>();
+    expect(getTableName(sqliteTable)).toBe('idempotency_keys');
+    expect(getTableConfig(pgTable).schema).toBe('billing');
   });
 
   it('store options accept their documented fields and refuse wrong ones', () => {
@@ -121,6 +159,28 @@ describe('the public types', () => {
       'drained' | 'maxBatches' | 'maxSeconds' | 'signal' | 'dryRun'
     >();
     expectTypeOf<KeyStatus>().toEqualTypeOf<'pending' | 'done'>();
+    expectTypeOf<LeaseState>().toEqualTypeOf<'live' | 'lapsed' | 'unrecorded' | 'unleased'>();
+    expectTypeOf<LeasedIdempotencyStore<Receipt>['acquire']>().returns.toEqualTypeOf<
+      MaybePromise<AcquireResult<Receipt>>
+    >();
+    const describeAcquired = (result: AcquireResult<Receipt>): string => {
+      switch (result.status) {
+        case 'acquired':
+          expectTypeOf(result.leaseUntil).toEqualTypeOf<number>();
+          expectTypeOf(result.takenOver).toEqualTypeOf<boolean>();
+          return `attempt ${result.attempt}`;
+        case 'inProgress':
+          expectTypeOf(result.leaseUntil).toEqualTypeOf<number | null>();
+          return result.unrecorded ? 'unrecorded' : 'in progress';
+        case 'done':
+        case 'mismatch':
+          expectTypeOf(result.record).toEqualTypeOf<IdempotencyRecord<Receipt>>();
+          return result.record.status;
+      }
+    };
+    expect(
+      describeAcquired({ status: 'acquired', attempt: 2, leaseUntil: 30, takenOver: true }),
+    ).toBe('attempt 2');
     expect(
       describeResult({ outcome: 'executed', response: { status: 200, headers: {}, body: '' } }),
     ).toBe('executed');
