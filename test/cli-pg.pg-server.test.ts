@@ -90,13 +90,15 @@ describe.concurrent('idem on PostgreSQL', () => {
           'keys_pkey',
           'keys_status_expires_id_idx',
         ],
-        migrations: 2,
+        migrations: 3,
       });
       expect(jsonLine(await idem(['stats', ...on(fresh), ...NOW, '--json']))).toEqual({
         pending: 0,
         done: 0,
         expired: 0,
         stalePending: 0,
+        lapsed: 0,
+        unrecorded: 0,
         now: SWEEP_NOW,
       });
     });
@@ -116,6 +118,8 @@ describe.concurrent('idem on PostgreSQL', () => {
         done: 7,
         expired: 5,
         stalePending: 1,
+        lapsed: 0,
+        unrecorded: 0,
         now: SWEEP_NOW,
       });
       const ids = { ids: ['x-0000000', 'x-0000001', 'x-0000002'] };

@@ -16,7 +16,7 @@ const MIGRATED = {
     'keys_pkey',
     'keys_status_expires_id_idx',
   ],
-  migrations: 2,
+  migrations: 3,
 };
 
 async function createSchema(statements: (schema: string) => string[]): Promise<string> {
