@@ -151,7 +151,7 @@ export function describePgJournal(name: string, fresh: () => Promise<JournalTarg
         ).toMatchObject({
           status: 'acquired',
         });
-        expect(await journal(db, schema, '__idempotency_migrations')).toHaveLength(2);
+        expect(await journal(db, schema, '__idempotency_migrations')).toHaveLength(3);
       } finally {
         await target.close();
       }
