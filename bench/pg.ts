@@ -149,6 +149,27 @@ export async function pgOps({ quick }: BenchSize): Promise<GroupResult> {
           check(text != null && JSON.parse(text) !== null, 'raw fetch');
         }),
     );
+    // acquire (a reservation holding a 30 s lease) against reserve, on fresh keys of their own.
+    const acquireKeys = Array.from({ length: rounds }, () => realisticKeys(count));
+    const reserveKeys = Array.from({ length: rounds }, () => realisticKeys(count));
+    const lease = await alternate(
+      rounds,
+      (r) =>
+        opsPerSecondConcurrent(count, async (i) => {
+          const { key, digest } = input(acquireKeys, r, i);
+          const acquired = await store.acquire(key, digest, {
+            expires: 1e9,
+            now: 5,
+            leaseSeconds: 30,
+          });
+          check(acquired.status === 'acquired', 'acquire');
+        }),
+      (r) =>
+        opsPerSecondConcurrent(count, async (i) => {
+          const { key, digest } = input(reserveKeys, r, i);
+          check(await store.reserve(key, digest, 1e9), 'reserve');
+        }),
+    );
     const purge = await purgeBacklogs(pool, quick);
     return {
       metrics: {
@@ -156,6 +177,7 @@ export async function pgOps({ quick }: BenchSize): Promise<GroupResult> {
         'pg.finish.ratio': pairedRatio(finish),
         'pg.fetch.ratio': pairedRatio(fetch),
         'pg.purge100.backlogScale': ratioOfMedians(purge.large, purge.small),
+        'pg.acquire.vsReserve': pairedRatio(lease),
       },
       details: {
         'pg.reserve.opsPerSec.store': median(reserve.ours),
@@ -164,6 +186,8 @@ export async function pgOps({ quick }: BenchSize): Promise<GroupResult> {
         'pg.finish.opsPerSec.raw': median(finish.theirs),
         'pg.fetch.opsPerSec.store': median(fetch.ours),
         'pg.fetch.opsPerSec.raw': median(fetch.theirs),
+        'pg.acquire.opsPerSec': median(lease.ours),
+        'pg.acquire.opsPerSec.reserve': median(lease.theirs),
         'pg.purge100.ms.smallBacklog': median(purge.small),
         'pg.purge100.ms.largeBacklog': median(purge.large),
         'pg.purge100.tableRows': purge.rows,

@@ -135,6 +135,24 @@ export async function sqliteOps({ quick }: BenchSize): Promise<GroupResult> {
           check(rawFetch(realistic.rawIn(r)[i]?.key ?? '', 5) !== null, 'raw fetch'),
         ),
     );
+    // acquire (a reservation holding a 30 s lease) against reserve, on fresh keys of their own:
+    // what a lease costs the first request.
+    const acquireKeys = Array.from({ length: rounds }, () => realisticKeys(count));
+    const reserveKeys = Array.from({ length: rounds }, () => realisticKeys(count));
+    const lease = await alternate(
+      rounds,
+      (r) =>
+        opsPerSecond(count, (i) => {
+          const { key, digest } = (acquireKeys[r] as Input[])[i] as Input;
+          const acquired = store.acquire(key, digest, { expires: 1e9, now: 5, leaseSeconds: 30 });
+          check(acquired.status === 'acquired', 'acquire');
+        }),
+      (r) =>
+        opsPerSecond(count, (i) => {
+          const { key, digest } = (reserveKeys[r] as Input[])[i] as Input;
+          check(store.reserve(key, digest, 1e9), 'reserve');
+        }),
+    );
     const metrics: Record<string, Metric> = {};
     const details: Record<string, number> = {};
     const record = (name: string, sides: { ours: number[]; theirs: number[] }) => {
@@ -151,6 +169,9 @@ export async function sqliteOps({ quick }: BenchSize): Promise<GroupResult> {
     record('finish.tinyRatio', tiny.finish);
     record('fetch.tinyRatio', tiny.fetch);
     record('fetch.cachedRatio', cachedFetch);
+    metrics['sqlite.acquire.vsReserve'] = pairedRatio(lease);
+    details['sqlite.acquire.opsPerSec'] = median(lease.ours);
+    details['sqlite.acquire.opsPerSec.reserve'] = median(lease.theirs);
     return { metrics, details };
   } finally {
     cached.close();
