@@ -1,0 +1,10 @@
+export {
+  CallInProgressError,
+  PayloadMismatchError,
+  ResultExpiredError,
+  ResultNotRecordedError,
+} from './errors.js';
+export { payloadFingerprint } from './fingerprint.js';
+export { makeIdempotent } from './make-idempotent.js';
+export type { MakeIdempotentOptions, ResultCodec } from './options.js';
+export { DEFAULT_FUNCTION_LEASE_SECONDS, DEFAULT_FUNCTION_TTL_SECONDS } from './options.js';
