@@ -26,16 +26,15 @@ export class CallInProgressError extends IdempotencyError {
    * @param key - the idempotency key
    * @param record - the row as last seen
    * @param leaseUntil - the lease deadline of the running call, when known
+   * @param message - a sentence for a human, when not the default
    */
   constructor(
     key: string,
     record: IdempotencyRecord<unknown> | null,
     leaseUntil: number | null = null,
+    message = `a call with idempotency key ${JSON.stringify(key)} is still in progress`,
   ) {
-    super(
-      ErrorCode.requestInProgress,
-      `a call with idempotency key ${JSON.stringify(key)} is still in progress`,
-    );
+    super(ErrorCode.requestInProgress, message);
     this.key = key;
     this.record = record;
     this.leaseUntil = leaseUntil;
@@ -116,5 +115,22 @@ export class ResultNotRecordedError extends IdempotencyError {
     );
     this.key = key;
     this.result = result;
+  }
+}
+
+/**
+ * The call lost its key while it ran (its lease lapsed and another call took the key over, or the
+ * key was released by hand), and its transaction rolled back: none of its writes and no result
+ * were committed. The call that holds the key now runs the work; call again to get its result.
+ */
+export class CallSupersededError extends CallInProgressError {
+  /** @param key - the idempotency key */
+  constructor(key: string) {
+    super(
+      key,
+      null,
+      null,
+      `the call with idempotency key ${JSON.stringify(key)} lost its key while it ran and was rolled back`,
+    );
   }
 }

@@ -1,10 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { JsonValue } from '../core/json.js';
+import { InvalidOptionError } from '../core/errors.js';
+import { type JsonValue, serializeResponse } from '../core/json.js';
 import { KeyStatus } from '../core/status.js';
 import type { IdempotencyRecord } from '../core/store.js';
 import { assertKey } from '../core/validation.js';
 import {
   CallInProgressError,
+  CallSupersededError,
   PayloadMismatchError,
   ResultExpiredError,
   ResultNotRecordedError,
@@ -13,7 +15,9 @@ import {
   type MakeIdempotentOptions,
   type ResolvedFunctionOptions,
   resolveFunctionOptions,
+  type TransactionalOptions,
 } from './options.js';
+import type { KeyOwner, TransactionRunner } from './transaction.js';
 
 // How often a key that vanished between `reserve` and `get` (released or purged in between) is
 // claimed again before it counts as in progress: it keeps changing hands, so others own it.
@@ -21,10 +25,13 @@ const MAX_VANISHED = 3;
 
 /** What the store holds for a key when a call comes in. */
 type Claim =
-  | { readonly status: 'acquired' }
+  | { readonly status: 'acquired'; readonly owner: KeyOwner }
   | { readonly status: 'done'; readonly record: IdempotencyRecord<unknown> }
   | { readonly status: 'mismatch'; readonly record: IdempotencyRecord<unknown> }
   | { readonly status: 'inProgress'; readonly record: IdempotencyRecord<unknown> | null };
+
+/** Runs the work of a call that owns its key and returns its result. */
+type Execute<A extends unknown[], R> = (owner: KeyOwner, args: A) => Promise<R>;
 
 async function claim<A extends unknown[], R>(
   settings: ResolvedFunctionOptions<A, R>,
@@ -34,7 +41,9 @@ async function claim<A extends unknown[], R>(
 ): Promise<Claim> {
   const { store } = settings;
   for (let vanished = 0; vanished < MAX_VANISHED; vanished++) {
-    if (await store.reserve(key, digest, now + settings.ttlSeconds)) return { status: 'acquired' };
+    if (await store.reserve(key, digest, now + settings.ttlSeconds)) {
+      return { status: 'acquired', owner: { key, digest } };
+    }
     const record = await store.get(key);
     if (record === null) continue;
     if (record.fingerprint !== digest) return { status: 'mismatch', record };
@@ -44,47 +53,110 @@ async function claim<A extends unknown[], R>(
   return { status: 'inProgress', record: null };
 }
 
-async function execute<A extends unknown[], R>(
+// The function failed, so its effect did not complete (or was rolled back): the key is released
+// (only the pending row with this fingerprint) and a retry runs it again.
+async function releaseAfter<A extends unknown[], R>(
   settings: ResolvedFunctionOptions<A, R>,
-  fn: (...args: A) => R | Promise<R>,
-  args: A,
-  key: string,
-  digest: string,
-): Promise<Awaited<R>> {
-  const { store } = settings;
-  let result: Awaited<R>;
+  owner: KeyOwner,
+  error: unknown,
+): Promise<never> {
   try {
-    result = await fn(...args);
-  } catch (error) {
-    // The function failed, so its effect did not complete: the key is released (only the pending
-    // row with this fingerprint) and a retry runs it again.
-    try {
-      await store.release(key, digest);
-    } catch (releaseError) {
-      throw new AggregateError(
-        [error, releaseError],
-        'the function failed and releasing its idempotency key failed too',
-      );
-    }
-    throw error;
-  }
-  // From here the effect happened. A result that cannot be recorded keeps the key pending:
-  // releasing it would let a retry run the effect a second time.
-  let finished: boolean;
-  try {
-    finished = await store.finish(key, digest, settings.codec.serialize(result));
-  } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
-    throw new ResultNotRecordedError(key, result, reason, error);
-  }
-  if (!finished) {
-    throw new ResultNotRecordedError(
-      key,
-      result,
-      'no pending row of this call was left to finish: it was released while the function ran',
+    await settings.store.release(owner.key, owner.digest);
+  } catch (releaseError) {
+    throw new AggregateError(
+      [error, releaseError],
+      'the function failed and releasing its idempotency key failed too',
     );
   }
-  return result;
+  throw error;
+}
+
+function plainExecute<A extends unknown[], R>(
+  settings: ResolvedFunctionOptions<A, R>,
+  fn: (...args: A) => R | Promise<R>,
+): Execute<A, R> {
+  return async (owner, args) => {
+    let result: R;
+    try {
+      result = await fn(...args);
+    } catch (error) {
+      return releaseAfter(settings, owner, error);
+    }
+    // From here the effect happened. A result that cannot be recorded keeps the key pending:
+    // releasing it would let a retry run the effect a second time.
+    let finished: boolean;
+    try {
+      finished = await settings.store.finish(
+        owner.key,
+        owner.digest,
+        settings.codec.serialize(result),
+      );
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      throw new ResultNotRecordedError(owner.key, result, reason, error);
+    }
+    if (!finished) {
+      throw new ResultNotRecordedError(
+        owner.key,
+        result,
+        'no pending row of this call was left to finish: it was released while the function ran',
+      );
+    }
+    return result;
+  };
+}
+
+function transactionalExecute<TX, A extends unknown[], R>(
+  settings: ResolvedFunctionOptions<A, R>,
+  runner: TransactionRunner<TX>,
+  fn: (tx: TX, ...args: A) => R | Promise<R>,
+): Execute<A, R> {
+  return async (owner, args) => {
+    let outcome: Awaited<ReturnType<typeof runner.run<R>>>;
+    try {
+      outcome = await runner.run(
+        owner,
+        (tx) => fn(tx, ...args),
+        // Checked inside the transaction: a result that cannot be stored rolls the writes back.
+        (result) => serializeResponse(settings.codec.serialize(result)),
+      );
+    } catch (error) {
+      // Rolled back: nothing of the function's was committed, so a retry may run it.
+      return releaseAfter(settings, owner, error);
+    }
+    if (!outcome.committed) throw new CallSupersededError(owner.key);
+    return outcome.result;
+  };
+}
+
+function wrap<A extends unknown[], R>(
+  settings: ResolvedFunctionOptions<A, R>,
+  execute: Execute<A, R>,
+): (...args: A) => Promise<R> {
+  return async (...args: A): Promise<R> => {
+    const key = settings.key(...args);
+    assertKey(key);
+    const digest = settings.fingerprint(...args);
+    const deadline = performance.now() + settings.waitTimeoutMs;
+    for (;;) {
+      const now = settings.now();
+      const found = await claim(settings, key, digest, now);
+      switch (found.status) {
+        case 'acquired':
+          return execute(found.owner, args);
+        case 'mismatch':
+          throw new PayloadMismatchError(key, found.record);
+        case 'done':
+          if (found.record.expires <= now) throw new ResultExpiredError(key, found.record);
+          return settings.codec.deserialize(found.record.response as JsonValue);
+        case 'inProgress':
+          if (performance.now() + settings.waitIntervalMs > deadline) {
+            throw new CallInProgressError(key, found.record);
+          }
+          await sleep(settings.waitIntervalMs);
+      }
+    }
+  };
 }
 
 /**
@@ -103,6 +175,12 @@ async function execute<A extends unknown[], R>(
  *     ├─ other payload ──────────▶ PayloadMismatchError
  *     └─ running elsewhere ──────▶ CallInProgressError, or wait (poll) and look again
  * ```
+ *
+ * **Transactional form.** Given `transaction` (`sqliteTransaction(store)`, `pgTransaction(store)`)
+ * instead of `store`, `fn` receives the drizzle transaction as its first argument, and its writes
+ * commit together with the stored result, or not at all: a throw rolls them back and releases the
+ * key; a process that dies commits nothing. The claim of the key stays its own short commit
+ * before, so duplicates see the call in progress instead of waiting on a lock.
  *
  * @param fn - the function to protect
  * @param options - the store, the key and the rest of {@link MakeIdempotentOptions}
@@ -128,33 +206,36 @@ async function execute<A extends unknown[], R>(
 export function makeIdempotent<A extends unknown[], R>(
   fn: (...args: A) => R | Promise<R>,
   options: MakeIdempotentOptions<A, Awaited<R>>,
-): (...args: A) => Promise<Awaited<R>> {
+): (...args: A) => Promise<Awaited<R>>;
+/**
+ * The transactional form: `fn(tx, ...args)` runs inside a transaction that also records its
+ * result. See the other signature.
+ *
+ * @param fn - the function to protect; receives the transaction first
+ * @param options - the transaction runner, the key and the rest of {@link TransactionalOptions}
+ */
+export function makeIdempotent<TX, A extends unknown[], R>(
+  fn: (tx: TX, ...args: A) => R | Promise<R>,
+  options: TransactionalOptions<TX, A, Awaited<R>>,
+): (...args: A) => Promise<Awaited<R>>;
+export function makeIdempotent<TX, A extends unknown[], R>(
+  fn: ((...args: A) => R | Promise<R>) | ((tx: TX, ...args: A) => R | Promise<R>),
+  options: MakeIdempotentOptions<A, R> | TransactionalOptions<TX, A, R>,
+): (...args: A) => Promise<R> {
   if (typeof fn !== 'function') {
     throw new TypeError('makeIdempotent needs a function to wrap');
   }
-  const settings = resolveFunctionOptions(options);
-  return async (...args: A): Promise<Awaited<R>> => {
-    const key = settings.key(...args);
-    assertKey(key);
-    const digest = settings.fingerprint(...args);
-    const deadline = performance.now() + settings.waitTimeoutMs;
-    for (;;) {
-      const now = settings.now();
-      const found = await claim(settings, key, digest, now);
-      switch (found.status) {
-        case 'acquired':
-          return execute(settings, fn, args, key, digest);
-        case 'mismatch':
-          throw new PayloadMismatchError(key, found.record);
-        case 'done':
-          if (found.record.expires <= now) throw new ResultExpiredError(key, found.record);
-          return settings.codec.deserialize(found.record.response as JsonValue);
-        case 'inProgress':
-          if (performance.now() + settings.waitIntervalMs > deadline) {
-            throw new CallInProgressError(key, found.record);
-          }
-          await sleep(settings.waitIntervalMs);
-      }
+  if (typeof options === 'object' && options !== null && 'transaction' in options) {
+    const runner = options.transaction;
+    if (typeof runner?.run !== 'function') {
+      throw new InvalidOptionError('transaction must come from sqliteTransaction or pgTransaction');
     }
-  };
+    const settings = resolveFunctionOptions<A, R>({ ...options, store: runner?.store });
+    return wrap(
+      settings,
+      transactionalExecute(settings, runner, fn as (tx: TX, ...args: A) => R | Promise<R>),
+    );
+  }
+  const settings = resolveFunctionOptions(options as MakeIdempotentOptions<A, R>);
+  return wrap(settings, plainExecute(settings, fn as (...args: A) => R | Promise<R>));
 }

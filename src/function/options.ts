@@ -3,6 +3,7 @@ import type { JsonValue } from '../core/json.js';
 import type { IdempotencyStore } from '../core/store.js';
 import { assertIntegerOption } from '../core/validation.js';
 import { payloadFingerprint } from './fingerprint.js';
+import type { TransactionRunner } from './transaction.js';
 
 /** The default retention of a result: 24 hours. */
 export const DEFAULT_FUNCTION_TTL_SECONDS = 24 * 3600;
@@ -59,6 +60,19 @@ export interface MakeIdempotentOptions<A extends unknown[], R> {
    * 50), and then return the other call's result (or run, if that call failed and released the key).
    */
   readonly wait?: { readonly timeoutMs: number; readonly intervalMs?: number };
+}
+
+/**
+ * Options of the transactional form of {@link makeIdempotent}: those of
+ * {@link MakeIdempotentOptions}, with the store given by the transaction runner.
+ */
+export interface TransactionalOptions<TX, A extends unknown[], R>
+  extends Omit<MakeIdempotentOptions<A, R>, 'store'> {
+  /**
+   * Runs the function's writes and the recording of its result in one transaction:
+   * `sqliteTransaction(store)` or `pgTransaction(store)`.
+   */
+  readonly transaction: TransactionRunner<TX>;
 }
 
 /** {@link MakeIdempotentOptions} with every default applied and checked. */

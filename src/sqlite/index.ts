@@ -9,3 +9,5 @@ export { openSqliteStore } from './open.js';
 export { keys } from './schema.js';
 export type { AnyBetterSqliteDatabase, SqliteStoreOptions } from './store.js';
 export { MAX_ANSWER_CACHE_SIZE, SqliteIdempotencyStore } from './store.js';
+export type { SqliteHandlerTransaction, SqliteTransactionOptions } from './transaction.js';
+export { sqliteTransaction } from './transaction.js';
