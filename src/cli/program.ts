@@ -1,4 +1,5 @@
 import { Command, Option } from 'commander';
+import manifest from '../../package.json' with { type: 'json' };
 import { DEFAULT_LIMIT } from '../core/validation.js';
 import { DEFAULT_BATCH_SIZE } from '../sweep.js';
 import { expiredCommand, migrateCommand, purgeCommand, statsCommand } from './commands.js';
@@ -65,6 +66,7 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
 
   const program = new Command('idem')
     .description('Retention and inspection of a drizzle-idempotency key store.')
+    .version(manifest.version, '-V, --version', 'print the version of drizzle-idempotency')
     .exitOverride()
     .showHelpAfterError()
     .configureOutput({
