@@ -8,10 +8,20 @@ if (!process.env.DATABASE_URL) {
   console.warn(`DATABASE_URL is not set: the PostgreSQL server tests (${serverTests}) do not run.`);
 }
 
+// RabbitMQ tests (`*.amqp-server.test.ts`) follow the same rule with AMQP_URL.
+const amqpTests = '**/*.amqp-server.test.ts';
+if (!process.env.AMQP_URL) {
+  console.warn(`AMQP_URL is not set: the RabbitMQ tests (${amqpTests}) do not run.`);
+}
+
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    exclude: ['**/node_modules/**', ...(process.env.DATABASE_URL ? [] : [serverTests])],
+    exclude: [
+      '**/node_modules/**',
+      ...(process.env.DATABASE_URL ? [] : [serverTests]),
+      ...(process.env.AMQP_URL ? [] : [amqpTests]),
+    ],
     testTimeout: 60_000,
     hookTimeout: 60_000,
   },
