@@ -1,0 +1,37 @@
+import { sql } from 'drizzle-orm';
+import { describe, expect, it } from 'vitest';
+import { openSqliteStore } from '../../src/sqlite/index.js';
+import { freshDbPath, tempDir } from '../support/temp.js';
+import {
+  crashTrial,
+  expectAgreement,
+  inBatches,
+  KEY_STATES,
+  type KeyState,
+  TRIALS,
+} from './crash-support.js';
+
+const dir = tempDir('idem-crash-');
+
+describe('transactional makeIdempotent on SQLite, killed with SIGKILL', () => {
+  it(`keeps effect and answer in agreement after each of ${TRIALS} crashes`, async () => {
+    const path = freshDbPath(dir);
+    const store = openSqliteStore(path);
+    store.db.run(sql`CREATE TABLE effects (key TEXT NOT NULL)`);
+    const query = store.db.$client.prepare(KEY_STATES('keys', 'effects'));
+    const trials = await inBatches(TRIALS, () =>
+      crashTrial(['sqlite', path], async (prefix) =>
+        (query.all({ prefix: `${prefix}-%` }) as KeyState[]).map((s) => ({
+          ...s,
+          effects: Number(s.effects),
+        })),
+      ),
+    );
+    expect(trials).toHaveLength(TRIALS);
+    const counts = trials.map(expectAgreement);
+    expect(counts.every(({ done }) => done > 0)).toBe(true);
+    // The kills did land inside transactions: their calls left a claimed key and no effect.
+    expect(counts.some(({ pending }) => pending > 0)).toBe(true);
+    store.close();
+  });
+});
