@@ -83,8 +83,8 @@ describe.concurrent('idem on PostgreSQL', () => {
       expect(first.stdout).toContain(`(schema "${fresh.schema}"): keys table up to date`);
       expect((await idem(['migrate', ...on(fresh)])).code).toBe(0);
       expect(await inspectSchema(fresh.db, fresh.schema)).toEqual({
-        tables: ['__drizzle_migrations', 'keys'],
-        indexes: ['__drizzle_migrations_pkey', 'keys_pkey', 'keys_status_expires_id_idx'],
+        tables: ['__idempotency_migrations', 'keys'],
+        indexes: ['__idempotency_migrations_pkey', 'keys_pkey', 'keys_status_expires_id_idx'],
         migrations: 1,
       });
       expect(jsonLine(await idem(['stats', ...on(fresh), ...NOW, '--json']))).toEqual({

@@ -37,8 +37,8 @@ function newSchema(): string {
 }
 
 const MIGRATED = {
-  tables: ['__drizzle_migrations', 'keys'],
-  indexes: ['__drizzle_migrations_pkey', 'keys_pkey', 'keys_status_expires_id_idx'],
+  tables: ['__idempotency_migrations', 'keys'],
+  indexes: ['__idempotency_migrations_pkey', 'keys_pkey', 'keys_status_expires_id_idx'],
   migrations: 1,
 };
 

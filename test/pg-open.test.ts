@@ -9,8 +9,8 @@ import { inspectSchema } from './support/pg-inspect.js';
 const database = sharedPglite();
 
 const MIGRATED = {
-  tables: ['__drizzle_migrations', 'keys'],
-  indexes: ['__drizzle_migrations_pkey', 'keys_pkey', 'keys_status_expires_id_idx'],
+  tables: ['__idempotency_migrations', 'keys'],
+  indexes: ['__idempotency_migrations_pkey', 'keys_pkey', 'keys_status_expires_id_idx'],
   migrations: 1,
 };
 

@@ -110,10 +110,10 @@ const FOREIGN: [
     /keys is a view/,
   ],
   [
-    'a foreign __drizzle_migrations table',
-    (path) => sqliteFile(path, 'CREATE TABLE __drizzle_migrations (version INTEGER)'),
+    'a foreign __idempotency_migrations table',
+    (path) => sqliteFile(path, 'CREATE TABLE __idempotency_migrations (version INTEGER)'),
     SchemaMismatchError,
-    /__drizzle_migrations/,
+    /__idempotency_migrations/,
   ],
   [
     "the purge index's name taken by another table",
@@ -168,7 +168,7 @@ describe('concurrent init', () => {
       }
       const client = new Database(path, { readonly: true });
       expect(client.pragma('integrity_check', { simple: true })).toBe('ok');
-      expect(client.prepare('SELECT count(*) AS n FROM __drizzle_migrations').get()).toEqual({
+      expect(client.prepare('SELECT count(*) AS n FROM __idempotency_migrations').get()).toEqual({
         n: 1,
       });
       expect(

@@ -22,7 +22,7 @@ function inspect(path: string) {
   try {
     return {
       migrations: (
-        client.prepare('SELECT count(*) AS n FROM __drizzle_migrations').get() as { n: number }
+        client.prepare('SELECT count(*) AS n FROM __idempotency_migrations').get() as { n: number }
       ).n,
       indexes: (
         client

@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { asc, sql } from 'drizzle-orm';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { expressIdempotency } from '../../src/http/express.js';
+import { PROMETHEUS_CONTENT_TYPE, prometheusStats } from '../../src/observe/index.js';
 import type { SqliteIdempotencyStore } from '../../src/sqlite/index.js';
 import { type Payment, payments } from './schema.js';
 
@@ -65,8 +66,9 @@ function validatePayment(req: Request, res: Response, next: NextFunction): void 
 }
 
 /**
- * The payments API: `POST /payments` (requires `Idempotency-Key`) and `GET /payments`. Payments
- * live in the store's own SQLite file and connection, in the `payments` table.
+ * The payments API: `POST /payments` (requires `Idempotency-Key`), `GET /payments`, and the
+ * store's gauges for Prometheus on `GET /metrics`. Payments live in the store's own SQLite file
+ * and connection, in the `payments` table.
  */
 export function createPaymentsApp(
   store: SqliteIdempotencyStore<unknown>,
@@ -104,6 +106,10 @@ export function createPaymentsApp(
 
   app.get('/payments', (_req, res) => {
     res.json(db.select().from(payments).orderBy(asc(payments.createdAt), asc(payments.id)).all());
+  });
+
+  app.get('/metrics', async (_req, res) => {
+    res.type(PROMETHEUS_CONTENT_TYPE).send(await prometheusStats(store, options.now()));
   });
 
   // A body express.json() cannot parse is a client error, answered like the others.

@@ -1,3 +1,4 @@
+import { formatPrometheusStats } from '../observe/prometheus.js';
 import { type CliIo, writeJson } from './io.js';
 import { describeLocation, type StoreLocation } from './location.js';
 import { withStore } from './open-store.js';
@@ -32,9 +33,18 @@ export async function migrateCommand(io: CliIo, options: LocatedOptions): Promis
   io.stdout.write(`${describeLocation(options.location)}: keys table up to date\n`);
 }
 
+/** Options of `idem stats`: {@link TimedOptions} plus `--prometheus`. */
+export interface StatsOptions extends TimedOptions {
+  readonly prometheus?: boolean;
+}
+
 /** `idem stats`: the counts by status and the backlog at `now`. */
-export async function statsCommand(io: CliIo, options: TimedOptions): Promise<void> {
+export async function statsCommand(io: CliIo, options: StatsOptions): Promise<void> {
   const stats = await withStore(options.location, false, async (store) => store.stats(options.now));
+  if (options.prometheus) {
+    io.stdout.write(formatPrometheusStats(stats));
+    return;
+  }
   if (options.json) {
     writeJson(io.stdout, { ...stats, now: options.now });
     return;

@@ -1,4 +1,5 @@
 import { InvalidOptionError } from '../core/errors.js';
+import { DEFAULT_TABLE_NAME } from '../core/table-name.js';
 import { DEFAULT_PG_SCHEMA } from '../pg/schema.js';
 
 /** The file used when no flag or environment variable names a store. */
@@ -6,8 +7,13 @@ export const DEFAULT_DB = './idempotency.db';
 
 /** Where a command's store lives: a SQLite file, or a schema on a PostgreSQL server. */
 export type StoreLocation =
-  | { readonly dialect: 'sqlite'; readonly path: string }
-  | { readonly dialect: 'pg'; readonly url: string; readonly schema: string };
+  | { readonly dialect: 'sqlite'; readonly path: string; readonly table: string }
+  | {
+      readonly dialect: 'pg';
+      readonly url: string;
+      readonly schema: string;
+      readonly table: string;
+    };
 
 /** The flags every command takes to find its store, as parsed. */
 export interface LocationFlags {
@@ -17,6 +23,8 @@ export interface LocationFlags {
   readonly url?: string;
   /** `--schema NAME`: the PostgreSQL schema; only with a PostgreSQL store. */
   readonly schema?: string;
+  /** `--table NAME`: the keys table's name; default `keys`. */
+  readonly table?: string;
 }
 
 const PG_PROTOCOLS = ['postgres:', 'postgresql:'];
@@ -44,7 +52,7 @@ export function assertPostgresUrl(text: string, source: string): void {
  * last because many tools on one machine set it for their own purposes; `IDEM_DB` only ever names
  * this store. Empty variables count as unset.
  *
- * @param flags - the parsed `--db`, `--url` and `--schema`
+ * @param flags - the parsed `--db`, `--url`, `--schema` and `--table`
  * @param env - the environment holding `DATABASE_URL` and `IDEM_DB`
  * @throws {@link InvalidOptionError} for a `DATABASE_URL` that is not a PostgreSQL URL (when it
  * is the one used), or `--schema` with a SQLite store
@@ -55,14 +63,15 @@ export function resolveStoreLocation(
 ): StoreLocation {
   const envUrl = env.DATABASE_URL || undefined;
   const envDb = env.IDEM_DB || undefined;
+  const table = flags.table ?? DEFAULT_TABLE_NAME;
   let location: StoreLocation;
-  if (flags.url !== undefined) location = pg(flags.url, flags.schema);
-  else if (flags.db !== undefined) location = { dialect: 'sqlite', path: flags.db };
-  else if (envDb !== undefined) location = { dialect: 'sqlite', path: envDb };
+  if (flags.url !== undefined) location = pg(flags.url, flags.schema, table);
+  else if (flags.db !== undefined) location = { dialect: 'sqlite', path: flags.db, table };
+  else if (envDb !== undefined) location = { dialect: 'sqlite', path: envDb, table };
   else if (envUrl !== undefined) {
     assertPostgresUrl(envUrl, 'DATABASE_URL');
-    location = pg(envUrl, flags.schema);
-  } else location = { dialect: 'sqlite', path: DEFAULT_DB };
+    location = pg(envUrl, flags.schema, table);
+  } else location = { dialect: 'sqlite', path: DEFAULT_DB, table };
   if (location.dialect === 'sqlite' && flags.schema !== undefined) {
     throw new InvalidOptionError(
       '--schema applies to a PostgreSQL store only (--url or DATABASE_URL)',
@@ -71,16 +80,17 @@ export function resolveStoreLocation(
   return location;
 }
 
-function pg(url: string, schema: string | undefined): StoreLocation {
-  return { dialect: 'pg', url, schema: schema ?? DEFAULT_PG_SCHEMA };
+function pg(url: string, schema: string | undefined, table: string): StoreLocation {
+  return { dialect: 'pg', url, schema: schema ?? DEFAULT_PG_SCHEMA, table };
 }
 
 /**
  * Names a store for messages: the file, or the URL with its password hidden and the schema.
  */
 export function describeLocation(location: StoreLocation): string {
-  if (location.dialect === 'sqlite') return location.path;
+  const table = location.table === DEFAULT_TABLE_NAME ? '' : ` (table "${location.table}")`;
+  if (location.dialect === 'sqlite') return `${location.path}${table}`;
   const url = new URL(location.url);
   if (url.password !== '') url.password = '***';
-  return `${url.toString()} (schema "${location.schema}")`;
+  return `${url.toString()} (schema "${location.schema}")${table}`;
 }

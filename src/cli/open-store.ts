@@ -4,6 +4,7 @@ import { DatabaseOpenError } from '../core/errors.js';
 import type { IdempotencyStore } from '../core/store.js';
 import { quoteIdentifier } from '../pg/identifier.js';
 import { openPgStore } from '../pg/open.js';
+import { pgKeysTable } from '../pg/schema.js';
 import { describeLocation, type StoreLocation } from './location.js';
 
 /** An open store and what ends it. */
@@ -22,15 +23,21 @@ function reason(error: unknown): string {
   return first instanceof Error ? first.message : ((error as { code?: string }).code ?? error.name);
 }
 
-async function openSqlite(location: { path: string }, create: boolean): Promise<CliStore> {
+async function openSqlite(
+  location: Extract<StoreLocation, { dialect: 'sqlite' }>,
+  create: boolean,
+): Promise<CliStore> {
   if (!create && location.path !== ':memory:' && !existsSync(location.path)) {
     throw new DatabaseOpenError(
       `no database at ${location.path}: create it with "idem migrate --db ${location.path}"`,
     );
   }
   // Loaded here so that PostgreSQL users need not install `better-sqlite3`.
-  const { openSqliteStore } = await import('../sqlite/open.js');
-  const store = openSqliteStore(location.path);
+  const [{ openSqliteStore }, { sqliteKeysTable }] = await Promise.all([
+    import('../sqlite/open.js'),
+    import('../sqlite/schema.js'),
+  ]);
+  const store = openSqliteStore(location.path, { table: sqliteKeysTable(location.table) });
   return { store, close: async () => store.close() };
 }
 
@@ -46,7 +53,7 @@ async function openPg(
   // the process on the `error` event instead of letting the next query fail with a message.
   pool.on('error', () => undefined);
   try {
-    const table = `${quoteIdentifier(location.schema)}.keys`;
+    const table = `${quoteIdentifier(location.schema)}.${quoteIdentifier(location.table)}`;
     let found: boolean;
     try {
       const result = await pool.query<{ found: boolean }>(
@@ -65,10 +72,12 @@ async function openPg(
     // exists, so the table, not the schema, is what tells a store apart.
     if (!create && !found) {
       throw new DatabaseOpenError(
-        `no keys table at ${describeLocation(location)}: create it with "idem migrate --url URL --schema ${location.schema}"`,
+        `no ${location.table} table at ${describeLocation(location)}: create it with "idem migrate --url URL --schema ${location.schema} --table ${location.table}"`,
       );
     }
-    const store = await openPgStore(pool, { schema: location.schema });
+    const store = await openPgStore(pool, {
+      table: pgKeysTable({ name: location.table, schema: location.schema }),
+    });
     return {
       store,
       close: async () => {

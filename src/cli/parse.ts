@@ -1,5 +1,6 @@
 import { InvalidArgumentError } from 'commander';
 import { IdempotencyError } from '../core/errors.js';
+import { assertTableName } from '../core/table-name.js';
 import { assertIntegerOption, assertLimit, MAX_BATCH_SIZE } from '../core/validation.js';
 import { assertSchemaName } from '../pg/identifier.js';
 import { assertPostgresUrl } from './location.js';
@@ -76,5 +77,11 @@ export function parseUrl(text: string): string {
 /** `--schema NAME`: a PostgreSQL schema name of at most 63 bytes. */
 export function parseSchema(text: string): string {
   usingLibraryCheck(() => assertSchemaName(text));
+  return text;
+}
+
+/** `--table NAME`: the keys table's name, as `sqliteKeysTable` and `pgKeysTable` accept it. */
+export function parseTable(text: string): string {
+  usingLibraryCheck(() => assertTableName(text));
   return text;
 }

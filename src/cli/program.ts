@@ -13,11 +13,12 @@ import {
   parseMaxSeconds,
   parseNow,
   parseSchema,
+  parseTable,
   parseUrl,
 } from './parse.js';
 import { sweepCommand } from './sweep-command.js';
 
-// `--db`, `--url` and `--schema` on a command. Their defaults come from the environment when the
+// `--db`, `--url`, `--schema` and `--table` on a command. Their defaults come from the environment when the
 // command runs (see resolveStoreLocation), not from commander, so that commander's conflict
 // check sees only what was typed.
 function addLocationOptions(command: Command): Command {
@@ -38,6 +39,11 @@ function addLocationOptions(command: Command): Command {
         '--schema <name>',
         'the PostgreSQL schema of the keys table (default public)',
       ).argParser(parseSchema),
+    )
+    .addOption(
+      new Option('--table <name>', 'the name of the keys table (default keys)').argParser(
+        parseTable,
+      ),
     );
 }
 
@@ -89,6 +95,11 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
   )
     .addOption(nowOption())
     .addOption(jsonOption())
+    .addOption(
+      new Option('--prometheus', 'print the gauges in the Prometheus text format').conflicts(
+        'json',
+      ),
+    )
     .action(async (options) =>
       statsCommand(io, { ...options, location: locate(options), now: timeOf(options) }),
     );

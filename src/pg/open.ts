@@ -1,9 +1,8 @@
 import type { Pool } from 'pg';
 import { DatabaseOpenError } from '../core/errors.js';
 import { assertIntegerOption } from '../core/validation.js';
-import { assertSchemaName } from './identifier.js';
 import { applyPgMigrations, type PgMigrationOptions } from './migrate.js';
-import { DEFAULT_PG_SCHEMA } from './schema.js';
+import { resolvePgTable } from './schema.js';
 import { PgIdempotencyStore } from './store.js';
 
 /** Options of {@link openPgStore}. */
@@ -45,8 +44,7 @@ export async function openPgStore<T = unknown>(
   source: string | Pool,
   options: OpenPgStoreOptions = {},
 ): Promise<PgIdempotencyStore<T>> {
-  const schema = options.schema ?? DEFAULT_PG_SCHEMA;
-  assertSchemaName(schema);
+  const { table } = resolvePgTable(options);
   const max = options.max ?? 10;
   assertIntegerOption(max, 'max', 1, 10_000);
   if (typeof source === 'string' && source.length === 0) {
@@ -81,9 +79,9 @@ export async function openPgStore<T = unknown>(
       );
     }
     const db = drizzle(pool);
-    await applyPgMigrations(db, { schema });
+    await applyPgMigrations(db, { table });
     return new PgIdempotencyStore<T>(db, {
-      schema,
+      table,
       ...(ownsPool ? { onClose: () => pool.end() } : {}),
     });
   } catch (error) {

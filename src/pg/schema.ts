@@ -1,13 +1,17 @@
 import {
   customType,
   doublePrecision,
+  getTableConfig,
   index,
   type PgTableFn,
   pgSchema,
   pgTable,
   text,
 } from 'drizzle-orm/pg-core';
+import { InvalidOptionError } from '../core/errors.js';
 import type { KeyStatus } from '../core/status.js';
+import { assertTableName, DEFAULT_TABLE_NAME, retentionIndexName } from '../core/table-name.js';
+import { assertSchemaName } from './identifier.js';
 
 /** The schema the store uses when none is given. */
 export const DEFAULT_PG_SCHEMA = 'public';
@@ -31,30 +35,49 @@ function columns() {
   };
 }
 
+/** Where {@link pgKeysTable} builds the keys table. */
+export interface PgKeysTableOptions {
+  /** The table's name: letters, digits and underscores, at most 38. Default `keys`. */
+  readonly name?: string;
+  /** The PostgreSQL schema holding it. Default `public`. */
+  readonly schema?: string;
+}
+
 /**
- * Builds the `keys` table in `schemaName`: exactly the five columns of the contract, `id` in the
- * byte-order "C" collation, and the retention index on `(status, expires, id)`.
+ * Builds the keys table under `name` in `schema`: exactly the columns of the contract, `id` in the
+ * byte-order "C" collation, and the retention index on `(status, expires, id)`, named after the
+ * table (`<name>_status_expires_id_idx`) so two tables never clash. Export it from your
+ * drizzle-kit schema if you keep your own migrations, and give it to the store as `{ table }`.
  *
- * @param schemaName - the PostgreSQL schema holding the table; default `public`
+ * A string argument is read as the schema, as in 0.1.0.
+ *
+ * @param options - the table's name and schema; default `keys` in `public`
+ * @throws {@link InvalidOptionError} for a name or schema the library cannot use
  * @example
  * ```ts
  * import { pgKeysTable } from 'drizzle-idempotency/pg';
- * const keys = pgKeysTable('billing');
- * const pending = await db.select().from(keys).where(eq(keys.status, 'pending'));
+ * export const idempotencyKeys = pgKeysTable({ name: 'idempotency_keys', schema: 'billing' });
  * ```
  */
-export function pgKeysTable(schemaName: string = DEFAULT_PG_SCHEMA) {
+export function pgKeysTable(options: PgKeysTableOptions | string = {}) {
+  const { name = DEFAULT_TABLE_NAME, schema = DEFAULT_PG_SCHEMA } =
+    typeof options === 'string' ? { schema: options } : options;
+  if (typeof options !== 'string' && (typeof options !== 'object' || options === null)) {
+    throw new InvalidOptionError('pgKeysTable takes { name, schema }');
+  }
+  assertTableName(name);
+  assertSchemaName(schema);
   // drizzle refuses pgSchema('public'): tables of the default schema are built with pgTable.
   // Both builders make the same table; only the type of its `schema` differs.
-  const table = (
-    schemaName === DEFAULT_PG_SCHEMA ? pgTable : pgSchema(schemaName).table
-  ) as PgTableFn<string | undefined>;
-  return table('keys', columns(), (t) => [
-    index('keys_status_expires_id_idx').on(t.status, t.expires, t.id),
+  const table = (schema === DEFAULT_PG_SCHEMA ? pgTable : pgSchema(schema).table) as PgTableFn<
+    string | undefined
+  >;
+  return table(name, columns(), (t) => [
+    index(retentionIndexName(name)).on(t.status, t.expires, t.id),
   ]);
 }
 
-/** The type of a `keys` table built by {@link pgKeysTable}, whatever its schema. */
+/** The type of a keys table built by {@link pgKeysTable}, whatever its name and schema. */
 export type PgKeysTable = ReturnType<typeof pgKeysTable>;
 
 /**
@@ -68,3 +91,42 @@ export type PgKeysTable = ReturnType<typeof pgKeysTable>;
  * ```
  */
 export const keys = pgKeysTable();
+
+/** How a store or the migrations find their keys table: a schema, or the table itself. */
+export interface PgTableOptions {
+  /**
+   * The PostgreSQL schema holding the `keys` table, created by the migrations if missing. Default
+   * `public`. With `table`, it may be left out; if given, it must be the table's schema.
+   */
+  readonly schema?: string;
+  /** The keys table, from `pgKeysTable({ name, schema })`. Default: `keys` in `schema`. */
+  readonly table?: PgKeysTable;
+}
+
+/** The keys table, its name and its schema, resolved from {@link PgTableOptions}. */
+export interface ResolvedPgTable {
+  readonly table: PgKeysTable;
+  readonly name: string;
+  readonly schema: string;
+}
+
+/**
+ * Resolves the keys table of a store or of the migrations.
+ *
+ * @throws {@link InvalidOptionError} for a bad schema name, or a `schema` that is not the table's
+ */
+export function resolvePgTable(options: PgTableOptions): ResolvedPgTable {
+  if (options.table === undefined) {
+    const schema = options.schema ?? DEFAULT_PG_SCHEMA;
+    assertSchemaName(schema);
+    return { table: pgKeysTable({ schema }), name: DEFAULT_TABLE_NAME, schema };
+  }
+  const config = getTableConfig(options.table);
+  const schema = config.schema ?? DEFAULT_PG_SCHEMA;
+  if (options.schema !== undefined && options.schema !== schema) {
+    throw new InvalidOptionError(
+      `schema is ${JSON.stringify(options.schema)} but the table is in ${JSON.stringify(schema)}: give one or the other`,
+    );
+  }
+  return { table: options.table, name: config.name, schema };
+}

@@ -23,8 +23,7 @@ import {
   MAX_BATCH_SIZE,
 } from '../core/validation.js';
 import { compilePgStatement } from './compile.js';
-import { assertSchemaName } from './identifier.js';
-import { DEFAULT_PG_SCHEMA, type PgKeysTable, pgKeysTable } from './schema.js';
+import { type PgKeysTable, type PgTableOptions, resolvePgTable } from './schema.js';
 
 /**
  * Any drizzle PostgreSQL database, whatever its driver (node-postgres, PGlite, …) and schema.
@@ -33,9 +32,7 @@ import { DEFAULT_PG_SCHEMA, type PgKeysTable, pgKeysTable } from './schema.js';
 export type AnyPgDatabase = PgDatabase<PgQueryResultHKT, any>;
 
 /** Options of {@link PgIdempotencyStore}. */
-export interface PgStoreOptions {
-  /** The PostgreSQL schema holding the `keys` table. Default `public`. */
-  readonly schema?: string;
+export interface PgStoreOptions extends PgTableOptions {
   /**
    * Called once by `close()`, e.g. to end a pool the store owns. By default `close()` leaves the
    * connection alone: a store built over your database never ends your pool.
@@ -46,14 +43,14 @@ export interface PgStoreOptions {
 const p = sql.placeholder;
 
 // Named statements are kept per connection by name, and node-postgres refuses one name for two
-// texts: the schema is part of the text, so it is part of the name too.
-function statementNames(schema: string): (operation: string) => string {
-  const tag = createHash('sha256').update(schema).digest('hex').slice(0, 12);
+// texts: the schema and the table are part of the text, so they are part of the name too.
+function statementNames(schema: string, table: string): (operation: string) => string {
+  const tag = createHash('sha256').update(`${schema}.${table}`).digest('hex').slice(0, 12);
   return (operation) => `idempotency_${tag}_${operation}`;
 }
 
-function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string) {
-  const name = statementNames(schema);
+function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string, table: string) {
+  const name = statementNames(schema, table);
   // Retention only ever selects done rows past their deadline; a pending row is owned by its worker.
   const isExpiredAnswer = and(eq(keys.status, KeyStatus.done), lte(keys.expires, p('now')));
   const ownPending = and(
@@ -202,13 +199,13 @@ export class PgIdempotencyStore<T = unknown> implements IdempotencyStore<T> {
   /**
    * @param db - a drizzle PostgreSQL database; the store shares its connections
    * @param options - see {@link PgStoreOptions}
-   * @throws {@link InvalidOptionError} for a schema name PostgreSQL cannot hold
+   * @throws {@link InvalidOptionError} for a schema name PostgreSQL cannot hold, or a `schema`
+   * that is not the table's
    */
   constructor(db: AnyPgDatabase, options: PgStoreOptions = {}) {
-    const schema = options.schema ?? DEFAULT_PG_SCHEMA;
-    assertSchemaName(schema);
+    const { table, name, schema } = resolvePgTable(options);
     this.#db = db;
-    this.#queries = prepareQueries(db, pgKeysTable(schema), schema);
+    this.#queries = prepareQueries(db, table, schema, name);
     this.#onClose = options.onClose;
   }
 

@@ -11,7 +11,7 @@ export type PgHandlerTransaction = PgTransaction<PgQueryResultHKT, any, any>;
 
 /** Options of {@link pgTransaction}. */
 export interface PgTransactionOptions {
-  /** The store's keys table (`pgKeysTable(...)`), when it is not the default `keys` in `public`. */
+  /** The store's keys table (`pgKeysTable({ name, schema })`), when it is not the default `keys` in `public`. */
   readonly table?: PgKeysTable;
 }
 

@@ -1,4 +1,5 @@
 export { SqliteGroupCommitStore } from './group-commit-store.js';
+export type { SqliteMigrationOptions } from './migrate.js';
 export {
   applySqliteMigrations,
   assertAdoptableKeysTable,
@@ -6,7 +7,8 @@ export {
 } from './migrate.js';
 export type { OpenSqliteStoreOptions, SqliteSynchronous } from './open.js';
 export { openSqliteStore } from './open.js';
-export { keys } from './schema.js';
+export type { SqliteKeysTable } from './schema.js';
+export { keys, sqliteKeysTable } from './schema.js';
 export type { AnyBetterSqliteDatabase, SqliteStoreOptions } from './store.js';
 export { MAX_ANSWER_CACHE_SIZE, SqliteIdempotencyStore } from './store.js';
 export type { SqliteHandlerTransaction, SqliteTransactionOptions } from './transaction.js';

@@ -8,6 +8,7 @@ import {
   applySqliteMigrations,
   assertAdoptableBookkeeping,
   assertAdoptableKeysTable,
+  type SqliteMigrationOptions,
 } from './migrate.js';
 import { MAX_ANSWER_CACHE_SIZE, SqliteIdempotencyStore } from './store.js';
 
@@ -17,7 +18,7 @@ export type SqliteSynchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
 const SYNCHRONOUS_LEVELS: readonly SqliteSynchronous[] = ['OFF', 'NORMAL', 'FULL', 'EXTRA'];
 
 /** Options of {@link openSqliteStore}. */
-export interface OpenSqliteStoreOptions {
+export interface OpenSqliteStoreOptions extends SqliteMigrationOptions {
   /**
    * How long a write waits for another connection's write lock before failing, in milliseconds.
    * Default 5000.
@@ -67,8 +68,8 @@ function assertOpenablePath(path: unknown): asserts path is string {
  * Opens (creating if needed) a SQLite file as an idempotency store: WAL journal, a busy timeout,
  * the chosen `synchronous` level, then the migrations. `close()` closes the connection.
  *
- * Nothing is written to a file that turns out not to be a SQLite database, or whose `keys` table
- * is not the contract's.
+ * Nothing is written to a file that turns out not to be a SQLite database, or whose keys table
+ * is not the contract's. `options.table` names another keys table (see `sqliteKeysTable`).
  *
  * @param path - the database file, or `:memory:`
  * @param options - see {@link OpenSqliteStoreOptions}
@@ -101,6 +102,7 @@ export function openSqliteStore<T = unknown>(
   const answerCacheSize = options.answerCacheSize ?? 0;
   // Checked here too, so a bad value is refused before a file is created.
   assertIntegerOption(answerCacheSize, 'answerCacheSize', 0, MAX_ANSWER_CACHE_SIZE);
+  const table = options.table === undefined ? {} : { table: options.table };
   assertOpenablePath(path);
 
   let client: Database.Database;
@@ -113,14 +115,15 @@ export function openSqliteStore<T = unknown>(
     const db = drizzle(client);
     // Read before writing anything: this is where a file that is not a database fails.
     client.prepare('SELECT count(*) FROM sqlite_master').get();
-    assertAdoptableKeysTable(client);
-    assertAdoptableBookkeeping(client);
+    assertAdoptableKeysTable(client, table);
+    assertAdoptableBookkeeping(client, table);
     client.pragma('journal_mode = WAL');
     client.pragma(`synchronous = ${synchronous}`);
-    applySqliteMigrations(db);
+    applySqliteMigrations(db, table);
     return new SqliteIdempotencyStore<T>(db, {
       closeConnection: true,
       answerCacheSize,
+      ...table,
     });
   } catch (error) {
     client.close();

@@ -1,12 +1,47 @@
 import { index, real, sqliteTable, text } from 'drizzle-orm/sqlite-core';
 import type { KeyStatus } from '../core/status.js';
+import { assertTableName, DEFAULT_TABLE_NAME, retentionIndexName } from '../core/table-name.js';
 
 /**
- * The `keys` table on SQLite, exactly the five columns of the contract. Import it into your own
- * drizzle-kit schema if you keep your own migrations.
+ * Builds the keys table on SQLite under `name`: exactly the columns of the contract, and the
+ * retention index on `(status, expires, id)`, named after the table (`<name>_status_expires_id_idx`)
+ * so two tables never clash. Export it from your drizzle-kit schema if you keep your own
+ * migrations, and give it to the store as `{ table }`.
  *
- * The index on `(status, expires, id)` covers retention: `status = 'done' AND expires <= now`
- * is one range scan of it, and walking it in order lets a sweep delete a backlog in linear time.
+ * The index covers retention: `status = 'done' AND expires <= now` is one range scan of it, and
+ * walking it in order lets a sweep delete a backlog in linear time.
+ *
+ * @param name - the table's name: letters, digits and underscores, at most 38; default `keys`
+ * @throws {@link InvalidOptionError} for a name the library cannot use
+ * @example
+ * ```ts
+ * import { sqliteKeysTable } from 'drizzle-idempotency/sqlite';
+ * export const idempotencyKeys = sqliteKeysTable('idempotency_keys');
+ * ```
+ */
+export function sqliteKeysTable<const N extends string = typeof DEFAULT_TABLE_NAME>(
+  name: N = DEFAULT_TABLE_NAME as N,
+) {
+  assertTableName(name);
+  return sqliteTable(
+    name,
+    {
+      id: text('id').primaryKey(),
+      fingerprint: text('fingerprint').notNull(),
+      status: text('status').$type<KeyStatus>().notNull(),
+      response: text('response'),
+      expires: real('expires').notNull(),
+    },
+    (table) => [index(retentionIndexName(name)).on(table.status, table.expires, table.id)],
+  );
+}
+
+/** A keys table built by {@link sqliteKeysTable}, whatever its name. */
+export type SqliteKeysTable = ReturnType<typeof sqliteKeysTable<string>>;
+
+/**
+ * The default keys table, named `keys`. Import it into your own drizzle-kit schema if you keep
+ * your own migrations.
  *
  * @example
  * ```ts
@@ -14,14 +49,4 @@ import type { KeyStatus } from '../core/status.js';
  * const pending = db.select().from(keys).where(eq(keys.status, 'pending')).all();
  * ```
  */
-export const keys = sqliteTable(
-  'keys',
-  {
-    id: text('id').primaryKey(),
-    fingerprint: text('fingerprint').notNull(),
-    status: text('status').$type<KeyStatus>().notNull(),
-    response: text('response'),
-    expires: real('expires').notNull(),
-  },
-  (table) => [index('keys_status_expires_id_idx').on(table.status, table.expires, table.id)],
-);
+export const keys = sqliteKeysTable();

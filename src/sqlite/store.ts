@@ -23,7 +23,7 @@ import {
   MAX_BATCH_SIZE,
 } from '../core/validation.js';
 import { compileStatement } from './compile.js';
-import { keys } from './schema.js';
+import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 
 /** Any drizzle database over better-sqlite3, whatever schema it was built with. */
 // biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
@@ -44,6 +44,11 @@ export interface SqliteStoreOptions {
    * the store API (see {@link AnswerCache}); each entry holds the answer's JSON text.
    */
   readonly answerCacheSize?: number;
+  /**
+   * The keys table, from `sqliteKeysTable(name)`. Default: the `keys` table. It must exist, made
+   * by `applySqliteMigrations(db, { table })` or by your own drizzle-kit migrations.
+   */
+  readonly table?: SqliteKeysTable;
 }
 
 /** The largest `answerCacheSize` accepted. */
@@ -52,12 +57,13 @@ export const MAX_ANSWER_CACHE_SIZE = 10_000_000;
 const p = sql.placeholder;
 
 // Retention only ever selects done rows past their deadline; a pending row is owned by its worker.
-const isExpiredAnswer = and(eq(keys.status, KeyStatus.done), lte(keys.expires, p('now')));
+const isExpiredAnswer = (keys: SqliteKeysTable) =>
+  and(eq(keys.status, KeyStatus.done), lte(keys.expires, p('now')));
 
 // The per-request operations run as better-sqlite3 statements compiled from these drizzle
 // queries (see compileStatement): drizzle writes the SQL, the driver binds positionally. Statuses
 // are placeholders too, so each statement has only positional parameters.
-function compileHotQueries(db: AnyBetterSqliteDatabase) {
+function compileHotQueries(db: AnyBetterSqliteDatabase, keys: SqliteKeysTable) {
   const client = db.$client;
   const fetchWhere = and(
     eq(keys.id, p('id')),
@@ -116,12 +122,13 @@ function compileHotQueries(db: AnyBetterSqliteDatabase) {
   };
 }
 
-function prepareQueries(db: AnyBetterSqliteDatabase) {
+function prepareQueries(db: AnyBetterSqliteDatabase, keys: SqliteKeysTable) {
+  const isExpired = isExpiredAnswer(keys);
   return {
     expired: db
       .select({ id: keys.id })
       .from(keys)
-      .where(isExpiredAnswer)
+      .where(isExpired)
       .orderBy(asc(keys.id))
       .limit(p('limit'))
       .prepare(),
@@ -152,7 +159,7 @@ function prepareQueries(db: AnyBetterSqliteDatabase) {
           db
             .select({ id: keys.id })
             .from(keys)
-            .where(isExpiredAnswer)
+            .where(isExpired)
             .orderBy(asc(keys.expires), asc(keys.id))
             .limit(p('limit')),
         ),
@@ -185,7 +192,8 @@ function prepareQueries(db: AnyBetterSqliteDatabase) {
 /**
  * The idempotency store on SQLite, over a drizzle better-sqlite3 database. Every operation is a
  * query prepared once and runs synchronously. The table must exist: use `openSqliteStore`, or
- * `applySqliteMigrations`, or your own drizzle-kit migrations with the exported `keys` table.
+ * `applySqliteMigrations`, or your own drizzle-kit migrations with the exported `keys` table (or
+ * one built by `sqliteKeysTable(name)`, given as `{ table }`).
  *
  * @typeParam T - the type of the stored responses
  * @example
@@ -219,8 +227,9 @@ export class SqliteIdempotencyStore<T = unknown> implements IdempotencyStore<T> 
     const cacheSize = options.answerCacheSize ?? 0;
     assertIntegerOption(cacheSize, 'answerCacheSize', 0, MAX_ANSWER_CACHE_SIZE);
     this.#db = db;
-    this.#queries = prepareQueries(db);
-    this.#hot = compileHotQueries(db);
+    const table = options.table ?? defaultKeys;
+    this.#queries = prepareQueries(db, table);
+    this.#hot = compileHotQueries(db, table);
     this.#cache = cacheSize > 0 ? new AnswerCache(cacheSize) : undefined;
     this.#closeConnection = options.closeConnection ?? false;
   }

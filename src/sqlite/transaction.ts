@@ -4,7 +4,7 @@ import type { SQLiteTransaction } from 'drizzle-orm/sqlite-core';
 import { InvalidOptionError } from '../core/errors.js';
 import { KeyStatus } from '../core/status.js';
 import type { TransactionRunner } from '../function/transaction.js';
-import { keys as defaultKeys } from './schema.js';
+import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 import type { SqliteIdempotencyStore } from './store.js';
 
 /** The drizzle transaction a synchronous SQLite handler receives. */
@@ -13,8 +13,8 @@ export type SqliteHandlerTransaction = SQLiteTransaction<'sync', RunResult, any,
 
 /** Options of {@link sqliteTransaction}. */
 export interface SqliteTransactionOptions {
-  /** The store's keys table, when it is not the default `keys`. */
-  readonly table?: typeof defaultKeys;
+  /** The store's keys table (`sqliteKeysTable(name)`), when it is not the default `keys`. */
+  readonly table?: SqliteKeysTable;
 }
 
 // Thrown inside the transaction callback to make better-sqlite3 roll back, then caught outside.

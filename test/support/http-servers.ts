@@ -3,8 +3,11 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import express from 'express';
+import Fastify from 'fastify';
 import { Hono } from 'hono';
 import { expressIdempotency } from '../../src/http/express.js';
+import { fastifyIdempotency } from '../../src/http/fastify.js';
+import { fetchIdempotency } from '../../src/http/fetch.js';
 import { honoIdempotency } from '../../src/http/hono.js';
 import { type IdempotentOptions, idempotent, toWire } from '../../src/http/index.js';
 import type { IdempotencyStore } from '../../src/index.js';
@@ -127,9 +130,86 @@ const startHono: ServerFactory = async (store, options, behave) => {
   return listening(server);
 };
 
+const startFastify: ServerFactory = async (store, options, behave) => {
+  const app = Fastify({ forceCloseConnections: true });
+  const idempotency = fastifyIdempotency(store, {
+    ...options,
+    scope: (request) => {
+      const client = request.headers['x-client'];
+      return typeof client === 'string' ? client : undefined;
+    },
+  });
+  app.setErrorHandler((_error, _request, reply) => {
+    reply.code(500).type('text/plain').send('handler failed');
+  });
+  for (const route of ROUTES) {
+    app.all(route, { ...idempotency }, async (request, reply) => {
+      const answer = await behave(request.body, request.url.split('?', 1)[0] ?? '/');
+      reply.code(answer.status).headers(answer.headers);
+      if (answer.kind === 'binary') return reply.send(Buffer.from(answer.body as Uint8Array));
+      return reply.send(answer.body);
+    });
+  }
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const { port } = app.server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, close: () => app.close() };
+};
+
+// A Fetch API handler behind node:http, on Node's own Request and Response: what Next.js route
+// handlers, Bun.serve and Deno.serve hand to the layer.
+const startFetch: ServerFactory = async (store, options, behave) => {
+  const withIdempotency = fetchIdempotency(store, {
+    ...options,
+    scope: (request) => request.headers.get('x-client') ?? undefined,
+  });
+  const handler = withIdempotency(async (request: Request) => {
+    const text = await request.text();
+    const answer = await behave(
+      text === '' ? undefined : JSON.parse(text),
+      new URL(request.url).pathname,
+    );
+    if (answer.kind === 'json') {
+      return Response.json(answer.body, { status: answer.status, headers: answer.headers });
+    }
+    return new Response(answer.body as string | Uint8Array, {
+      status: answer.status,
+      headers: answer.headers,
+    });
+  });
+  const server = createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const headers = new Headers();
+    for (const [name, value] of Object.entries(req.headers)) {
+      for (const item of Array.isArray(value) ? value : [value ?? '']) headers.append(name, item);
+    }
+    const method = req.method ?? 'GET';
+    const request = new Request(`http://127.0.0.1${req.url ?? '/'}`, {
+      method,
+      headers,
+      body: method === 'GET' || method === 'HEAD' ? null : Buffer.concat(chunks),
+    });
+    let response: Response;
+    try {
+      response = await handler(request);
+    } catch {
+      response = new Response('handler failed', {
+        status: 500,
+        headers: { 'content-type': 'text/plain' },
+      });
+    }
+    res.writeHead(response.status, Object.fromEntries(response.headers));
+    res.end(Buffer.from(await response.arrayBuffer()));
+  });
+  server.listen(0, '127.0.0.1');
+  return listening(server);
+};
+
 /** Every HTTP layer the behaviour suite runs against. */
 export const serverKinds: readonly ServerKind[] = [
   { name: 'core over node:http', start: startCore },
   { name: 'Express adapter', start: startExpress },
   { name: 'Hono adapter', start: startHono },
+  { name: 'Fastify adapter', start: startFastify },
+  { name: 'Fetch adapter', start: startFetch },
 ];

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { type AnyPgDatabase, applyPgMigrations, quoteIdentifier } from '../../src/pg/index.js';
+import { queryRows } from '../../src/pg/migrate.js';
 import { type Backlog, SWEEP_NOW, type Tally } from './backlog.js';
 
 /**
@@ -30,13 +31,14 @@ export async function seedPgBacklog(
 
 /** Counts the rows of each kind in `schema.keys` at {@link SWEEP_NOW}. */
 export async function tallyPg(db: AnyPgDatabase, schema: string): Promise<Tally> {
-  const result = (await db.execute(sql`
+  const rows = await queryRows<{ status: string; past: boolean; n: number }>(
+    db,
+    sql`
     SELECT status, expires <= ${SWEEP_NOW} AS past, count(*)::int AS n
-    FROM ${sql.raw(`${quoteIdentifier(schema)}.keys`)} GROUP BY status, past`)) as unknown as {
-    rows: { status: string; past: boolean; n: number }[];
-  };
+    FROM ${sql.raw(`${quoteIdentifier(schema)}.keys`)} GROUP BY status, past`,
+  );
   const count = (status: string, past: boolean) =>
-    result.rows.find((row) => row.status === status && row.past === past)?.n ?? 0;
+    rows.find((row) => row.status === status && row.past === past)?.n ?? 0;
   return {
     expired: count('done', true),
     live: count('done', false),

@@ -22,10 +22,10 @@ export async function inspectSchema(db: AnyPgDatabase, schema: string): Promise<
   );
   const tables = relations.filter((r) => r.kind === 'r').map((r) => r.name);
   let migrations: number | null = null;
-  if (tables.includes('__drizzle_migrations')) {
+  if (tables.includes('__idempotency_migrations')) {
     const [row] = await rows<{ n: number }>(
       db,
-      sql`SELECT count(*)::int AS n FROM ${sql.identifier(schema)}.__drizzle_migrations`,
+      sql`SELECT count(*)::int AS n FROM ${sql.identifier(schema)}.__idempotency_migrations`,
     );
     migrations = row?.n ?? 0;
   }

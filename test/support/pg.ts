@@ -2,14 +2,18 @@ import { PGlite } from '@electric-sql/pglite';
 import { sql } from 'drizzle-orm';
 import { drizzle as drizzleNodePg } from 'drizzle-orm/node-postgres';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
+import { drizzle as drizzlePostgresJs } from 'drizzle-orm/postgres-js';
 import pg from 'pg';
+import postgres from 'postgres';
 import { afterAll } from 'vitest';
 import {
   type AnyPgDatabase,
   applyPgMigrations,
   PgIdempotencyStore,
+  pgKeysTable,
   quoteIdentifier,
 } from '../../src/pg/index.js';
+import { queryRows } from '../../src/pg/migrate.js';
 import type { HarnessFactory, RawRow } from '../contract/harness.js';
 
 /**
@@ -100,18 +104,27 @@ export async function freshServerDatabase(url: string): Promise<ServerDatabase> 
   };
 }
 
-/** Every row of `schema.keys`, ordered by id (byte order, the column's "C" collation). */
-export async function readPgRows(db: AnyPgDatabase, schema: string): Promise<RawRow[]> {
-  const result = (await db.execute(
+/** Every row of `schema.table`, ordered by id (byte order, the column's "C" collation). */
+export async function readPgRows(
+  db: AnyPgDatabase,
+  schema: string,
+  table = 'keys',
+): Promise<RawRow[]> {
+  return queryRows<RawRow>(
+    db,
     sql.raw(
-      `SELECT id, fingerprint, status, response, expires FROM ${quoteIdentifier(schema)}.keys ORDER BY id`,
+      `SELECT id, fingerprint, status, response, expires FROM ${quoteIdentifier(schema)}.${quoteIdentifier(table)} ORDER BY id`,
     ),
-  )) as unknown as { rows: RawRow[] };
-  return result.rows;
+  );
 }
 
-/** Inserts rows into `schema.keys` directly, bypassing the store. */
-export async function seedPgRows(db: AnyPgDatabase, schema: string, rows: RawRow[]): Promise<void> {
+/** Inserts rows into `schema.table` directly, bypassing the store. */
+export async function seedPgRows(
+  db: AnyPgDatabase,
+  schema: string,
+  rows: RawRow[],
+  table = 'keys',
+): Promise<void> {
   if (rows.length === 0) return;
   const values = sql.join(
     rows.map(
@@ -121,7 +134,7 @@ export async function seedPgRows(db: AnyPgDatabase, schema: string, rows: RawRow
     sql`, `,
   );
   await db.execute(
-    sql`INSERT INTO ${sql.raw(quoteIdentifier(schema))}.keys (id, fingerprint, status, response, expires) VALUES ${values}`,
+    sql`INSERT INTO ${sql.raw(`${quoteIdentifier(schema)}.${quoteIdentifier(table)}`)} (id, fingerprint, status, response, expires) VALUES ${values}`,
   );
 }
 
@@ -129,12 +142,13 @@ export async function seedPgRows(db: AnyPgDatabase, schema: string, rows: RawRow
 // a PGlite instance takes seconds to create, and creating and migrating a schema per test would
 // cost more than the test itself. Test files run in parallel, each in its own schema. DELETE
 // rather than TRUNCATE: on a few rows it is many times cheaper.
-function schemaHarness(shared: () => Promise<AnyPgDatabase>): HarnessFactory {
+function schemaHarness(shared: () => Promise<AnyPgDatabase>, name = 'keys'): HarnessFactory {
   const schema = uniqueName('c');
+  const table = pgKeysTable({ name, schema });
   const migrated = once(
     async () => {
       const db = await shared();
-      await applyPgMigrations(db, { schema });
+      await applyPgMigrations(db, { table });
       return db;
     },
     async (db) => {
@@ -143,12 +157,12 @@ function schemaHarness(shared: () => Promise<AnyPgDatabase>): HarnessFactory {
   );
   return async () => {
     const db = await migrated();
-    await db.execute(sql.raw(`DELETE FROM ${quoteIdentifier(schema)}.keys`));
-    const store = new PgIdempotencyStore(db, { schema });
+    await db.execute(sql.raw(`DELETE FROM ${quoteIdentifier(schema)}.${quoteIdentifier(name)}`));
+    const store = new PgIdempotencyStore(db, { table });
     return {
       store,
-      rows: () => readPgRows(db, schema),
-      seed: (rows) => seedPgRows(db, schema, rows),
+      rows: () => readPgRows(db, schema, name),
+      seed: (rows) => seedPgRows(db, schema, rows, name),
       close: () => store.close(),
     };
   };
@@ -177,16 +191,28 @@ export function sharedPglite(): () => Promise<AnyPgDatabase> {
   return async () => drizzlePglite(await client());
 }
 
-/** A harness over one in-process PGlite database per test file. */
-export function pgliteHarness(): HarnessFactory {
-  return schemaHarness(sharedPglite());
+/**
+ * A harness over one in-process PGlite database per test file, on the keys table `table` (a
+ * renamed table exercises the derived names and the rewritten migrations).
+ */
+export function pgliteHarness(table = 'keys'): HarnessFactory {
+  return schemaHarness(sharedPglite(), table);
 }
 
-/** A harness over the real server at `url`, with one pool per test file. */
-export function serverHarness(url: string): HarnessFactory {
+/** A harness over the real server at `url` through node-postgres, with one pool per test file. */
+export function serverHarness(url: string, table = 'keys'): HarnessFactory {
   const pool = once(
     async () => new pg.Pool({ connectionString: url, max: 4 }),
     (value) => value.end(),
   );
-  return schemaHarness(async () => drizzleNodePg(await pool()));
+  return schemaHarness(async () => drizzleNodePg(await pool()), table);
+}
+
+/** A harness over the real server at `url` through postgres-js, one client per test file. */
+export function postgresJsHarness(url: string): HarnessFactory {
+  const client = once(
+    async () => postgres(url, { max: 4, onnotice: () => undefined }),
+    (value) => value.end(),
+  );
+  return schemaHarness(async () => drizzlePostgresJs(await client()));
 }

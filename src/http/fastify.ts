@@ -1,0 +1,169 @@
+import type { Readable } from 'node:stream';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { IdempotencyStore } from '../core/store.js';
+import { type Execution, idempotent } from './idempotent.js';
+import type { IdempotentOptions } from './options.js';
+import type { IdempotencyProblem } from './problems.js';
+import { fromCapturedAnswer, type HttpResponse, toWire } from './response.js';
+
+/** Options of {@link fastifyIdempotency}: the core's, plus Fastify-shaped hooks. */
+export interface FastifyIdempotencyOptions extends IdempotentOptions {
+  /** Who the key belongs to, e.g. the authenticated client; `undefined` for unscoped. */
+  readonly scope?: (request: FastifyRequest) => string | undefined | Promise<string | undefined>;
+  /**
+   * The answer for a problem outcome instead of the default `application/problem+json` one: a
+   * status, headers and a body (bytes, a JSON value, or a string with a non-JSON content type).
+   */
+  readonly onError?: (problem: IdempotencyProblem, request: FastifyRequest) => HttpResponse;
+}
+
+/**
+ * The three route hooks of the layer. Spread them into a route's options, or add each with
+ * `fastify.addHook(name, hook)` to cover every route of a plugin scope.
+ */
+export interface FastifyIdempotencyHooks {
+  /** Answers replays and problems before the handler runs, or reserves the key for it. */
+  readonly preHandler: (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+  /** Records the handler's answer before it is sent (or releases the key for a failure). */
+  readonly onSend: (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    payload: unknown,
+  ) => Promise<unknown>;
+  /** Releases the key of a handler that threw, so a retry runs. */
+  readonly onError: (request: FastifyRequest, reply: FastifyReply, error: Error) => Promise<void>;
+}
+
+function isReadable(payload: unknown): payload is Readable {
+  return (
+    typeof payload === 'object' &&
+    payload !== null &&
+    typeof (payload as { pipe?: unknown }).pipe === 'function' &&
+    Symbol.asyncIterator in payload
+  );
+}
+
+// The payload at onSend is what Fastify is about to write: a string (serialized JSON, text), a
+// Buffer, a stream, or nothing.
+async function payloadBytes(payload: unknown): Promise<Buffer> {
+  if (payload === undefined || payload === null) return Buffer.alloc(0);
+  if (typeof payload === 'string') return Buffer.from(payload, 'utf8');
+  if (payload instanceof Uint8Array) return Buffer.from(payload);
+  if (isReadable(payload)) {
+    const chunks: Buffer[] = [];
+    for await (const chunk of payload) {
+      chunks.push(typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : Buffer.from(chunk));
+    }
+    return Buffer.concat(chunks);
+  }
+  return Buffer.from(String(payload), 'utf8');
+}
+
+function flattenHeaders(reply: FastifyReply): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(reply.getHeaders())) {
+    if (value !== undefined) {
+      headers[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : String(value);
+    }
+  }
+  return headers;
+}
+
+// Puts a response's status and headers on the reply and returns its body for the wire.
+function applyResponse(reply: FastifyReply, response: HttpResponse): string | Buffer {
+  const wire = toWire(response);
+  reply.code(wire.status);
+  for (const [name, value] of Object.entries(wire.headers)) reply.header(name, value);
+  if (wire.body === undefined) return '';
+  return typeof wire.body === 'string' ? wire.body : Buffer.from(wire.body);
+}
+
+/**
+ * Fastify 5 hooks that make routes idempotent with the `Idempotency-Key` header:
+ *
+ * - a new key runs the handler once; its answer is stored before it is sent (`onSend`);
+ * - a retry gets the stored answer with `Idempotent-Replayed: true`, without running the handler;
+ * - every other outcome is an `application/problem+json` answer (or `onError`'s);
+ * - a handler that throws (`onError` hook) or answers a status that is not stored releases the
+ *   key, so a retry runs;
+ * - an answer that cannot be recorded (the store fails) gives a 500 `answer-not-recorded` and
+ *   leaves the key pending, since the handler's effect happened (see {@link idempotent}).
+ *
+ * The body Fastify parsed is part of the fingerprint, so the hooks run after parsing
+ * (`preHandler`). JSON answers are stored as values, `text/*` as strings, anything else as its
+ * bytes; a streamed answer is read whole before it is stored.
+ *
+ * @param store - any {@link IdempotencyStore}, e.g. `openSqliteStore(path)`
+ * @param options - see {@link FastifyIdempotencyOptions}
+ * @example
+ * ```ts
+ * import Fastify from 'fastify';
+ * import { fastifyIdempotency } from 'drizzle-idempotency/fastify';
+ * import { openSqliteStore } from 'drizzle-idempotency/sqlite';
+ *
+ * const idempotency = fastifyIdempotency(openSqliteStore('./idempotency.db'));
+ * const app = Fastify();
+ * app.post('/payments', { ...idempotency }, async (request, reply) => {
+ *   reply.code(201);
+ *   return { id: crypto.randomUUID(), amount: (request.body as { amount: number }).amount };
+ * });
+ * ```
+ * @throws {@link InvalidOptionError} for a bad option, when called
+ */
+export function fastifyIdempotency(
+  store: IdempotencyStore<unknown>,
+  options: FastifyIdempotencyOptions = {},
+): FastifyIdempotencyHooks {
+  const layer = idempotent(store, options);
+  // The execution of each request the layer let through, until its answer is recorded.
+  const running = new WeakMap<FastifyRequest, Execution>();
+
+  function problemResponse(problem: IdempotencyProblem, request: FastifyRequest): HttpResponse {
+    return options.onError ? options.onError(problem, request) : problem.toResponse();
+  }
+
+  return {
+    async preHandler(request, reply) {
+      const decision = await layer.begin({
+        method: request.method,
+        path: request.url.split('?', 1)[0] ?? '/',
+        headers: request.headers,
+        body: request.body,
+        scope: options.scope ? await options.scope(request) : undefined,
+      });
+      if (decision.action === 'pass') return undefined;
+      if (decision.action === 'run') {
+        running.set(request, decision.execution);
+        return undefined;
+      }
+      const { result } = decision;
+      const response =
+        result.outcome === 'problem' ? problemResponse(result.problem, request) : result.response;
+      // Returning the reply tells Fastify the hook answered and the handler must not run.
+      return reply.send(applyResponse(reply, response));
+    },
+
+    async onSend(request, reply, payload) {
+      const execution = running.get(request);
+      if (execution === undefined) return payload;
+      running.delete(request);
+      const bytes = await payloadBytes(payload);
+      const result = await execution.complete(
+        fromCapturedAnswer(reply.statusCode, flattenHeaders(reply), bytes),
+      );
+      if (result.outcome === 'problem') {
+        // The handler's length no longer fits: Fastify sets the problem's own.
+        reply.removeHeader('content-length');
+        return applyResponse(reply, problemResponse(result.problem, request));
+      }
+      return bytes;
+    },
+
+    async onError(request, _reply, error) {
+      const execution = running.get(request);
+      if (execution === undefined) return;
+      running.delete(request);
+      await execution.fail(error);
+    },
+  };
+}

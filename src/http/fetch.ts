@@ -1,0 +1,138 @@
+import type { IdempotencyStore } from '../core/store.js';
+import { idempotent } from './idempotent.js';
+import type { IdempotentOptions } from './options.js';
+import type { IdempotencyProblem } from './problems.js';
+import { fromCapturedAnswer, isJsonContentType, toWire, type WireResponse } from './response.js';
+
+/** Options of {@link fetchIdempotency}: the core's, plus Fetch-shaped hooks. */
+export interface FetchIdempotencyOptions extends IdempotentOptions {
+  /** Who the key belongs to, e.g. the authenticated client; `undefined` for unscoped. */
+  readonly scope?: (request: Request) => string | undefined | Promise<string | undefined>;
+  /**
+   * Builds the answer for a problem outcome instead of the default `application/problem+json` one.
+   */
+  readonly onError?: (
+    problem: IdempotencyProblem,
+    request: Request,
+  ) => Response | Promise<Response>;
+}
+
+/**
+ * A Fetch API handler: a Next.js App Router route handler, the `fetch` of `Bun.serve`,
+ * `Deno.serve` or a Worker. Arguments after the request (a route context, an environment) are
+ * passed through untouched.
+ */
+export type FetchHandler<Rest extends unknown[] = []> = (
+  request: Request,
+  ...rest: Rest
+) => Response | Promise<Response>;
+
+/** Wraps a {@link FetchHandler} in the idempotency layer; see {@link fetchIdempotency}. */
+export type FetchIdempotencyWrapper = <Rest extends unknown[]>(
+  handler: FetchHandler<Rest>,
+) => (request: Request, ...rest: Rest) => Promise<Response>;
+
+const BODYLESS_METHODS = new Set(['GET', 'HEAD']);
+
+// The body as the fingerprint sees it: parsed JSON when it is JSON, else the text. Read from a
+// clone, so the handler still gets a request whose body it can read.
+async function readBody(request: Request): Promise<unknown> {
+  if (BODYLESS_METHODS.has(request.method.toUpperCase()) || request.body === null) return undefined;
+  const text = await request.clone().text();
+  if (text === '') return undefined;
+  if (isJsonContentType(request.headers.get('content-type') ?? '')) {
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      return text;
+    }
+  }
+  return text;
+}
+
+function toResponse(wire: WireResponse): Response {
+  return new Response(wire.body ?? null, { status: wire.status, headers: wire.headers });
+}
+
+/**
+ * The idempotency layer for Fetch API handlers (`(request: Request) => Promise<Response>`):
+ * Next.js App Router route handlers, `Bun.serve`, `Deno.serve`, Cloudflare-style Workers.
+ *
+ * - a new key runs the handler once; its answer is stored before it is returned;
+ * - a retry gets the stored answer with `Idempotent-Replayed: true`, without running the handler;
+ * - every other outcome is an `application/problem+json` answer (or `onError`'s);
+ * - a handler that throws, or answers a status that is not stored, releases the key, so a retry
+ *   runs; the error is rethrown;
+ * - an answer that cannot be recorded (the store fails) gives a 500 `answer-not-recorded` and
+ *   leaves the key pending, since the handler's effect happened (see {@link idempotent}).
+ *
+ * The handler's answer is read whole before it is stored, so a streamed answer is held until it
+ * ends. JSON answers are stored as values, `text/*` as strings, anything else as its bytes.
+ *
+ * @param store - any {@link IdempotencyStore}, e.g. `openPgStore(url)`
+ * @param options - see {@link FetchIdempotencyOptions}
+ * @returns a function that wraps a handler
+ * @example
+ * ```ts
+ * import { fetchIdempotency } from 'drizzle-idempotency/fetch';
+ * import { openSqliteStore } from 'drizzle-idempotency/sqlite';
+ *
+ * const withIdempotency = fetchIdempotency(openSqliteStore('./idempotency.db'));
+ *
+ * // app/payments/route.ts in Next.js; the same function is a Bun.serve or Deno.serve handler.
+ * export const POST = withIdempotency(async (request: Request) => {
+ *   const body = (await request.json()) as { amount: number };
+ *   return Response.json({ id: crypto.randomUUID(), amount: body.amount }, { status: 201 });
+ * });
+ * ```
+ * @throws {@link InvalidOptionError} for a bad option, when called
+ */
+export function fetchIdempotency(
+  store: IdempotencyStore<unknown>,
+  options: FetchIdempotencyOptions = {},
+): FetchIdempotencyWrapper {
+  const layer = idempotent(store, options);
+
+  async function problemResponse(problem: IdempotencyProblem, request: Request): Promise<Response> {
+    return options.onError
+      ? options.onError(problem, request)
+      : toResponse(toWire(problem.toResponse()));
+  }
+
+  return <Rest extends unknown[]>(handler: FetchHandler<Rest>) =>
+    async function idempotentHandler(request: Request, ...rest: Rest): Promise<Response> {
+      const decision = await layer.begin({
+        method: request.method,
+        path: new URL(request.url).pathname,
+        headers: Object.fromEntries(request.headers),
+        body: await readBody(request),
+        scope: options.scope ? await options.scope(request) : undefined,
+      });
+      if (decision.action === 'pass') return handler(request, ...rest);
+      if (decision.action === 'respond') {
+        const { result } = decision;
+        return result.outcome === 'problem'
+          ? problemResponse(result.problem, request)
+          : toResponse(toWire(result.response));
+      }
+      const { execution } = decision;
+      let answer: Response;
+      let bytes: Uint8Array;
+      try {
+        answer = await handler(request, ...rest);
+        bytes = new Uint8Array(await answer.arrayBuffer());
+      } catch (error) {
+        await execution.fail(error);
+        throw error;
+      }
+      const result = await execution.complete(
+        fromCapturedAnswer(answer.status, Object.fromEntries(answer.headers), bytes),
+      );
+      if (result.outcome === 'problem') return problemResponse(result.problem, request);
+      return new Response(bytes.byteLength === 0 ? null : bytes, {
+        status: answer.status,
+        statusText: answer.statusText,
+        headers: answer.headers,
+      });
+    };
+}

@@ -1,0 +1,95 @@
+import { type Client, createClient } from '@libsql/client';
+import { drizzle } from 'drizzle-orm/libsql';
+import { DatabaseOpenError, IdempotencyError } from '../core/errors.js';
+import { assertIntegerOption } from '../core/validation.js';
+import { applyLibsqlMigrations } from './migrate.js';
+import { LibsqlIdempotencyStore } from './store.js';
+
+/** Options of {@link openLibsqlStore}. */
+export interface OpenLibsqlStoreOptions {
+  /**
+   * How long a write waits for another connection's write lock before failing, in milliseconds.
+   * Default 5000.
+   */
+  readonly busyTimeoutMs?: number;
+}
+
+function errorCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+function describeFailure(url: string, error: unknown): DatabaseOpenError {
+  const code = errorCode(error);
+  if (code === 'SQLITE_NOTADB') {
+    return new DatabaseOpenError(`cannot open ${url}: the file is not a SQLite database`, error);
+  }
+  if (code === 'SQLITE_CORRUPT') {
+    return new DatabaseOpenError(`cannot open ${url}: the database file is damaged`, error);
+  }
+  if (code === 'SQLITE_READONLY') {
+    return new DatabaseOpenError(`cannot open ${url} for writing: the file is read-only`, error);
+  }
+  return new DatabaseOpenError(`cannot open ${url}: ${(error as Error).message}`, error);
+}
+
+/**
+ * Opens (creating if needed) a local SQLite file through libSQL as an idempotency store: WAL
+ * journal, a busy timeout on every connection of the client, then the migrations. `close()`
+ * closes the client.
+ *
+ * Only local `file:` URLs are opened here (they work offline); an in-memory database is refused,
+ * because libSQL gives it a single connection that one open transaction would hold.
+ *
+ * @param url - a `file:` URL, e.g. `file:./idempotency.db` or `file:///var/lib/app/idem.db`
+ * @param options - see {@link OpenLibsqlStoreOptions}
+ * @typeParam T - the type of the stored responses
+ * @example
+ * ```ts
+ * const store = await openLibsqlStore<{ receipt: number }>('file:./idempotency.db');
+ * try {
+ *   await store.reserve('order-42', digest, now + 86_400);
+ * } finally {
+ *   await store.close();
+ * }
+ * ```
+ * @throws {@link DatabaseOpenError} for a URL that is not a local file, a missing directory, a
+ * file that is not a database, or a file that cannot be written
+ * @throws {@link SchemaMismatchError} when a foreign `keys` table is in the way
+ */
+export async function openLibsqlStore<T = unknown>(
+  url: string,
+  options: OpenLibsqlStoreOptions = {},
+): Promise<LibsqlIdempotencyStore<T>> {
+  const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
+  assertIntegerOption(busyTimeoutMs, 'busyTimeoutMs', 0, 2 ** 31 - 1);
+  if (typeof url !== 'string' || !url.startsWith('file:')) {
+    throw new DatabaseOpenError(
+      `the database URL must be a local file: URL such as file:./idempotency.db, got ${typeof url === 'string' ? JSON.stringify(url) : typeof url}`,
+    );
+  }
+  if (/^file::memory:|[?&]mode=memory(&|$)/.test(url)) {
+    throw new DatabaseOpenError(
+      'an in-memory libSQL database has a single connection: open a file instead',
+    );
+  }
+  let client: Client;
+  try {
+    client = createClient({ url, timeout: busyTimeoutMs });
+  } catch (error) {
+    throw describeFailure(url, error);
+  }
+  try {
+    // Read before writing anything: this is where a file that is not a database fails.
+    await client.execute('SELECT count(*) FROM sqlite_master');
+    const db = drizzle(client);
+    await applyLibsqlMigrations(db);
+    // WAL is a property of the file, so setting it once serves every connection of the client.
+    await client.execute('PRAGMA journal_mode = WAL');
+    return new LibsqlIdempotencyStore<T>(db, { closeConnection: true });
+  } catch (error) {
+    client.close();
+    if (error instanceof IdempotencyError) throw error;
+    throw describeFailure(url, error);
+  }
+}

@@ -1,0 +1,7 @@
+/**
+ * The libSQL store keeps the same SQLite table as the better-sqlite3 store: one schema, one set
+ * of migrations, so either driver can open a file the other made.
+ *
+ * @module
+ */
+export { keys } from '../sqlite/schema.js';

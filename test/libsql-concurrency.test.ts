@@ -1,0 +1,79 @@
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { openLibsqlStore } from '../src/libsql/index.js';
+import { fixture } from './support/child.js';
+import { fileUrl } from './support/libsql-harness.js';
+import { runTogether } from './support/rel-processes.js';
+import { freshDbPath, tempDir } from './support/temp.js';
+
+const dir = tempDir('idem-libsql-race-');
+const PROCESSES = 4;
+
+interface ContendReport {
+  owner: string;
+  won: string[];
+  errors: string[];
+}
+
+async function contend(
+  url: string,
+  keyCount: number,
+  mode: 'open-first' | 'open-after-go',
+): Promise<ContendReport[]> {
+  const results = await runTogether(
+    Array.from({ length: PROCESSES }, (_, i) => ({
+      script: fixture('libsql-contend.ts'),
+      args: [url, String(keyCount), String(i + 1), mode],
+    })),
+    dir,
+  );
+  const reports = results.map((result) => {
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    return JSON.parse(result.stdout) as ContendReport;
+  });
+  // No SQLITE_BUSY (nor anything else) reached a caller, on open or on reserve.
+  expect(reports.flatMap((report) => report.errors)).toEqual([]);
+  return reports;
+}
+
+async function expectOneWinnerEach(url: string, keyCount: number, reports: ContendReport[]) {
+  const won = reports.flatMap((report) => report.won);
+  expect(won).toHaveLength(keyCount);
+  expect(new Set(won).size).toBe(keyCount);
+  const store = await openLibsqlStore(url);
+  expect(await store.counts()).toEqual({ pending: keyCount, done: 0 });
+  // Each row belongs to the process that was told it won it.
+  for (const report of reports) {
+    for (const key of report.won) expect((await store.get(key))?.fingerprint).toBe(report.owner);
+  }
+  await store.close();
+}
+
+describe('libSQL store across processes', () => {
+  it('gives each of 300 keys exactly one winner among 4 processes reserving at once', async () => {
+    const path = freshDbPath(dir);
+    const url = fileUrl(path);
+    await (await openLibsqlStore(url)).close();
+    const reports = await contend(url, 300, 'open-first');
+    await expectOneWinnerEach(url, 300, reports);
+  }, 120_000);
+
+  it('opens one fresh file from 4 processes at once, migrating it exactly once', async () => {
+    const path = freshDbPath(dir);
+    const url = fileUrl(path);
+    const reports = await contend(url, 20, 'open-after-go');
+    await expectOneWinnerEach(url, 20, reports);
+    const client = new Database(path, { readonly: true });
+    try {
+      expect(client.pragma('journal_mode', { simple: true })).toBe('wal');
+      const applied = client
+        .prepare('SELECT count(*) FROM __drizzle_migrations')
+        .pluck()
+        .get() as number;
+      expect(applied).toBe(1);
+    } finally {
+      client.close();
+    }
+  }, 120_000);
+});

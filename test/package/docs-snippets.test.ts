@@ -1,0 +1,108 @@
+import { execFile } from 'node:child_process';
+import { readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import { tempDir } from '../support/temp.js';
+import { repoRoot } from './scratch-app.js';
+
+const run = promisify(execFile);
+
+/** One ```ts block of a page: where it starts (the line after the fence) and its code. */
+interface Snippet {
+  page: string;
+  line: number;
+  code: string;
+}
+
+function pages(): string[] {
+  const docs = readdirSync(join(repoRoot, 'docs'))
+    .filter((name) => name.endsWith('.md'))
+    .sort()
+    .map((name) => `docs/${name}`);
+  return ['README.md', ...docs];
+}
+
+function snippetsOf(page: string): Snippet[] {
+  const lines = readFileSync(join(repoRoot, page), 'utf8').split('\n');
+  const found: Snippet[] = [];
+  let open: { line: number; code: string[] } | undefined;
+  lines.forEach((text, index) => {
+    if (open === undefined) {
+      if (/^```(ts|typescript)\s*$/.test(text)) open = { line: index + 2, code: [] };
+    } else if (/^```\s*$/.test(text)) {
+      found.push({ page, line: open.line, code: open.code.join('\n') });
+      open = undefined;
+    } else {
+      open.code.push(text);
+    }
+  });
+  return found;
+}
+
+// './express' → { 'drizzle-idempotency/express': [<repo>/src/http/express.ts] }, from the same
+// exports map the build and the tarball use.
+function publicPaths(): Record<string, string[]> {
+  const manifest = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as {
+    exports: Record<string, unknown>;
+  };
+  const paths: Record<string, string[]> = {};
+  for (const [subpath, target] of Object.entries(manifest.exports)) {
+    const text = JSON.stringify(target);
+    const built = /"\.\/dist\/([^"]+)\.js"/.exec(text)?.[1];
+    if (built === undefined) continue;
+    paths[`drizzle-idempotency${subpath.slice(1)}`] = [join(repoRoot, 'src', `${built}.ts`)];
+  }
+  return paths;
+}
+
+function fileNameOf(snippet: Snippet): string {
+  return `${snippet.page.replace(/\//g, '__')}__L${snippet.line}.ts`;
+}
+
+// tsc names the generated file; point at the page and line the reader sees instead.
+function toPageLocation(output: string, snippets: Map<string, Snippet>): string {
+  return output.replace(/(\S+__L\d+\.ts)\((\d+),(\d+)\)/g, (whole, file: string, row, column) => {
+    const snippet = snippets.get(file.split('/').pop() ?? '');
+    if (snippet === undefined) return whole;
+    return `${snippet.page}:${snippet.line + Number(row) - 1}:${column}`;
+  });
+}
+
+describe('documentation snippets', () => {
+  it('every ```ts block of README.md and docs/*.md typechecks against the public API', async () => {
+    const all = pages().flatMap(snippetsOf);
+    expect(all.length).toBeGreaterThan(5);
+    const dir = tempDir('idem-docs-');
+    symlinkSync(join(repoRoot, 'node_modules'), join(dir, 'node_modules'), 'dir');
+    writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n');
+    const byFile = new Map<string, Snippet>();
+    for (const snippet of all) {
+      const name = fileNameOf(snippet);
+      byFile.set(name, snippet);
+      // Every snippet is its own module, so its declarations never collide with another's.
+      writeFileSync(join(dir, name), `${snippet.code}\nexport {};\n`);
+    }
+    const base = JSON.parse(readFileSync(join(repoRoot, 'tsconfig.json'), 'utf8')) as {
+      compilerOptions: Record<string, unknown>;
+    };
+    const tsconfig = {
+      compilerOptions: { ...base.compilerOptions, noEmit: true, paths: publicPaths() },
+      files: [
+        join(repoRoot, 'test', 'package', 'docs-prelude.ts'),
+        // The type-level tests ride along, so a plain vitest run enforces them too.
+        join(repoRoot, 'test', 'types', 'public-types.test.ts'),
+        ...[...byFile.keys()].map((name) => join(dir, name)),
+      ],
+    };
+    writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify(tsconfig, null, 2));
+    const tsc = join(repoRoot, 'node_modules', 'typescript', 'bin', 'tsc');
+    const result = await run(process.execPath, [tsc, '-p', join(dir, 'tsconfig.json')], {
+      maxBuffer: 16 * 1024 * 1024,
+    }).then(
+      () => '',
+      (error: { stdout?: string; message: string }) => error.stdout || error.message,
+    );
+    expect(toPageLocation(result, byFile)).toBe('');
+  }, 300_000);
+});

@@ -1,0 +1,28 @@
+import { pathToFileURL } from 'node:url';
+import { type OpenLibsqlStoreOptions, openLibsqlStore } from '../../src/libsql/index.js';
+import type { HarnessFactory } from '../contract/harness.js';
+import { readRows, seedRows } from './sqlite-harness.js';
+import { freshDbPath } from './temp.js';
+
+/** The `file:` URL of a SQLite file path. */
+export function fileUrl(path: string): string {
+  return pathToFileURL(path).href;
+}
+
+/**
+ * A harness over a fresh SQLite file in `dir`, opened through libSQL with `openLibsqlStore`. The
+ * rows are read and seeded with better-sqlite3, so the contract also shows that both drivers see
+ * one file the same way.
+ */
+export function libsqlHarness(dir: string, options: OpenLibsqlStoreOptions = {}): HarnessFactory {
+  return async () => {
+    const path = freshDbPath(dir);
+    const store = await openLibsqlStore(fileUrl(path), options);
+    return {
+      store,
+      rows: async () => readRows(path),
+      seed: async (rows) => seedRows(path, rows),
+      close: async () => store.close(),
+    };
+  };
+}

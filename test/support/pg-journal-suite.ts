@@ -1,0 +1,157 @@
+import { readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { sql } from 'drizzle-orm';
+import { describe, expect, it } from 'vitest';
+import {
+  type AnyPgDatabase,
+  applyPgMigrations,
+  PgIdempotencyStore,
+  pgKeysTable,
+  quoteIdentifier,
+} from '../../src/pg/index.js';
+import { queryRows } from '../../src/pg/migrate.js';
+import { appMigrationsFolder, NEWER_THAN_OURS, OLDER_THAN_OURS } from './app-migrations.js';
+
+/** A fresh, empty schema and the application's own migrator, journal in that same schema. */
+export interface JournalTarget {
+  readonly db: AnyPgDatabase;
+  readonly schema: string;
+  /** drizzle's `migrate()` of the driver, with `migrationsSchema` set to `schema`. */
+  appMigrate(migrationsFolder: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+const FIXTURE_SCHEMA = 'v010_fixture';
+
+/**
+ * Recreates in `schema` the state drizzle-idempotency 0.1.0 left: the pg_dump of a schema it
+ * migrated and filled (test/fixtures/v0.1.0/pg-schema.sql), with the schema renamed.
+ */
+export async function loadV010Schema(db: AnyPgDatabase, schema: string): Promise<void> {
+  const dump = readFileSync(new URL('../fixtures/v0.1.0/pg-schema.sql', import.meta.url), 'utf8');
+  const statements = dump
+    .split('\n')
+    .filter((line) => !line.startsWith('--'))
+    .join('\n')
+    .split(/;\s*\n/)
+    .map((statement) => statement.trim())
+    .filter((statement) => statement !== '')
+    .filter((statement) => !(schema === 'public' && statement.startsWith('CREATE SCHEMA')))
+    .map((statement) => statement.replaceAll(`${FIXTURE_SCHEMA}.`, `${quoteIdentifier(schema)}.`));
+  for (const statement of statements) await db.execute(sql.raw(statement));
+}
+
+async function tables(db: AnyPgDatabase, schema: string): Promise<string[]> {
+  const rows = await queryRows<{ name: string }>(
+    db,
+    sql`SELECT tablename AS name FROM pg_tables WHERE schemaname = ${schema} ORDER BY tablename`,
+  );
+  return rows.map((row) => row.name);
+}
+
+async function journal(db: AnyPgDatabase, schema: string, table: string) {
+  const rows = await queryRows<{ hash: string; created_at: string | number }>(
+    db,
+    sql.raw(
+      `SELECT hash, created_at FROM ${quoteIdentifier(schema)}.${quoteIdentifier(table)} ORDER BY id`,
+    ),
+  );
+  return rows.map((row) => ({ hash: row.hash, created_at: Number(row.created_at) }));
+}
+
+/** The journal cases of issue 11 on one PostgreSQL driver. */
+export function describePgJournal(name: string, fresh: () => Promise<JournalTarget>): void {
+  describe(`the library's own migrations journal: ${name}`, () => {
+    for (const [age, when] of [
+      ['older', OLDER_THAN_OURS],
+      ['newer', NEWER_THAN_OURS],
+    ] as const) {
+      for (const order of ['app first', 'library first'] as const) {
+        it(`app migrations ${age} than ours, ${order}, app journal in the store's schema`, async () => {
+          const target = await fresh();
+          try {
+            const { db, schema } = target;
+            const folder = appMigrationsFolder(
+              tmpdir(),
+              'postgresql',
+              when,
+              `CREATE TABLE ${quoteIdentifier(schema)}."orders" ("id" integer PRIMARY KEY);`,
+            );
+            const steps = [
+              () => target.appMigrate(folder),
+              () => applyPgMigrations(db, { schema }),
+            ];
+            if (order === 'library first') steps.reverse();
+            for (const step of [...steps, ...steps]) await step();
+            const found = await tables(db, schema);
+            expect(found).toContain('orders');
+            expect(found).toContain('keys');
+            expect(
+              (await journal(db, schema, '__drizzle_migrations')).map((r) => r.created_at),
+            ).toEqual([when]);
+            expect(await journal(db, schema, '__idempotency_migrations')).not.toHaveLength(0);
+            const store = new PgIdempotencyStore(db, { schema });
+            expect(await store.reserve('k', 'd', 10)).toBe(true);
+            await db.execute(sql.raw(`INSERT INTO ${quoteIdentifier(schema)}.orders VALUES (1)`));
+          } finally {
+            await target.close();
+          }
+        });
+      }
+    }
+
+    it('upgrades a schema made by 0.1.0 in place: rows kept, our record copied once, the app journal untouched', async () => {
+      const target = await fresh();
+      try {
+        const { db, schema } = target;
+        await loadV010Schema(db, schema);
+        const legacy = await journal(db, schema, '__drizzle_migrations');
+        expect(legacy).toHaveLength(1);
+        for (let open = 0; open < 2; open++) {
+          await applyPgMigrations(db, { schema });
+          const store = new PgIdempotencyStore<{ receipt: number }>(db, { schema });
+          expect(await store.fetch('done-1', 1000)).toEqual({ receipt: 1 });
+          expect(await store.reserve('pending-1', 'fp-pending', 1)).toBe(false);
+          expect(await store.counts()).toEqual({ pending: 1, done: 2 });
+        }
+        expect(await journal(db, schema, '__drizzle_migrations')).toEqual(legacy);
+        expect((await journal(db, schema, '__idempotency_migrations'))[0]).toEqual(legacy[0]);
+      } finally {
+        await target.close();
+      }
+    });
+
+    it('keeps a renamed table apart in the same schema: its own journal and index names', async () => {
+      const target = await fresh();
+      try {
+        const { db, schema } = target;
+        const table = pgKeysTable({ name: 'idem_keys', schema });
+        await applyPgMigrations(db, { schema });
+        await applyPgMigrations(db, { table });
+        const first = new PgIdempotencyStore(db, { schema });
+        const second = new PgIdempotencyStore(db, { table });
+        expect(await first.reserve('k', 'a', 10)).toBe(true);
+        expect(await second.reserve('k', 'b', 10)).toBe(true);
+        expect((await second.get('k'))?.fingerprint).toBe('b');
+        expect(await tables(db, schema)).toEqual(
+          expect.arrayContaining([
+            '__idempotency_migrations',
+            '__idempotency_migrations_idem_keys',
+            'idem_keys',
+            'keys',
+          ]),
+        );
+        const indexes = await queryRows<{ name: string }>(
+          db,
+          sql`SELECT indexname AS name FROM pg_indexes WHERE schemaname = ${schema} AND indexname LIKE '%status_expires%' ORDER BY indexname`,
+        );
+        expect(indexes.map((row) => row.name)).toEqual([
+          'idem_keys_status_expires_id_idx',
+          'keys_status_expires_id_idx',
+        ]);
+      } finally {
+        await target.close();
+      }
+    });
+  });
+}

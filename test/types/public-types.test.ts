@@ -1,0 +1,128 @@
+// Pins the public types. The `expectTypeOf` assertions are checked by the compiler
+// (`npm run typecheck`, and the docs typecheck in test/package/docs-snippets.test.ts, which
+// compiles this folder too); the runtime assertions check that the values agree with them.
+import Database from 'better-sqlite3';
+import { drizzle } from 'drizzle-orm/better-sqlite3';
+import { describe, expect, expectTypeOf, it } from 'vitest';
+import type {
+  IdempotencyRecord,
+  IdempotencyStore,
+  IdempotentResult,
+  JsonValue,
+  KeyStatus,
+  MaybePromise,
+  StatusCounts,
+  SweepStop,
+} from '../../src/index.js';
+import type { LibsqlIdempotencyStore } from '../../src/libsql/index.js';
+import type { PgIdempotencyStore, PgStoreOptions, keys as pgKeys } from '../../src/pg/index.js';
+import {
+  applySqliteMigrations,
+  keys,
+  type OpenSqliteStoreOptions,
+  openSqliteStore,
+  SqliteIdempotencyStore,
+  type SqliteStoreOptions,
+} from '../../src/sqlite/index.js';
+
+interface Receipt {
+  charged: number;
+}
+
+/** The row of the contract, as drizzle infers it from either dialect's table. */
+interface KeyRow {
+  id: string;
+  fingerprint: string;
+  status: KeyStatus;
+  response: string | null;
+  expires: number;
+}
+
+describe('the public types', () => {
+  it('fetch returns T | null on the synchronous SQLite store', () => {
+    const store = openSqliteStore<Receipt>(':memory:');
+    expectTypeOf(store.fetch).returns.toEqualTypeOf<Receipt | null>();
+    expectTypeOf(store.reserve).returns.toEqualTypeOf<boolean>();
+    expectTypeOf(store.counts).returns.toEqualTypeOf<StatusCounts>();
+    expect(store.reserve('k', 'd', 10)).toBe(true);
+    expect(store.fetch('k', 0)).toBeNull();
+    expect(store.finish('k', 'd', { charged: 5 })).toBe(true);
+    const answer = store.fetch('k', 0);
+    expectTypeOf(answer).toEqualTypeOf<Receipt | null>();
+    expect(answer).toEqual({ charged: 5 });
+    store.close();
+  });
+
+  it('fetch returns a Promise of T | null on the async stores; the interface allows both', () => {
+    expectTypeOf<PgIdempotencyStore<Receipt>['fetch']>().returns.toEqualTypeOf<
+      Promise<Receipt | null>
+    >();
+    expectTypeOf<PgIdempotencyStore<Receipt>['get']>().returns.toEqualTypeOf<
+      Promise<IdempotencyRecord<Receipt> | null>
+    >();
+    expectTypeOf<LibsqlIdempotencyStore<Receipt>['fetch']>().returns.toEqualTypeOf<
+      Promise<Receipt | null>
+    >();
+    expectTypeOf<IdempotencyStore<Receipt>['fetch']>().returns.toEqualTypeOf<
+      MaybePromise<Receipt | null>
+    >();
+    expectTypeOf<SqliteIdempotencyStore<Receipt>>().toExtend<IdempotencyStore<Receipt>>();
+    expectTypeOf<PgIdempotencyStore<Receipt>>().toExtend<IdempotencyStore<Receipt>>();
+    expectTypeOf<LibsqlIdempotencyStore<Receipt>>().toExtend<IdempotencyStore<Receipt>>();
+    // A store of one answer type is not a store of another.
+    expectTypeOf<SqliteIdempotencyStore<Receipt>>().not.toExtend<IdempotencyStore<string>>();
+    expect(typeof SqliteIdempotencyStore).toBe('function');
+  });
+
+  it("the tables' $inferSelect is the row of the contract", () => {
+    expectTypeOf<typeof keys.$inferSelect>().toEqualTypeOf<KeyRow>();
+    expectTypeOf<typeof pgKeys.$inferSelect>().toEqualTypeOf<KeyRow>();
+    const client = new Database(':memory:');
+    const db = drizzle(client);
+    applySqliteMigrations(db);
+    const store = new SqliteIdempotencyStore<JsonValue>(db);
+    store.reserve('k', 'd', 10);
+    const rows = db.select().from(keys).all();
+    expectTypeOf(rows).toEqualTypeOf<KeyRow[]>();
+    expect(rows).toEqual([
+      { id: 'k', fingerprint: 'd', status: 'pending', response: null, expires: 10 },
+    ]);
+    client.close();
+  });
+
+  it('store options accept their documented fields and refuse wrong ones', () => {
+    expectTypeOf({ closeConnection: true, answerCacheSize: 100 }).toExtend<SqliteStoreOptions>();
+    expectTypeOf<{ closeConnection: 'yes' }>().not.toExtend<SqliteStoreOptions>();
+    expectTypeOf<{ answerCacheSize: string }>().not.toExtend<SqliteStoreOptions>();
+    expectTypeOf({
+      busyTimeoutMs: 1000,
+      synchronous: 'FULL' as const,
+    }).toExtend<OpenSqliteStoreOptions>();
+    expectTypeOf<{ synchronous: 'SOMETIMES' }>().not.toExtend<OpenSqliteStoreOptions>();
+    expectTypeOf({ schema: 'billing', onClose: () => undefined }).toExtend<PgStoreOptions>();
+    expectTypeOf<{ schema: number }>().not.toExtend<PgStoreOptions>();
+    expect(() => openSqliteStore(':memory:', { answerCacheSize: -1 })).toThrow();
+  });
+
+  it('results are discriminated unions that narrow on their tag', () => {
+    expectTypeOf<IdempotentResult['outcome']>().toEqualTypeOf<
+      'executed' | 'replayed' | 'notStored' | 'passedThrough' | 'problem'
+    >();
+    const describeResult = (result: IdempotentResult): string => {
+      if (result.outcome === 'problem') {
+        expectTypeOf(result).toHaveProperty('problem');
+        return result.problem.type;
+      }
+      expectTypeOf(result).not.toHaveProperty('problem');
+      return result.outcome;
+    };
+    expectTypeOf(describeResult).parameter(0).toEqualTypeOf<IdempotentResult>();
+    expectTypeOf<SweepStop>().toEqualTypeOf<
+      'drained' | 'maxBatches' | 'maxSeconds' | 'signal' | 'dryRun'
+    >();
+    expectTypeOf<KeyStatus>().toEqualTypeOf<'pending' | 'done'>();
+    expect(
+      describeResult({ outcome: 'executed', response: { status: 200, headers: {}, body: '' } }),
+    ).toBe('executed');
+  });
+});
