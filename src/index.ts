@@ -14,11 +14,23 @@ export {
 } from './core/errors.js';
 export type { JsonValue } from './core/json.js';
 export { parseResponse, serializeResponse } from './core/json.js';
+export {
+  DEFAULT_PENDING_LIMIT,
+  MAX_PENDING_LIMIT,
+} from './core/lease.js';
 export { countByStatus, KeyStatus } from './core/status.js';
 export type {
+  AcquireOptions,
+  AcquireResult,
   IdempotencyRecord,
   IdempotencyStore,
+  LeasedIdempotencyStore,
+  LeaseState,
+  LeaseStats,
   MaybePromise,
+  PendingKey,
+  PendingKeysOptions,
+  ReleasePendingResult,
   RetentionStats,
   StatusCounts,
 } from './core/store.js';

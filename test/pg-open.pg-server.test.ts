@@ -215,6 +215,9 @@ describe('the per-request statements sent straight to node-postgres', () => {
         status: 'done',
         expires: 10.5,
         response: { receipt: 7 },
+        leaseUntil: null,
+        attempt: 1,
+        unrecorded: false,
       });
       expect(await store.reserve('p', 'd', 10)).toBe(true);
       expect(await store.release('p', 'd')).toBe(true);

@@ -55,6 +55,9 @@ describe('applyPgMigrations (PGlite)', () => {
       status: 'done',
       expires: 10.5,
       response: { receipt: 2 },
+      leaseUntil: null,
+      attempt: 1,
+      unrecorded: false,
     });
   });
 

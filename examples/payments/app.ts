@@ -23,13 +23,72 @@ interface PaymentRequest {
 
 const MAX_DELAY_MS = 5000;
 
-function problem(res: Response, status: number, title: string, detail: string): void {
+function problem(
+  res: Response,
+  status: number,
+  title: string,
+  detail: string,
+  type = 'invalid-body',
+): void {
   res
     .status(status)
     .type('application/problem+json')
-    .send(
-      JSON.stringify({ type: 'urn:payments-example:problem:invalid-body', title, status, detail }),
+    .send(JSON.stringify({ type: `urn:payments-example:problem:${type}`, title, status, detail }));
+}
+
+// What body-parser's errors mean to a client, by their `type`. Their messages are not sent: a
+// fixed sentence per kind says it without echoing anything from inside the server.
+const BODY_ERRORS: Record<string, { readonly title: string; readonly detail: string }> = {
+  'entity.parse.failed': { title: 'Invalid payment', detail: 'the body is not valid JSON' },
+  'entity.too.large': {
+    title: 'Request body too large',
+    detail: 'the body (after decompression) is larger than this service accepts',
+  },
+  'encoding.unsupported': {
+    title: 'Unsupported Content-Encoding',
+    detail: 'send the body as identity, gzip, deflate or br',
+  },
+  'charset.unsupported': {
+    title: 'Unsupported charset',
+    detail: 'send the JSON body as UTF-8',
+  },
+  'request.aborted': { title: 'Request aborted', detail: 'the body ended before it was complete' },
+  'request.size.invalid': {
+    title: 'Request body size mismatch',
+    detail: 'the body did not match its Content-Length',
+  },
+};
+
+/**
+ * The error handler a real service installs last: every error becomes an
+ * `application/problem+json` answer, a client error with its own status (a body too large, a
+ * gzip bomb, broken gzip, an unsupported encoding, bad JSON) and anything else a 500 whose details
+ * go to the log, never to the client: no stack trace, no file path.
+ */
+function problemErrors(error: unknown, _req: Request, res: Response, next: NextFunction): void {
+  if (res.headersSent) {
+    next(error);
+    return;
+  }
+  const { type, status } = (error ?? {}) as { type?: unknown; status?: unknown };
+  const known = typeof type === 'string' ? BODY_ERRORS[type] : undefined;
+  const clientStatus = typeof status === 'number' && status >= 400 && status < 500 ? status : 0;
+  if (known && clientStatus) {
+    const kind = type === 'entity.parse.failed' ? 'invalid-body' : 'unreadable-body';
+    problem(res, clientStatus, known.title, known.detail, kind);
+  } else if (clientStatus) {
+    // Broken gzip or deflate data, and any other client error a parser reports.
+    problem(
+      res,
+      clientStatus,
+      'Unreadable request body',
+      'the body could not be read',
+      'unreadable-body',
     );
+  } else {
+    console.error('request failed:', error);
+    problem(res, 500, 'Internal error', 'the request failed; it has been logged', 'internal');
+  }
 }
 
 function invalidReason(body: unknown): string | undefined {
@@ -112,13 +171,9 @@ export function createPaymentsApp(
     res.type(PROMETHEUS_CONTENT_TYPE).send(await prometheusStats(store, options.now()));
   });
 
-  // A body express.json() cannot parse is a client error, answered like the others.
-  app.use((error: unknown, _req: Request, res: Response, next: NextFunction) => {
-    if ((error as { type?: unknown }).type === 'entity.parse.failed') {
-      problem(res, 400, 'Invalid payment', 'the body is not valid JSON');
-    } else {
-      next(error);
-    }
+  app.use((_req, res) => {
+    problem(res, 404, 'Not found', 'no such resource', 'not-found');
   });
+  app.use(problemErrors);
   return app;
 }

@@ -3,6 +3,7 @@
 //   PORT                    the port on 127.0.0.1 (default 3000; 0 picks a free one)
 //   IDEM_TTL_SECONDS        how long answers are replayed (default 86400)
 //   IDEM_SWEEP_INTERVAL_MS  how often expired answers are purged (default 60000)
+//   IDEM_SHUTDOWN_GRACE_MS  how long SIGTERM/SIGINT wait for requests in flight (default 10000)
 import type { AddressInfo } from 'node:net';
 import { sweep } from '../../src/index.js';
 import { openSqliteStore } from '../../src/sqlite/index.js';
@@ -22,6 +23,7 @@ const path = process.env.IDEM_DB || './idempotency.db';
 const port = numberFromEnv('PORT', 3000);
 const ttlSeconds = numberFromEnv('IDEM_TTL_SECONDS', 86_400);
 const sweepIntervalMs = numberFromEnv('IDEM_SWEEP_INTERVAL_MS', 60_000);
+const graceMs = numberFromEnv('IDEM_SHUTDOWN_GRACE_MS', 10_000);
 const now = () => Date.now() / 1000;
 
 const store = openSqliteStore(path);
@@ -36,17 +38,30 @@ const sweeper = setInterval(() => {
 const server = app.listen(port, '127.0.0.1', () => {
   const { port: actual } = server.address() as AddressInfo;
   console.log(
-    `payments service listening on http://127.0.0.1:${actual} (db ${path}, ttl ${ttlSeconds} s)`,
+    `payments service listening on http://127.0.0.1:${actual} (db ${path}, ttl ${ttlSeconds} s, pid ${process.pid})`,
   );
 });
 
-function shutdown(): void {
+// Graceful shutdown: stop accepting, let the requests in flight finish and record their answers
+// (closing every connection at once would leave their keys pending), then close the store. A
+// request still running after the grace period loses its connection; its key stays pending.
+let stopping = false;
+function shutdown(signal: NodeJS.Signals): void {
+  if (stopping) return;
+  stopping = true;
+  console.log(`${signal}: draining requests in flight (up to ${graceMs} ms)`);
   clearInterval(sweeper);
+  // Keep-alive connections between requests would hold close() open: drop them as they go idle.
+  const idle = setInterval(() => server.closeIdleConnections(), 50);
+  const grace = setTimeout(() => server.closeAllConnections(), graceMs);
   server.close(() => {
+    clearInterval(idle);
+    clearTimeout(grace);
     store.close();
+    console.log('stopped');
     process.exit(0);
   });
-  server.closeAllConnections();
+  server.closeIdleConnections();
 }
 process.on('SIGTERM', shutdown);
 process.on('SIGINT', shutdown);

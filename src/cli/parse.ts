@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from 'commander';
-import { IdempotencyError } from '../core/errors.js';
+import { IdempotencyError, InvalidTimeError } from '../core/errors.js';
 import { assertTableName } from '../core/table-name.js';
 import { assertIntegerOption, assertLimit, MAX_BATCH_SIZE } from '../core/validation.js';
 import { assertSchemaName } from '../pg/identifier.js';
@@ -66,6 +66,32 @@ export function parseNow(text: string): number {
     throw new InvalidArgumentError('expected a decimal number of epoch seconds.');
   }
   return now;
+}
+
+// 10^11 seconds is the year 5138, while milliseconds since 1970 have been above 10^12 since 2001.
+const MILLISECONDS_LOOK = 1e11;
+const YEAR_SECONDS = 366 * 86_400;
+
+/**
+ * The clock check of `--now`, run once every flag is read: a time that looks like milliseconds,
+ * or that lies more than a year past the wall clock, would make a sweep delete answers that are
+ * still owed to retries, so it is refused unless `--force` is given. Times in the past are
+ * accepted: judging expiry early deletes less, never more.
+ *
+ * @throws {@link InvalidTimeError} (a usage error) for such a time without `force`
+ */
+export function assertSaneNow(now: number | undefined, force: boolean, wall: number): void {
+  if (now === undefined || force) return;
+  if (now >= MILLISECONDS_LOOK && now / 1000 <= wall + YEAR_SECONDS) {
+    throw new InvalidTimeError(
+      `--now ${now} looks like milliseconds: it is in seconds (${Math.floor(now / 1000)}?); pass --force to use it anyway`,
+    );
+  }
+  if (now > wall + YEAR_SECONDS) {
+    throw new InvalidTimeError(
+      `--now ${now} is more than a year after the wall clock (${Math.floor(wall)}), which would expire answers still owed to retries; pass --force to use it anyway`,
+    );
+  }
 }
 
 /** `--url URL`: a `postgres://` or `postgresql://` connection string. */

@@ -6,6 +6,7 @@ import { expiredCommand, migrateCommand, purgeCommand, statsCommand } from './co
 import type { CliIo } from './io.js';
 import { DEFAULT_DB, type LocationFlags, resolveStoreLocation } from './location.js';
 import {
+  assertSaneNow,
   parseBatch,
   parseDbPath,
   parseLimit,
@@ -78,6 +79,11 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
     .configureOutput({
       writeOut: (text) => io.stdout.write(text),
       writeErr: (text) => io.stderr.write(text),
+    })
+    .option('--force', 'accept a --now that looks like milliseconds or lies over a year ahead')
+    .hook('preAction', (root, command) => {
+      const { now } = command.opts<{ now?: number }>();
+      assertSaneNow(now, root.opts<{ force?: boolean }>().force === true, Date.now() / 1000);
     });
 
   addLocationOptions(

@@ -17,6 +17,8 @@ export const ErrorCode = {
   requestInProgress: 'IDEMPOTENCY_REQUEST_IN_PROGRESS',
   answerExpired: 'IDEMPOTENCY_ANSWER_EXPIRED',
   answerNotRecorded: 'IDEMPOTENCY_ANSWER_NOT_RECORDED',
+  answerTooLarge: 'IDEMPOTENCY_ANSWER_TOO_LARGE',
+  bodyRefused: 'IDEMPOTENCY_BODY_REFUSED',
 } as const;
 
 /** One of the values of {@link ErrorCode}. */

@@ -2,13 +2,30 @@ import { parseResponse } from './json.js';
 import type { KeyStatus } from './status.js';
 import type { IdempotencyRecord } from './store.js';
 
-/** A row of the `keys` table as every dialect reads it. */
+/**
+ * A row of the keys table as every dialect reads it. The lease columns come back as each driver
+ * gives them (a boolean, 0/1, `'t'`/`'f'`; an integer as a number or a string) and may be absent
+ * on a store that does not read them yet: the row then has no lease, attempt 1.
+ */
 export interface KeyRow {
   readonly id: string;
   readonly fingerprint: string;
   readonly status: KeyStatus;
   readonly response: string | null;
   readonly expires: number;
+  readonly lease_until?: number | string | null;
+  readonly attempt?: number | string;
+  readonly unrecorded?: boolean | number | string;
+}
+
+/** A boolean column as any driver returns it: `true`, `1`, `'1'`, `'t'` or `'true'` is true. */
+export function readBoolean(value: boolean | number | string | null | undefined): boolean {
+  return value === true || value === 1 || value === '1' || value === 't' || value === 'true';
+}
+
+/** A nullable number column as any driver returns it (PostgreSQL drivers may give a string). */
+export function readNumber(value: number | string | null | undefined): number | null {
+  return value == null ? null : Number(value);
 }
 
 /**
@@ -17,7 +34,8 @@ export interface KeyRow {
  * @example
  * ```ts
  * toRecord({ id: 'k', fingerprint: 'd', status: 'done', response: '{"r":1}', expires: 10 });
- * // { key: 'k', fingerprint: 'd', status: 'done', expires: 10, response: { r: 1 } }
+ * // { key: 'k', fingerprint: 'd', status: 'done', expires: 10, response: { r: 1 },
+ * //   leaseUntil: null, attempt: 1, unrecorded: false }
  * ```
  */
 export function toRecord<T>(row: KeyRow): IdempotencyRecord<T> {
@@ -27,5 +45,8 @@ export function toRecord<T>(row: KeyRow): IdempotencyRecord<T> {
     status: row.status,
     expires: row.expires,
     response: row.response == null ? null : parseResponse<T>(row.response),
+    leaseUntil: readNumber(row.lease_until),
+    attempt: readNumber(row.attempt) ?? 1,
+    unrecorded: readBoolean(row.unrecorded),
   };
 }

@@ -15,6 +15,18 @@ export interface IdempotencyRecord<T> {
   readonly expires: number;
   /** The stored answer; `null` while pending. */
   readonly response: T | null;
+  /**
+   * The deadline of the pending owner's lease, in seconds on the caller's clock; `null` when the
+   * row has no lease (reserved by `reserve`, or marked unrecorded). Meaningless once `done`.
+   */
+  readonly leaseUntil: number | null;
+  /** The fencing token: 1 when the key was first acquired, one more at each takeover. */
+  readonly attempt: number;
+  /**
+   * The handler ran but its answer was not recorded: the key is never taken over automatically,
+   * only released by hand.
+   */
+  readonly unrecorded: boolean;
 }
 
 /** The number of rows in each state. Both keys are always present. */
@@ -35,6 +47,87 @@ export interface RetentionStats extends StatusCounts {
    */
   readonly stalePending: number;
 }
+
+/** What {@link LeasedIdempotencyStore.stats} counts: {@link RetentionStats} plus the leases. */
+export interface LeaseStats extends RetentionStats {
+  /** `pending` rows whose lease has lapsed (`leaseUntil <= now`): the next retry takes them over. */
+  readonly lapsed: number;
+  /** `pending` rows marked unrecorded: they wait for an operator. */
+  readonly unrecorded: number;
+}
+
+/** Options of {@link LeasedIdempotencyStore.acquire}. */
+export interface AcquireOptions {
+  /** The retention deadline of the row, as for `reserve`. */
+  readonly expires: number;
+  /** The caller's clock now: a lease with `leaseUntil <= now` has lapsed. */
+  readonly now: number;
+  /** How long the lease lasts from `now`, in seconds: a finite number greater than 0. */
+  readonly leaseSeconds: number;
+}
+
+/**
+ * What {@link LeasedIdempotencyStore.acquire} found, discriminated by `status`:
+ *
+ * - `acquired`: the caller owns the key with the fencing token `attempt` until `leaseUntil`;
+ *   `takenOver` when it took over a lapsed lease (the handler may have run before).
+ * - `done`: an answer is stored under the same fingerprint. Replay it only while
+ *   `record.expires > now`.
+ * - `inProgress`: another owner holds the key (its lease is live, or the row has no lease, or it is
+ *   marked unrecorded).
+ * - `mismatch`: the key is held under another fingerprint, pending or done.
+ */
+export type AcquireResult<T> =
+  | {
+      readonly status: 'acquired';
+      readonly attempt: number;
+      readonly leaseUntil: number;
+      readonly takenOver: boolean;
+    }
+  | { readonly status: 'done'; readonly record: IdempotencyRecord<T> }
+  | {
+      readonly status: 'inProgress';
+      readonly attempt: number;
+      readonly leaseUntil: number | null;
+      readonly unrecorded: boolean;
+    }
+  | { readonly status: 'mismatch'; readonly record: IdempotencyRecord<T> };
+
+/**
+ * The lease state of a pending row at a moment:
+ * - `live`: its owner's lease runs past now;
+ * - `lapsed`: the lease ended; the next `acquire` with the same fingerprint takes it over;
+ * - `unrecorded`: the handler ran but its answer was not recorded; never taken over;
+ * - `unleased`: reserved by the lease-less `reserve`; never taken over.
+ */
+export type LeaseState = 'live' | 'lapsed' | 'unrecorded' | 'unleased';
+
+/** A pending row as the operator tools list it. */
+export interface PendingKey {
+  readonly key: string;
+  readonly fingerprint: string;
+  /** The retention deadline. */
+  readonly expires: number;
+  readonly leaseUntil: number | null;
+  readonly attempt: number;
+  readonly state: LeaseState;
+}
+
+/** Options of {@link LeasedIdempotencyStore.pendingKeys}. */
+export interface PendingKeysOptions {
+  /** The moment lease states are judged at. */
+  readonly now: number;
+  /**
+   * Only the rows that need a look: lapsed, unrecorded, or unleased past their `expires`. Default
+   * `false`: every pending row.
+   */
+  readonly stale?: boolean;
+  /** At most this many rows, ascending by key: an integer from 1 to 10,000. Default 100. */
+  readonly limit?: number;
+}
+
+/** What {@link LeasedIdempotencyStore.releasePending} did. */
+export type ReleasePendingResult = 'released' | 'missing' | 'done' | 'mismatch';
 
 /**
  * The operations every dialect provides, with the same semantics. Times are numbers on the
@@ -92,4 +185,62 @@ export interface IdempotencyStore<T = unknown> {
   retentionCycle(key: string): MaybePromise<boolean>;
   /** Releases the store's resources; later calls throw `StoreClosedError`. */
   close(): MaybePromise<void>;
+}
+
+/**
+ * A store with fenced leases on pending keys: an owner that dies or freezes loses its key when
+ * its lease lapses, the next caller with the same fingerprint takes it over with a new fencing
+ * token (`attempt`), and every write of the old owner carrying the old token changes nothing.
+ *
+ * ```
+ *  acquire ──▶ pending(attempt 1, lease) ──finish(…, 1)──▶ done
+ *                 │   ▲ renew(…, 1)
+ *                 │ lease lapses, acquire with the same fingerprint
+ *                 ▼
+ *              pending(attempt 2, lease) ── finish(…, 1) is refused; finish(…, 2) stores
+ * ```
+ *
+ * Rows made by the lease-less `reserve` have no lease and are never taken over; nor are rows
+ * marked unrecorded: an operator lists them with `pendingKeys` and releases them with
+ * `releasePending`.
+ *
+ * @typeParam T - the type of the stored responses
+ */
+export interface LeasedIdempotencyStore<T = unknown> extends IdempotencyStore<T> {
+  /**
+   * In one atomic step: inserts a missing key as pending with a lease until
+   * `now + leaseSeconds` and attempt 1; or takes over a pending row with the same fingerprint
+   * whose lease has lapsed (`leaseUntil <= now`, not unrecorded), bumping its attempt; or reports
+   * what is there. Of many concurrent contenders exactly one acquires.
+   */
+  acquire(key: string, digest: string, options: AcquireOptions): MaybePromise<AcquireResult<T>>;
+  /**
+   * Extends the lease of the owner holding `attempt` to `leaseUntil`. `false`, changing nothing,
+   * once the key was taken over, finished, released or marked unrecorded.
+   */
+  renew(key: string, digest: string, attempt: number, leaseUntil: number): MaybePromise<boolean>;
+  /**
+   * As {@link IdempotencyStore.finish}; with `attempt`, only while the row still carries that
+   * fencing token, so an owner whose key was taken over cannot store its answer.
+   */
+  finish(key: string, digest: string, response: T, attempt?: number): MaybePromise<boolean>;
+  /**
+   * As {@link IdempotencyStore.release}; with `attempt`, only while the row carries that token and
+   * is not marked unrecorded.
+   */
+  release(key: string, digest: string, attempt?: number): MaybePromise<boolean>;
+  /**
+   * Marks the pending row held with `attempt` as unrecorded (the handler ran, its answer could not
+   * be stored) and drops its lease: never taken over, listed for an operator.
+   */
+  markUnrecorded(key: string, digest: string, attempt: number): MaybePromise<boolean>;
+  /** Pending rows with their lease state, ascending by key. */
+  pendingKeys(options: PendingKeysOptions): MaybePromise<PendingKey[]>;
+  /**
+   * The operator's release: deletes the pending row of `key` (with `fingerprint` if given),
+   * whatever its lease. A done row, a missing key or another fingerprint changes nothing.
+   */
+  releasePending(key: string, fingerprint?: string): MaybePromise<ReleasePendingResult>;
+  /** {@link IdempotencyStore.stats} plus the lapsed and unrecorded pending rows. */
+  stats(now: number): MaybePromise<LeaseStats>;
 }

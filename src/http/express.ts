@@ -4,7 +4,7 @@ import { type Execution, idempotent } from './idempotent.js';
 import type { IdempotentOptions } from './options.js';
 import type { IdempotentResult } from './outcome.js';
 import type { IdempotencyProblem } from './problems.js';
-import { fromCapturedAnswer, toWire } from './response.js';
+import { toWire } from './response.js';
 
 /** Options of {@link expressIdempotency}: the core's, plus Express-shaped hooks. */
 export interface ExpressIdempotencyOptions extends IdempotentOptions {
@@ -31,6 +31,8 @@ function endWith(end: End, res: Response, chunk: string | Uint8Array, callback?:
   ).call(res, chunk, callback);
 }
 
+type Headers = ReturnType<Response['getHeaders']>;
+
 function flattenHeaders(res: Response): Record<string, string> {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(res.getHeaders())) {
@@ -47,9 +49,14 @@ function toBuffer(chunk: unknown, encoding: unknown): Buffer {
   return Buffer.from(chunk as Uint8Array);
 }
 
-function sendResult(res: Response, result: IdempotentResult, end: End): void {
+// Sends a replay or a problem. The headers the app set before the layer ran (CORS, a request id)
+// stay; anything a handler set since is dropped; the answer's own headers win over both.
+function sendResult(res: Response, result: IdempotentResult, end: End, before: Headers): void {
   const wire = toWire(result.response);
   for (const name of res.getHeaderNames()) res.removeHeader(name);
+  for (const [name, value] of Object.entries(before)) {
+    if (value !== undefined) res.setHeader(name, value);
+  }
   res.statusCode = wire.status;
   for (const [name, value] of Object.entries(wire.headers)) res.setHeader(name, value);
   if (wire.body !== undefined) res.setHeader('content-length', Buffer.byteLength(wire.body));
@@ -67,6 +74,7 @@ function capture(
   next: NextFunction,
   execution: Execution,
   onError: ExpressIdempotencyOptions['onError'],
+  before: Headers,
 ): void {
   const write = res.write;
   const end = res.end;
@@ -86,15 +94,20 @@ function capture(
       chunks.push(toBuffer(chunk, encoding));
     }
     const bytes = Buffer.concat(chunks);
+    // The bytes the handler sent are what is stored, never a re-parse of them.
     execution
-      .complete(fromCapturedAnswer(res.statusCode, flattenHeaders(res), bytes))
+      .complete({
+        status: res.statusCode,
+        headers: flattenHeaders(res),
+        ...(bytes.byteLength === 0 ? {} : { body: bytes }),
+      })
       .then((result) => {
         if (result.outcome !== 'problem' || res.headersSent) {
           endWith(end, res, bytes, callback);
         } else if (onError) {
           onError(result.problem, req, res);
         } else {
-          sendResult(res, result, end);
+          sendResult(res, result, end, before);
         }
       })
       .catch(next);
@@ -113,7 +126,10 @@ function capture(
  * - an answer that cannot be recorded (the store fails) gives a 500 `answer-not-recorded` and
  *   leaves the key pending, since the handler's effect happened (see {@link idempotent}).
  *
- * JSON answers are stored as values, `text/*` as strings, anything else as its bytes.
+ * What is stored is what was sent: the status, the stored headers and the exact body bytes.
+ * Replays and problems keep the headers set by middleware that ran before this one (CORS, a
+ * request id). The body's bytes (`express.raw`), text (`express.text`) or parsed JSON
+ * (`express.json`) are fingerprinted alike (see `requestFingerprint`).
  *
  * @param store - any {@link IdempotencyStore}, e.g. `openSqliteStore(path)`
  * @param options - see {@link ExpressIdempotencyOptions}
@@ -135,6 +151,7 @@ export function expressIdempotency(
 ): RequestHandler {
   const layer = idempotent(store, options);
   return async function idempotencyMiddleware(req, res, next) {
+    const before = res.getHeaders();
     try {
       const decision = await layer.begin({
         method: req.method,
@@ -146,12 +163,12 @@ export function expressIdempotency(
       if (decision.action === 'pass') {
         next();
       } else if (decision.action === 'run') {
-        capture(req, res, next, decision.execution, options.onError);
+        capture(req, res, next, decision.execution, options.onError, before);
         next();
       } else if (decision.result.outcome === 'problem' && options.onError) {
         options.onError(decision.result.problem, req, res);
       } else {
-        sendResult(res, decision.result, res.end);
+        sendResult(res, decision.result, res.end, before);
       }
     } catch (error) {
       next(error);

@@ -4,7 +4,7 @@ import type { IdempotencyStore } from '../core/store.js';
 import { type Execution, idempotent } from './idempotent.js';
 import type { IdempotentOptions } from './options.js';
 import type { IdempotencyProblem } from './problems.js';
-import { fromCapturedAnswer, type HttpResponse, toWire } from './response.js';
+import { type HttpResponse, toWire } from './response.js';
 
 /** Options of {@link fastifyIdempotency}: the core's, plus Fastify-shaped hooks. */
 export interface FastifyIdempotencyOptions extends IdempotentOptions {
@@ -90,8 +90,8 @@ function applyResponse(reply: FastifyReply, response: HttpResponse): string | Bu
  *   leaves the key pending, since the handler's effect happened (see {@link idempotent}).
  *
  * The body Fastify parsed is part of the fingerprint, so the hooks run after parsing
- * (`preHandler`). JSON answers are stored as values, `text/*` as strings, anything else as its
- * bytes; a streamed answer is read whole before it is stored.
+ * (`preHandler`). What is stored is what was sent: the status, the stored headers and the exact
+ * body bytes; a streamed answer is read whole before it is stored.
  *
  * @param store - any {@link IdempotencyStore}, e.g. `openSqliteStore(path)`
  * @param options - see {@link FastifyIdempotencyOptions}
@@ -148,9 +148,12 @@ export function fastifyIdempotency(
       if (execution === undefined) return payload;
       running.delete(request);
       const bytes = await payloadBytes(payload);
-      const result = await execution.complete(
-        fromCapturedAnswer(reply.statusCode, flattenHeaders(reply), bytes),
-      );
+      // The bytes the handler sent are what is stored, never a re-parse of them.
+      const result = await execution.complete({
+        status: reply.statusCode,
+        headers: flattenHeaders(reply),
+        ...(bytes.byteLength === 0 ? {} : { body: bytes }),
+      });
       if (result.outcome === 'problem') {
         // The handler's length no longer fits: Fastify sets the problem's own.
         reply.removeHeader('content-length');

@@ -2,7 +2,7 @@ import type { IdempotencyStore } from '../core/store.js';
 import { idempotent } from './idempotent.js';
 import type { IdempotentOptions } from './options.js';
 import type { IdempotencyProblem } from './problems.js';
-import { fromCapturedAnswer, isJsonContentType, toWire, type WireResponse } from './response.js';
+import { toWire, type WireResponse } from './response.js';
 
 /** Options of {@link fetchIdempotency}: the core's, plus Fetch-shaped hooks. */
 export interface FetchIdempotencyOptions extends IdempotentOptions {
@@ -34,20 +34,13 @@ export type FetchIdempotencyWrapper = <Rest extends unknown[]>(
 
 const BODYLESS_METHODS = new Set(['GET', 'HEAD']);
 
-// The body as the fingerprint sees it: parsed JSON when it is JSON, else the text. Read from a
-// clone, so the handler still gets a request whose body it can read.
-async function readBody(request: Request): Promise<unknown> {
+// The body's bytes, as the fingerprint sees them (never decoded as text, which would make every
+// invalid UTF-8 sequence one replacement character). Read from a clone, so the handler still gets
+// a request whose body it can read.
+async function readBody(request: Request): Promise<Uint8Array | undefined> {
   if (BODYLESS_METHODS.has(request.method.toUpperCase()) || request.body === null) return undefined;
-  const text = await request.clone().text();
-  if (text === '') return undefined;
-  if (isJsonContentType(request.headers.get('content-type') ?? '')) {
-    try {
-      return JSON.parse(text) as unknown;
-    } catch {
-      return text;
-    }
-  }
-  return text;
+  const bytes = new Uint8Array(await request.clone().arrayBuffer());
+  return bytes.byteLength === 0 ? undefined : bytes;
 }
 
 function toResponse(wire: WireResponse): Response {
@@ -67,7 +60,8 @@ function toResponse(wire: WireResponse): Response {
  *   leaves the key pending, since the handler's effect happened (see {@link idempotent}).
  *
  * The handler's answer is read whole before it is stored, so a streamed answer is held until it
- * ends. JSON answers are stored as values, `text/*` as strings, anything else as its bytes.
+ * ends. What is stored is what was sent: the status, the stored headers and the exact body bytes.
+ * The request body's bytes are fingerprinted (canonical JSON when they parse as JSON).
  *
  * @param store - any {@link IdempotencyStore}, e.g. `openPgStore(url)`
  * @param options - see {@link FetchIdempotencyOptions}
@@ -125,9 +119,12 @@ export function fetchIdempotency(
         await execution.fail(error);
         throw error;
       }
-      const result = await execution.complete(
-        fromCapturedAnswer(answer.status, Object.fromEntries(answer.headers), bytes),
-      );
+      // The bytes the handler sent are what is stored, never a re-parse of them.
+      const result = await execution.complete({
+        status: answer.status,
+        headers: Object.fromEntries(answer.headers),
+        ...(bytes.byteLength === 0 ? {} : { body: bytes }),
+      });
       if (result.outcome === 'problem') return problemResponse(result.problem, request);
       return new Response(bytes.byteLength === 0 ? null : bytes, {
         status: answer.status,

@@ -3,7 +3,7 @@ import type { IdempotencyStore } from '../core/store.js';
 import { idempotent } from './idempotent.js';
 import type { IdempotentOptions } from './options.js';
 import type { IdempotencyProblem } from './problems.js';
-import { fromCapturedAnswer, isJsonContentType, toWire } from './response.js';
+import { toWire, type WireResponse } from './response.js';
 
 /** Options of {@link honoIdempotency}: the core's, plus Hono-shaped hooks. */
 export interface HonoIdempotencyOptions extends IdempotentOptions {
@@ -17,24 +17,22 @@ export interface HonoIdempotencyOptions extends IdempotentOptions {
 
 const BODYLESS_METHODS = new Set(['GET', 'HEAD']);
 
-// The body as the fingerprint sees it: parsed JSON when it is JSON, else the text. Hono caches the
-// text, so the handler can still read the body.
-async function readBody(c: Context): Promise<unknown> {
+// The body's bytes, as the fingerprint sees them (never decoded as text, which would make every
+// invalid UTF-8 sequence one replacement character). Hono caches them, so the handler can still
+// read the body in any form.
+async function readBody(c: Context): Promise<Uint8Array | undefined> {
   if (BODYLESS_METHODS.has(c.req.method)) return undefined;
-  const text = await c.req.text();
-  if (text === '') return undefined;
-  if (isJsonContentType(c.req.header('content-type') ?? '')) {
-    try {
-      return JSON.parse(text) as unknown;
-    } catch {
-      return text;
-    }
-  }
-  return text;
+  const bytes = new Uint8Array(await c.req.arrayBuffer());
+  return bytes.byteLength === 0 ? undefined : bytes;
 }
 
-function toResponse(wire: ReturnType<typeof toWire>): Response {
-  return new Response(wire.body ?? null, { status: wire.status, headers: wire.headers });
+// Through `c.body`, so headers that middleware before this one set (CORS, a request id) are kept,
+// and the answer's own headers win over them.
+function send(c: Context, wire: WireResponse): Response {
+  const status = wire.status as never;
+  return wire.body === undefined
+    ? c.body(null, status, wire.headers)
+    : c.body(wire.body as Uint8Array<ArrayBuffer>, status, wire.headers);
 }
 
 /**
@@ -48,7 +46,9 @@ function toResponse(wire: ReturnType<typeof toWire>): Response {
  * - an answer that cannot be recorded (the store fails) gives a 500 `answer-not-recorded` and
  *   leaves the key pending, since the handler's effect happened (see {@link idempotent}).
  *
- * JSON answers are stored as values, `text/*` as strings, anything else as its bytes.
+ * What is stored is what was sent: the status, the stored headers and the exact body bytes. The
+ * request body's bytes are fingerprinted (canonical JSON when they parse as JSON). Replays and
+ * problems keep the headers set by middleware that ran before this one.
  *
  * @param store - any {@link IdempotencyStore}, e.g. `openSqliteStore(path)`
  * @param options - see {@link HonoIdempotencyOptions}
@@ -71,7 +71,7 @@ export function honoIdempotency(
   const layer = idempotent(store, options);
 
   async function problemResponse(problem: IdempotencyProblem, c: Context): Promise<Response> {
-    return options.onError ? options.onError(problem, c) : toResponse(toWire(problem.toResponse()));
+    return options.onError ? options.onError(problem, c) : send(c, toWire(problem.toResponse()));
   }
 
   return async function idempotencyMiddleware(c, next) {
@@ -90,7 +90,7 @@ export function honoIdempotency(
       const { result } = decision;
       return result.outcome === 'problem'
         ? problemResponse(result.problem, c)
-        : toResponse(toWire(result.response));
+        : send(c, toWire(result.response));
     }
     const { execution } = decision;
     try {
@@ -106,9 +106,12 @@ export function honoIdempotency(
     }
     const answer = c.res;
     const bytes = new Uint8Array(await answer.arrayBuffer());
-    const result = await execution.complete(
-      fromCapturedAnswer(answer.status, Object.fromEntries(answer.headers), bytes),
-    );
+    // The bytes the handler sent are what is stored, never a re-parse of them.
+    const result = await execution.complete({
+      status: answer.status,
+      headers: Object.fromEntries(answer.headers),
+      ...(bytes.byteLength === 0 ? {} : { body: bytes }),
+    });
     // Setting c.res merges the previous response's headers into the new one: clear it first.
     c.res = undefined;
     c.res =

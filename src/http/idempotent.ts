@@ -1,13 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { SchemaMismatchError } from '../core/errors.js';
 import { KeyStatus } from '../core/status.js';
 import type { IdempotencyRecord, IdempotencyStore } from '../core/store.js';
 import { IDEMPOTENCY_KEY_HEADER, parseIdempotencyKey } from './key.js';
 import { type IdempotentOptions, type ResolvedOptions, resolveOptions } from './options.js';
-import { type IdempotentResult, Outcome, problemResult } from './outcome.js';
+import { type IdempotentResult, Outcome, type OutcomeEvent, problemResult } from './outcome.js';
 import {
   AnswerExpiredError,
   AnswerNotRecordedError,
+  AnswerTooLargeError,
+  BodyRefusedError,
   KeyMalformedError,
   KeyMissingError,
   KeyReusedError,
@@ -15,11 +16,12 @@ import {
 } from './problems.js';
 import { headerValue, type IdempotentRequest } from './request.js';
 import {
-  fromStoredResponse,
+  fromStoredAnswer,
   type HttpResponse,
-  isStoredResponse,
-  normalizeResponse,
-  toStoredResponse,
+  omittedSize,
+  toStoredAnswer,
+  toWire,
+  type WireResponse,
 } from './response.js';
 import { storedId } from './scope.js';
 
@@ -80,17 +82,48 @@ export interface IdempotentExecutor {
 const MAX_VANISHED = 3;
 
 function replay(record: IdempotencyRecord<unknown>): IdempotentResult {
-  const stored = record.response;
-  if (!isStoredResponse(stored)) {
-    throw new SchemaMismatchError(
-      `the stored answer of ${JSON.stringify(record.key)} is not an HTTP response; is the store shared with other code?`,
-    );
-  }
-  const response = fromStoredResponse(stored);
+  const omitted = omittedSize(record.response);
+  if (omitted !== undefined) return problemResult(new AnswerTooLargeError(omitted));
+  const response = fromStoredAnswer(record.key, record.response);
   return {
     outcome: Outcome.replayed,
     response: { ...response, headers: { ...response.headers, [REPLAYED_HEADER]: 'true' } },
   };
+}
+
+/** Tells the `onOutcome` hook, if any; what it throws never reaches the request. */
+type Report = (result: Pick<OutcomeEvent, 'outcome' | 'status' | 'problem' | 'error'>) => void;
+
+function reporter(
+  settings: ResolvedOptions,
+  request: IdempotentRequest,
+  key: string | undefined,
+  started: number,
+): Report {
+  return (result) => {
+    const hook = settings.onOutcome;
+    if (hook === undefined) return;
+    try {
+      hook({
+        ...result,
+        method: request.method,
+        path: request.path,
+        key,
+        durationMs: performance.now() - started,
+      });
+    } catch {
+      // A broken hook (logging, metrics) must never change what the client gets.
+    }
+  };
+}
+
+function reported(report: Report, result: IdempotentResult): IdempotentResult {
+  report({
+    outcome: result.outcome,
+    status: result.response.status,
+    ...(result.outcome === 'problem' ? { problem: result.problem } : {}),
+  });
+  return result;
 }
 
 function owned(
@@ -98,13 +131,14 @@ function owned(
   settings: ResolvedOptions,
   id: string,
   fingerprint: string,
+  report: Report,
 ): Execution {
   async function release(): Promise<void> {
     // Deletes only the pending row with this fingerprint: never another request's row or answer.
     await store.release(id, fingerprint);
   }
 
-  async function notStored(response: HttpResponse): Promise<IdempotentResult> {
+  async function notStored(response: WireResponse): Promise<IdempotentResult> {
     try {
       await release();
     } catch (error) {
@@ -119,41 +153,57 @@ function owned(
     return { outcome: Outcome.notStored, response };
   }
 
+  async function record(response: WireResponse): Promise<IdempotentResult> {
+    const { status } = response;
+    if (!Number.isInteger(status) || status < 200 || status > 599) {
+      return problemResult(
+        new AnswerNotRecordedError(
+          `the handler answered status ${String(status)}, which is not an HTTP status from 200 to 599; the key stays pending`,
+          response,
+        ),
+      );
+    }
+    let finished: boolean;
+    try {
+      finished = await store.finish(
+        id,
+        fingerprint,
+        toStoredAnswer(response, settings.storedHeaders, settings.maxStoredBytes),
+      );
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      return problemResult(
+        new AnswerNotRecordedError(
+          `recording the answer failed, the key stays pending: ${reason}`,
+          response,
+          error,
+        ),
+      );
+    }
+    if (!finished) {
+      // Our pending row is gone or changed hands: someone released it. Nothing is ours to release.
+      return problemResult(
+        new AnswerNotRecordedError(
+          'finish found no pending row of this request: it was released or replaced while the handler ran',
+          response,
+        ),
+      );
+    }
+    return { outcome: Outcome.executed, response };
+  }
+
   return {
     async complete(answer) {
-      const response = normalizeResponse(answer);
+      // One form from here on: the bytes that are sent are the bytes that are stored and replayed.
+      const response = toWire(answer);
       // A status that is not stored means the handler failed: its effect did not complete, so the
-      // key is released and a retry runs.
-      if (!settings.shouldStore(response.status)) return notStored(response);
-      // From here the handler succeeded and its effect happened. An answer that cannot be recorded
-      // leaves the key pending: releasing it would let a retry run the effect a second time.
-      let finished: boolean;
-      try {
-        finished = await store.finish(
-          id,
-          fingerprint,
-          toStoredResponse(response, settings.storedHeaders),
-        );
-      } catch (error) {
-        const reason = error instanceof Error ? error.message : String(error);
-        return problemResult(
-          new AnswerNotRecordedError(
-            `recording the answer failed, the key stays pending: ${reason}`,
-            response,
-            error,
-          ),
-        );
-      }
-      if (!finished) {
-        // Our pending row is gone or changed hands: someone released it. Nothing is ours to release.
-        return problemResult(
-          new AnswerNotRecordedError(
-            'finish found no pending row of this request: it was released or replaced while the handler ran',
-            response,
-          ),
-        );
-      }
-      return { outcome: Outcome.executed, response };
+      // key is released and a retry runs. Otherwise the handler succeeded and its effect happened:
+      // an answer that cannot be recorded leaves the key pending, since releasing it would let a
+      // retry run the effect a second time.
+      const result = settings.shouldStore(response.status)
+        ? await record(response)
+        : await notStored(response);
+      return reported(report, result);
     },
     async fail(error) {
       try {
@@ -163,6 +213,8 @@ function owned(
           [error, releaseError],
           'the handler failed and releasing its idempotency key failed too',
         );
+      } finally {
+        report({ outcome: Outcome.failed, status: undefined, error });
       }
     },
   };
@@ -215,49 +267,65 @@ export function idempotent(
 ): IdempotentExecutor {
   const settings = resolveOptions(options);
 
-  async function begin(request: IdempotentRequest): Promise<Decision> {
+  async function decide(request: IdempotentRequest, started: number): Promise<Decision> {
+    const respond = (report: Report, result: IdempotentResult): Decision => ({
+      action: 'respond',
+      result: reported(report, result),
+    });
+    const unkeyed = reporter(settings, request, undefined, started);
     if (!settings.methods.has(request.method.toUpperCase())) {
+      unkeyed({ outcome: Outcome.passedThrough, status: undefined });
       return { action: 'pass' };
     }
     const header = headerValue(request.headers, IDEMPOTENCY_KEY_HEADER);
     if (header === undefined) {
-      return settings.required
-        ? { action: 'respond', result: problemResult(new KeyMissingError()) }
-        : { action: 'pass' };
+      if (settings.required) return respond(unkeyed, problemResult(new KeyMissingError()));
+      unkeyed({ outcome: Outcome.passedThrough, status: undefined });
+      return { action: 'pass' };
     }
     const parsed = parseIdempotencyKey(header);
-    if (!parsed.ok) {
-      return { action: 'respond', result: problemResult(new KeyMalformedError(parsed.reason)) };
-    }
+    if (!parsed.ok) return respond(unkeyed, problemResult(new KeyMalformedError(parsed.reason)));
     const id = storedId(request.scope, parsed.key);
-    const fingerprint = await settings.fingerprint(request);
+    const report = reporter(settings, request, id, started);
+    let fingerprint: string;
+    try {
+      fingerprint = await settings.fingerprint(request);
+    } catch (error) {
+      if (error instanceof BodyRefusedError) return respond(report, problemResult(error));
+      throw error;
+    }
     const deadline = performance.now() + settings.waitTimeoutMs;
     let vanished = 0;
     for (;;) {
       const now = settings.now();
       if (await store.reserve(id, fingerprint, now + settings.ttlSeconds)) {
-        return { action: 'run', execution: owned(store, settings, id, fingerprint) };
+        return { action: 'run', execution: owned(store, settings, id, fingerprint, report) };
       }
       const record = await store.get(id);
       if (record === null) {
         vanished += 1;
         if (vanished < MAX_VANISHED) continue;
       } else if (record.fingerprint !== fingerprint) {
-        return { action: 'respond', result: problemResult(new KeyReusedError(record)) };
+        return respond(report, problemResult(new KeyReusedError(record)));
       } else if (record.status === KeyStatus.done) {
-        const result =
-          record.expires > now ? replay(record) : problemResult(new AnswerExpiredError(record));
-        return { action: 'respond', result };
+        return respond(
+          report,
+          record.expires > now ? replay(record) : problemResult(new AnswerExpiredError(record)),
+        );
       }
       // Pending, or a key that keeps changing hands: someone else is working on it.
       if (performance.now() + settings.waitIntervalMs > deadline) {
-        return {
-          action: 'respond',
-          result: problemResult(new RequestInProgressError(settings.retryAfterSeconds, record)),
-        };
+        return respond(
+          report,
+          problemResult(new RequestInProgressError(settings.retryAfterSeconds, record)),
+        );
       }
       await sleep(settings.waitIntervalMs);
     }
+  }
+
+  function begin(request: IdempotentRequest): Promise<Decision> {
+    return decide(request, performance.now());
   }
 
   return {
@@ -266,7 +334,7 @@ export function idempotent(
       const decision = await begin(request);
       if (decision.action === 'respond') return decision.result;
       if (decision.action === 'pass') {
-        return { outcome: Outcome.passedThrough, response: normalizeResponse(await handler()) };
+        return { outcome: Outcome.passedThrough, response: toWire(await handler()) };
       }
       let response: HttpResponse;
       try {

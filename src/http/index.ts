@@ -1,16 +1,19 @@
-export { requestFingerprint } from './fingerprint.js';
+export type { FingerprintBody } from './fingerprint.js';
+export { canonicalJson, fingerprintBody, requestFingerprint } from './fingerprint.js';
 export type { Decision, Execution, IdempotentExecutor } from './idempotent.js';
 export { idempotent, REPLAYED_HEADER } from './idempotent.js';
 export type { ParsedKey } from './key.js';
 export { IDEMPOTENCY_KEY_HEADER, MAX_KEY_LENGTH, parseIdempotencyKey } from './key.js';
 export type { IdempotentOptions } from './options.js';
-export { DEFAULT_TTL_SECONDS } from './options.js';
-export type { IdempotentResult } from './outcome.js';
+export { DEFAULT_MAX_STORED_BYTES, DEFAULT_TTL_SECONDS } from './options.js';
+export type { IdempotentResult, OutcomeEvent } from './outcome.js';
 export { Outcome } from './outcome.js';
 export type { ProblemDetails } from './problems.js';
 export {
   AnswerExpiredError,
   AnswerNotRecordedError,
+  AnswerTooLargeError,
+  BodyRefusedError,
   IdempotencyProblem,
   KeyMalformedError,
   KeyMissingError,
@@ -20,6 +23,6 @@ export {
   RequestInProgressError,
 } from './problems.js';
 export type { HeaderValues, IdempotentRequest } from './request.js';
-export type { HttpResponse, WireResponse } from './response.js';
-export { DEFAULT_STORED_HEADERS, fromCapturedAnswer, toWire } from './response.js';
+export type { HttpResponse, StoredAnswer, WireResponse } from './response.js';
+export { DEFAULT_STORED_HEADERS, toWire } from './response.js';
 export { storedId } from './scope.js';

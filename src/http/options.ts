@@ -1,11 +1,19 @@
 import { InvalidOptionError } from '../core/errors.js';
 import { assertIntegerOption } from '../core/validation.js';
 import { requestFingerprint } from './fingerprint.js';
+import type { OutcomeEvent } from './outcome.js';
 import type { IdempotentRequest } from './request.js';
 import { DEFAULT_STORED_HEADERS } from './response.js';
 
 /** The default retention of an answer: 24 hours, Stripe's minimum. */
 export const DEFAULT_TTL_SECONDS = 24 * 3600;
+
+/** The default largest answer body kept for replay: 1 MiB. */
+export const DEFAULT_MAX_STORED_BYTES = 1024 * 1024;
+
+// 10^11 seconds is the year 5138, while Date.now() in milliseconds has been above 10^12 since
+// 2001: a clock at or past it is a milliseconds clock, not a seconds one.
+const MILLISECONDS_LOOK = 1e11;
 
 /** Options of {@link idempotent} and of the framework adapters. */
 export interface IdempotentOptions {
@@ -15,7 +23,12 @@ export interface IdempotentOptions {
    * new request.
    */
   readonly ttlSeconds?: number;
-  /** The clock, in seconds; the same clock your sweep uses for `now`. Default: the wall clock. */
+  /**
+   * The clock, in **seconds** (not milliseconds); the same clock your sweep uses for `now`. Default:
+   * the wall clock, `Date.now() / 1000`. It is called once when the layer is built: a value that is
+   * not a finite number of seconds from 0 to 10^11 (milliseconds look like 1.7 × 10^12) is refused
+   * with an `InvalidOptionError` there, not on the first request.
+   */
   readonly now?: () => number;
   /** Whether a request without `Idempotency-Key` gets 400 (default) or runs without the layer. */
   readonly required?: boolean;
@@ -37,6 +50,17 @@ export interface IdempotentOptions {
    * looking again every `intervalMs` (default 50), then replay its answer. Default: no waiting.
    */
   readonly wait?: { readonly timeoutMs: number; readonly intervalMs?: number };
+  /**
+   * The largest answer body kept for replay, in bytes. Default 1 MiB; `Infinity` keeps every answer.
+   * A bigger answer is still sent to the client in full, and its key is completed with only the
+   * body's size: a retry gets 410 `answer-too-large` (the handler does not run again).
+   */
+  readonly maxStoredBytes?: number;
+  /**
+   * Told what happened to each request (see {@link OutcomeEvent}): for logs, metrics and traces.
+   * It runs before the answer is sent; an error it throws is ignored and never changes the answer.
+   */
+  readonly onOutcome?: (event: OutcomeEvent) => void;
 }
 
 /** {@link IdempotentOptions} with every default applied and checked. */
@@ -51,6 +75,8 @@ export interface ResolvedOptions {
   readonly retryAfterSeconds: number;
   readonly waitTimeoutMs: number;
   readonly waitIntervalMs: number;
+  readonly maxStoredBytes: number;
+  readonly onOutcome: ((event: OutcomeEvent) => void) | undefined;
 }
 
 const MAX_WAIT_MS = 10 * 60 * 1000;
@@ -62,6 +88,25 @@ function assertFunction(value: unknown, name: string): void {
 function assertStrings(value: unknown, name: string): asserts value is readonly string[] {
   if (!Array.isArray(value) || !value.every((item) => typeof item === 'string' && item !== '')) {
     throw new InvalidOptionError(`${name} must be an array of non-empty strings`);
+  }
+}
+
+function assertSecondsClock(now: () => number): void {
+  let value: unknown;
+  try {
+    value = now();
+  } catch (error) {
+    throw new InvalidOptionError(`now() threw: ${(error as Error).message}`);
+  }
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+    throw new InvalidOptionError(
+      `now() must return a finite number of seconds from 0 up, got ${String(value)}`,
+    );
+  }
+  if (value >= MILLISECONDS_LOOK) {
+    throw new InvalidOptionError(
+      `now() returned ${value}, which looks like milliseconds: the clock is in seconds (Date.now() / 1000)`,
+    );
   }
 }
 
@@ -80,6 +125,7 @@ export function resolveOptions(options: IdempotentOptions): ResolvedOptions {
   }
   const now = options.now ?? (() => Date.now() / 1000);
   assertFunction(now, 'now');
+  assertSecondsClock(now);
   const fingerprint = options.fingerprint ?? requestFingerprint;
   assertFunction(fingerprint, 'fingerprint');
   const shouldStore = options.shouldStore ?? ((status: number) => status < 500);
@@ -94,6 +140,16 @@ export function resolveOptions(options: IdempotentOptions): ResolvedOptions {
   assertIntegerOption(waitTimeoutMs, 'wait.timeoutMs', 0, MAX_WAIT_MS);
   const waitIntervalMs = options.wait?.intervalMs ?? 50;
   assertIntegerOption(waitIntervalMs, 'wait.intervalMs', 1, MAX_WAIT_MS);
+  const maxStoredBytes = options.maxStoredBytes ?? DEFAULT_MAX_STORED_BYTES;
+  if (
+    maxStoredBytes !== Number.POSITIVE_INFINITY &&
+    (!Number.isSafeInteger(maxStoredBytes) || maxStoredBytes < 0)
+  ) {
+    throw new InvalidOptionError(
+      `maxStoredBytes must be an integer from 0 up, or Infinity, got ${String(maxStoredBytes)}`,
+    );
+  }
+  if (options.onOutcome !== undefined) assertFunction(options.onOutcome, 'onOutcome');
   const required = options.required ?? true;
   if (typeof required !== 'boolean') throw new InvalidOptionError('required must be a boolean');
   return {
@@ -107,5 +163,7 @@ export function resolveOptions(options: IdempotentOptions): ResolvedOptions {
     retryAfterSeconds,
     waitTimeoutMs,
     waitIntervalMs,
+    maxStoredBytes,
+    onOutcome: options.onOutcome,
   };
 }

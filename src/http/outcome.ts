@@ -6,11 +6,12 @@ import type { HttpResponse } from './response.js';
  *
  * | outcome | the handler | the key |
  * |---|---|---|
- * | `executed` | ran once | its answer is stored |
+ * | `executed` | ran once | its answer is stored (or only its size, past `maxStoredBytes`) |
  * | `replayed` | did not run | its stored answer was sent with `Idempotent-Replayed: true` |
  * | `notStored` | ran | its status is not stored (5xx by default), so the key was released |
  * | `passedThrough` | ran | no key and none required, or a method the layer does not cover |
  * | `problem` | did not run, or ran without its answer being recorded (the key then stays pending) | see `problem` |
+ * | `failed` | threw | released, so a retry runs (reported to `onOutcome` only) |
  */
 export const Outcome = {
   executed: 'executed',
@@ -18,6 +19,7 @@ export const Outcome = {
   notStored: 'notStored',
   passedThrough: 'passedThrough',
   problem: 'problem',
+  failed: 'failed',
 } as const;
 
 /** One of the values of {@link Outcome}. */
@@ -34,6 +36,29 @@ export type IdempotentResult =
       readonly response: HttpResponse;
       readonly problem: IdempotencyProblem;
     };
+
+/**
+ * What the `onOutcome` hook hears once per request the layer decided on: for logs, metrics and
+ * traces. It is told after the outcome is final and before the answer is sent.
+ */
+export interface OutcomeEvent {
+  /** What happened; see {@link Outcome}. */
+  readonly outcome: Outcome;
+  /** The request's method, as received. */
+  readonly method: string;
+  /** The request's path. */
+  readonly path: string;
+  /** The id the key is stored under (scope included), or `undefined` when there was no usable key. */
+  readonly key: string | undefined;
+  /** The status of the answer the layer gives, or `undefined` when the app answers (`passedThrough`, `failed`). */
+  readonly status: number | undefined;
+  /** The problem, for the `problem` outcome. */
+  readonly problem?: IdempotencyProblem;
+  /** What the handler threw, for the `failed` outcome. */
+  readonly error?: unknown;
+  /** Milliseconds from the layer seeing the request to this outcome. */
+  readonly durationMs: number;
+}
 
 /** The result of answering with a problem: its default response. */
 export function problemResult(problem: IdempotencyProblem): IdempotentResult {

@@ -13,6 +13,8 @@ export const ProblemType = {
   requestInProgress: 'urn:drizzle-idempotency:problem:request-in-progress',
   answerExpired: 'urn:drizzle-idempotency:problem:answer-expired',
   answerNotRecorded: 'urn:drizzle-idempotency:problem:answer-not-recorded',
+  answerTooLarge: 'urn:drizzle-idempotency:problem:answer-too-large',
+  bodyRefused: 'urn:drizzle-idempotency:problem:body-refused',
 } as const;
 
 /** One of the values of {@link ProblemType}. */
@@ -197,5 +199,43 @@ export class AnswerNotRecordedError extends IdempotencyProblem {
     );
     this.response = response;
     this.reason = reason;
+  }
+}
+
+/**
+ * 410: the request with this key ran and was answered, but its answer was larger than
+ * `maxStoredBytes`, so only its size was kept. It is not run again (its effect happened) and its
+ * answer cannot be replayed; the client must look the result up another way, or use a new key for
+ * a new request. The key is released by retention like any stored answer.
+ */
+export class AnswerTooLargeError extends IdempotencyProblem {
+  readonly status = 410;
+  readonly type = ProblemType.answerTooLarge;
+  readonly title = 'Idempotency-Key answer too large to keep';
+  /** The size of the first answer's body, in bytes. */
+  readonly bytes: number;
+
+  /** @param bytes - the size of the first answer's body */
+  constructor(bytes: number) {
+    super(
+      ErrorCode.answerTooLarge,
+      `the request with this Idempotency-Key was processed, but its answer (${bytes} bytes) was too large to keep for replay; it is not run again`,
+    );
+    this.bytes = bytes;
+  }
+}
+
+/**
+ * 400: the request body cannot be fingerprinted (a parsed body JSON cannot represent). Nothing is
+ * reserved and the handler does not run.
+ */
+export class BodyRefusedError extends IdempotencyProblem {
+  readonly status = 400;
+  readonly type = ProblemType.bodyRefused;
+  readonly title = 'Request body refused';
+
+  /** @param reason - why the body was refused */
+  constructor(reason: string) {
+    super(ErrorCode.bodyRefused, reason);
   }
 }

@@ -1,11 +1,12 @@
-import { UnserializableResponseError } from '../core/errors.js';
-import { type JsonValue, serializeResponse } from '../core/json.js';
+import { SchemaMismatchError } from '../core/errors.js';
+import type { JsonValue } from '../core/json.js';
 
 /**
- * A response as the idempotency layer sees it, whatever the framework. The body is bytes, sent
- * as they are (`application/octet-stream` when no content type is given), or a JSON value: sent as
- * JSON text when the content type is JSON (the default when a value is given without one), and
- * sent as-is when it is a string with any other content type.
+ * A response as a handler gives it to the idempotency layer, whatever the framework. The body is
+ * bytes, sent as they are (`application/octet-stream` when no content type is given), or a JSON
+ * value: sent as JSON text when the content type is JSON (the default when a value is given
+ * without one), and sent as-is when it is a string with any other content type. Whatever the form,
+ * it is turned into bytes once ({@link toWire}); those bytes are sent, stored and replayed.
  *
  * @example
  * ```ts
@@ -25,35 +26,31 @@ export interface HttpResponse {
   readonly body?: JsonValue | Uint8Array;
 }
 
-/** A response on its way to the wire: lower-case header names, the body as text or bytes. */
+/** A response as it goes on the wire: lower-case header names, the body as bytes. */
 export interface WireResponse {
   readonly status: number;
   readonly headers: Readonly<Record<string, string>>;
-  /** The body text or bytes, `undefined` for no body. */
-  readonly body: string | Uint8Array | undefined;
+  /** The body's bytes, `undefined` for no body. */
+  readonly body: Uint8Array | undefined;
 }
 
 /**
- * An answer as it is kept in the store (as JSON): its status, the stored headers and its body.
- * JSON bodies are kept as the value and `text/*` bodies as the string; any other body is kept as
- * the base64 text of the bytes that were sent, marked `encoding: 'base64'`, and replayed as those
- * bytes.
+ * An answer as it is kept in the store (as JSON): the status, the stored headers and the exact
+ * bytes of the body, as text when they are UTF-8 and as base64 (`encoding: 'base64'`) otherwise.
+ * An answer larger than `maxStoredBytes` keeps no body: `omittedBytes` says how big it was, and a
+ * retry gets {@link AnswerTooLargeError} instead of a replay.
  */
-export type StoredResponse =
-  | {
-      readonly status: number;
-      readonly headers: Readonly<Record<string, string>>;
-      /** The body itself; absent: no body. */
-      readonly body?: JsonValue;
-      readonly encoding?: undefined;
-    }
-  | {
-      readonly status: number;
-      readonly headers: Readonly<Record<string, string>>;
-      /** The base64 text of the body's bytes. */
-      readonly body: string;
-      readonly encoding: 'base64';
-    };
+export interface StoredAnswer {
+  /** The format marker: answers stored by 0.1.0 have none. */
+  readonly wire: 1;
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  /** The body as UTF-8 text, or as base64 when `encoding` says so; absent: no body. */
+  readonly body?: string;
+  readonly encoding?: 'base64';
+  /** The size of a body too large to keep; the body itself is absent. */
+  readonly omittedBytes?: number;
+}
 
 /** The response headers kept with a stored answer and replayed by default. */
 export const DEFAULT_STORED_HEADERS: readonly string[] = [
@@ -67,7 +64,6 @@ export const DEFAULT_STORED_HEADERS: readonly string[] = [
 ];
 
 const JSON_TYPE = /^application\/(?:[\w.!#$&^-]+\+)?json\s*(?:;|$)/i;
-const TEXT_TYPE = /^text\//i;
 
 /** Whether a content type is JSON (`application/json` or any `+json` suffix). */
 export function isJsonContentType(contentType: string): boolean {
@@ -97,118 +93,121 @@ export function normalizeResponse(response: HttpResponse): HttpResponse {
 
 // What goes on the wire for a body: bytes as they are, a string as-is unless the content type is
 // JSON, anything else as JSON text.
-function wireBody(body: JsonValue | Uint8Array, contentType: string): string | Uint8Array {
+function wireBody(body: JsonValue | Uint8Array, contentType: string): Uint8Array {
   if (body instanceof Uint8Array) return body;
-  return typeof body === 'string' && !isJsonContentType(contentType) ? body : JSON.stringify(body);
+  const text =
+    typeof body === 'string' && !isJsonContentType(contentType) ? body : JSON.stringify(body);
+  return Buffer.from(text, 'utf8');
 }
 
 /**
- * Renders a normalized response for the wire: bytes as they are, JSON text for a JSON content
- * type, the string itself otherwise.
+ * Renders a response for the wire: lower-case header names, the body as bytes (bytes as they are,
+ * JSON text for a JSON value, the string itself for a string of another content type).
  */
 export function toWire(response: HttpResponse): WireResponse {
   const normalized = normalizeResponse(response);
   const headers = normalized.headers ?? {};
   const { body } = normalized;
-  if (body === undefined) return { status: normalized.status, headers, body: undefined };
   return {
     status: normalized.status,
     headers,
-    body: wireBody(body, headers['content-type'] ?? ''),
+    body: body === undefined ? undefined : wireBody(body, headers['content-type'] ?? ''),
   };
 }
 
-/**
- * The part of a normalized response that is stored: its status, its content type, the headers in
- * `storedHeaders` and its body. A JSON body is kept as the value and a `text/*` string as the
- * string; any other body is kept as the base64 text of the bytes {@link toWire} sends, so every
- * answer a handler can give is replayed as it was sent.
- *
- * @throws {@link UnserializableResponseError} for a status that is not an integer 200–599, or a
- * body with a JSON content type that JSON cannot represent
- */
-export function toStoredResponse(
-  response: HttpResponse,
-  storedHeaders: ReadonlySet<string>,
-): StoredResponse {
-  const { status, body } = response;
-  if (!Number.isInteger(status) || status < 200 || status > 599) {
-    throw new UnserializableResponseError('$.status', `the status ${String(status)}`);
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/** The bytes as text when they are valid UTF-8, else `undefined`. */
+export function utf8Text(bytes: Uint8Array): string | undefined {
+  try {
+    return utf8.decode(bytes);
+  } catch {
+    return undefined;
   }
+}
+
+function base64(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
+}
+
+/**
+ * What is stored of an answer on the wire: its status, its content type and the headers in
+ * `storedHeaders`, and the exact bytes of its body (text when they are UTF-8, base64 otherwise),
+ * or only their size when there are more than `maxStoredBytes` of them.
+ */
+export function toStoredAnswer(
+  wire: WireResponse,
+  storedHeaders: ReadonlySet<string>,
+  maxStoredBytes: number,
+): StoredAnswer {
   const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries(response.headers ?? {})) {
-    // The content type is always kept: it decides how the stored body is sent again.
+  for (const [name, value] of Object.entries(wire.headers)) {
+    // The content type is always kept: without it the bytes mean nothing.
     if (storedHeaders.has(name) || name === 'content-type') headers[name] = value;
   }
-  if (body === undefined) return { status, headers };
-  const contentType = headers['content-type'] ?? '';
-  if (!(body instanceof Uint8Array)) {
-    if (isJsonContentType(contentType)) {
-      serializeResponse(body);
-      return { status, headers, body };
-    }
-    if (TEXT_TYPE.test(contentType) && typeof body === 'string') return { status, headers, body };
+  const { status, body } = wire;
+  if (body === undefined) return { wire: 1, status, headers };
+  if (body.byteLength > maxStoredBytes) {
+    return { wire: 1, status, headers, omittedBytes: body.byteLength };
   }
-  const bytes = wireBody(body, contentType);
-  const base64 =
-    typeof bytes === 'string'
-      ? Buffer.from(bytes, 'utf8').toString('base64')
-      : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
-  return { status, headers, body: base64, encoding: 'base64' };
+  const text = utf8Text(body);
+  return text === undefined
+    ? { wire: 1, status, headers, body: base64(body), encoding: 'base64' }
+    : { wire: 1, status, headers, body: text };
 }
 
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
-/** Whether a stored value has the shape {@link toStoredResponse} writes. */
-export function isStoredResponse(value: unknown): value is StoredResponse {
-  if (typeof value !== 'object' || value === null) return false;
-  const { status, headers, body, encoding } = value as {
-    status?: unknown;
-    headers?: unknown;
-    body?: unknown;
-    encoding?: unknown;
-  };
+type Fields = Partial<Record<'wire' | 'status' | 'headers' | 'body' | 'encoding', unknown>> & {
+  omittedBytes?: unknown;
+};
+
+function hasHeaders(headers: unknown): headers is Record<string, string> {
   return (
-    typeof status === 'number' &&
     typeof headers === 'object' &&
     headers !== null &&
-    Object.values(headers).every((header) => typeof header === 'string') &&
-    (encoding === undefined ||
-      (encoding === 'base64' && typeof body === 'string' && BASE64.test(body)))
+    Object.values(headers).every((header) => typeof header === 'string')
   );
 }
 
-/** The response a stored answer replays: its bytes again for a body stored as base64. */
-export function fromStoredResponse(stored: StoredResponse): HttpResponse {
-  const { status, headers } = stored;
-  if (stored.encoding === 'base64') {
-    return { status, headers, body: new Uint8Array(Buffer.from(stored.body, 'base64')) };
-  }
-  return stored.body === undefined ? { status, headers } : { status, headers, body: stored.body };
+/** Whether the replay of this stored answer is {@link AnswerTooLargeError} rather than bytes. */
+export function omittedSize(stored: unknown): number | undefined {
+  const { wire, omittedBytes } = (stored ?? {}) as Fields;
+  return wire === 1 && typeof omittedBytes === 'number' ? omittedBytes : undefined;
 }
 
-const utf8 = new TextDecoder('utf-8', { fatal: true });
-
 /**
- * Turns an answer captured from a framework (status, headers, the bytes it sent) into an
- * {@link HttpResponse}: a JSON content type is parsed, a `text/*` one decoded as UTF-8, and
- * anything else (binary, or bytes that do not decode) is kept as the bytes.
+ * The bytes a stored answer replays, from this version's form ({@link StoredAnswer}) or 0.1.0's
+ * (a JSON body kept as the value, a `text/*` body as the string, anything else as base64 marked
+ * `encoding: 'base64'`), which are sent as 0.1.0 sent them.
+ *
+ * @throws {@link SchemaMismatchError} for a value that is neither, e.g. a store shared with other code
  */
-export function fromCapturedAnswer(
-  status: number,
-  headers: Readonly<Record<string, string>>,
-  bytes: Uint8Array,
-): HttpResponse {
-  if (bytes.byteLength === 0) return normalizeResponse({ status, headers });
-  const response = normalizeResponse({ status, headers, body: bytes });
-  const contentType = response.headers?.['content-type'] ?? '';
-  try {
-    if (isJsonContentType(contentType)) {
-      return { ...response, body: JSON.parse(utf8.decode(bytes)) as JsonValue };
-    }
-    if (TEXT_TYPE.test(contentType)) return { ...response, body: utf8.decode(bytes) };
-  } catch {
-    // Not UTF-8, or not the JSON its content type claims: kept as the bytes that were sent.
+export function fromStoredAnswer(key: string, stored: unknown): WireResponse {
+  const { wire, status, headers, body, encoding } = (stored ?? {}) as Fields;
+  const bodyOk =
+    body === undefined ||
+    (encoding === 'base64'
+      ? typeof body === 'string' && BASE64.test(body)
+      : encoding === undefined);
+  if (
+    typeof stored !== 'object' ||
+    stored === null ||
+    typeof status !== 'number' ||
+    !hasHeaders(headers) ||
+    !bodyOk ||
+    (wire !== undefined && wire !== 1) ||
+    (wire === 1 && body !== undefined && typeof body !== 'string')
+  ) {
+    throw new SchemaMismatchError(
+      `the stored answer of ${JSON.stringify(key)} is not an HTTP response; is the store shared with other code?`,
+    );
   }
-  return response;
+  if (body === undefined) return { status, headers, body: undefined };
+  if (encoding === 'base64') {
+    return { status, headers, body: new Uint8Array(Buffer.from(body as string, 'base64')) };
+  }
+  // This version's text, or 0.1.0's JSON value or text, rendered as 0.1.0 rendered it.
+  if (wire === 1) return { status, headers, body: Buffer.from(body as string, 'utf8') };
+  return toWire({ status, headers, body: body as JsonValue });
 }

@@ -429,6 +429,9 @@ export function describeStoreContract(dialect: string, makeHarness: HarnessFacto
           status: 'done',
           expires: 100,
           response: { a: [1] },
+          leaseUntil: null,
+          attempt: 1,
+          unrecorded: false,
         });
         expect(await h.store.get('p')).toEqual({
           key: 'p',
@@ -436,6 +439,9 @@ export function describeStoreContract(dialect: string, makeHarness: HarnessFacto
           status: 'pending',
           expires: 7.5,
           response: null,
+          leaseUntil: null,
+          attempt: 1,
+          unrecorded: false,
         });
         expect(await h.store.get('missing')).toBeNull();
       });

@@ -60,7 +60,9 @@ describe('idempotent core', () => {
     expect(result.outcome).toBe('problem');
     if (result.outcome !== 'problem') return;
     expect(result.problem).toBeInstanceOf(AnswerNotRecordedError);
-    expect((result.problem as AnswerNotRecordedError).response.body).toEqual({ id: 1 });
+    expect((result.problem as AnswerNotRecordedError).response.body).toEqual(
+      Buffer.from('{"id":1}'),
+    );
     expect(result.response.status).toBe(500);
 
     store = openSqliteStore(path);
@@ -77,7 +79,7 @@ describe('idempotent core', () => {
     expect(runs).toBe(1);
   });
 
-  it('stores a body of any other content type as its bytes and replays those bytes', async () => {
+  it('stores a text body as its text and replays those bytes', async () => {
     const layer = idempotent(store, { now: () => 0 });
     const xml = '<receipt id="1">caf\u00e9</receipt>';
     await layer.handle(request, () => ({
@@ -86,20 +88,20 @@ describe('idempotent core', () => {
       body: xml,
     }));
     expect(store.get('k1')?.response).toEqual({
+      wire: 1,
       status: 200,
       headers: { 'content-type': 'application/xml' },
-      body: Buffer.from(xml).toString('base64'),
-      encoding: 'base64',
+      body: xml,
     });
     const replay = await layer.handle(request, () => ({ status: 500 }));
     expect(replay.outcome).toBe('replayed');
-    expect(replay.response.body).toEqual(new Uint8Array(Buffer.from(xml)));
+    expect(replay.response.body).toEqual(Buffer.from(xml));
     expect(replay.response.headers?.['content-type']).toBe('application/xml');
   });
 
   it('refuses to replay a stored body marked base64 that is not base64', async () => {
     const layer = idempotent(store, { now: () => 0 });
-    await layer.handle(request, () => ({ status: 200, body: new Uint8Array([1, 2, 3]) }));
+    await layer.handle(request, () => ({ status: 200, body: new Uint8Array([0xff, 2, 3]) }));
     store.db.$client
       .prepare(
         "UPDATE keys SET response = json_set(response, '$.body', 'not base64!') WHERE id = 'k1'",
@@ -143,7 +145,7 @@ describe('idempotent core', () => {
     expect(replay.response).toEqual({
       status: 200,
       headers: { 'content-type': 'text/plain', 'idempotent-replayed': 'true' },
-      body: 'ok',
+      body: Buffer.from('ok'),
     });
   });
 
@@ -156,5 +158,79 @@ describe('idempotent core', () => {
     const next = await waiter;
     expect(next.action).toBe('run');
     expect(store.get('k1')?.status).toBe('pending');
+  });
+});
+
+describe('idempotent core, answers given as values', () => {
+  it('stores what JSON.stringify sent for a value with an undefined field, and replays it', async () => {
+    const store = openSqliteStore(freshDbPath(dir));
+    try {
+      const layer = idempotent(store, { now: () => 0 });
+      const first = await layer.handle(request, () => ({
+        status: 201,
+        body: { x: undefined, y: 1 } as never,
+      }));
+      expect(first.outcome).toBe('executed');
+      expect(first.response.body).toEqual(Buffer.from('{"y":1}'));
+      const replay = await layer.handle(request, () => ({ status: 500 }));
+      expect(replay.outcome).toBe('replayed');
+      expect(replay.response.body).toEqual(Buffer.from('{"y":1}'));
+    } finally {
+      store.close();
+    }
+  });
+
+  it('answers a body it cannot fingerprint with a 400 problem, before the handler and the store', async () => {
+    const store = openSqliteStore(freshDbPath(dir));
+    try {
+      let runs = 0;
+      const result = await idempotent(store, { now: () => 0 }).handle(
+        { ...request, body: { amount: Number.NaN } },
+        () => {
+          runs += 1;
+          return { status: 201 };
+        },
+      );
+      expect(result.outcome).toBe('problem');
+      expect(result.response.status).toBe(400);
+      expect(result.response.headers?.['content-type']).toBe('application/problem+json');
+      expect(runs).toBe(0);
+      expect(store.get('k1')).toBeNull();
+    } finally {
+      store.close();
+    }
+  });
+
+  it('replays an answer stored by 0.1.0 (a JSON value) as 0.1.0 sent it', async () => {
+    const store = openSqliteStore(freshDbPath(dir));
+    try {
+      const fingerprint = requestFingerprint(request);
+      store.reserve('k1', fingerprint, 100);
+      store.finish('k1', fingerprint, {
+        status: 201,
+        headers: { 'content-type': 'application/json; charset=utf-8', location: '/p/1' },
+        body: { id: 'p_1', amount: 10 },
+      });
+      store.reserve('k2', fingerprint, 100);
+      store.finish('k2', fingerprint, {
+        status: 200,
+        headers: { 'content-type': 'image/png' },
+        body: Buffer.from([0x89, 0x50]).toString('base64'),
+        encoding: 'base64',
+      });
+      const layer = idempotent(store, { now: () => 0 });
+      const json = await layer.handle(request, () => ({ status: 500 }));
+      expect(json.outcome).toBe('replayed');
+      expect(json.response.status).toBe(201);
+      expect(json.response.headers?.location).toBe('/p/1');
+      expect(json.response.body).toEqual(Buffer.from('{"id":"p_1","amount":10}'));
+      const png = await layer.handle({ ...request, headers: { 'idempotency-key': 'k2' } }, () => ({
+        status: 500,
+      }));
+      expect(png.outcome).toBe('replayed');
+      expect(png.response.body).toEqual(new Uint8Array([0x89, 0x50]));
+    } finally {
+      store.close();
+    }
   });
 });

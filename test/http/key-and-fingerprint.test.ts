@@ -1,13 +1,16 @@
+import canonicalize from 'canonicalize';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
+  BodyRefusedError,
+  canonicalJson,
   idempotent,
   MAX_KEY_LENGTH,
   parseIdempotencyKey,
   requestFingerprint,
   storedId,
 } from '../../src/http/index.js';
-import { InvalidDigestError, InvalidOptionError } from '../../src/index.js';
+import { InvalidOptionError } from '../../src/index.js';
 import { openSqliteStore } from '../../src/sqlite/index.js';
 
 const request = (body: unknown, method = 'POST', path = '/payments') => ({
@@ -123,7 +126,7 @@ describe('requestFingerprint', () => {
   });
 
   it('refuses a body canonical JSON cannot represent', () => {
-    expect(() => requestFingerprint(request({ amount: Number.NaN }))).toThrow(InvalidDigestError);
+    expect(() => requestFingerprint(request({ amount: Number.NaN }))).toThrow(BodyRefusedError);
   });
 });
 
@@ -142,7 +145,55 @@ describe('idempotent options', () => {
     ['storedHeaders with an empty name', { storedHeaders: [''] }],
     ['now not a function', { now: 5 }],
     ['required as a string', { required: 'yes' }],
+    ['a clock in milliseconds', { now: () => Date.now() }],
+    ['a clock absurdly far ahead', { now: () => 1e23 }],
+    ['a clock giving NaN', { now: () => Number.NaN }],
+    ['a clock giving a string', { now: () => '1700000000' }],
+    [
+      'a clock that throws',
+      {
+        now: () => {
+          throw new Error('no clock');
+        },
+      },
+    ],
+    ['maxStoredBytes -1', { maxStoredBytes: -1 }],
+    ['maxStoredBytes 1.5', { maxStoredBytes: 1.5 }],
+    ['onOutcome not a function', { onOutcome: 'log' }],
   ])('refuses %s when the layer is built', (_name, options) => {
     expect(() => idempotent(store, options as never)).toThrow(InvalidOptionError);
+  });
+
+  it('accepts a seconds clock, a test clock at 0 and maxStoredBytes Infinity', () => {
+    for (const options of [
+      { now: () => Date.now() / 1000 },
+      { now: () => 0, maxStoredBytes: Number.POSITIVE_INFINITY },
+      { maxStoredBytes: 0 },
+    ]) {
+      expect(idempotent(store, options).begin).toBeTypeOf('function');
+    }
+  });
+});
+
+describe('canonicalJson', () => {
+  it('writes what the canonicalize package writes, for any JSON value', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), (value) => {
+        expect(canonicalJson(value)).toBe(canonicalize(value));
+      }),
+    );
+  });
+
+  it('walks 100,000 levels of nesting without overflowing the stack', () => {
+    const text = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
+    expect(canonicalJson(JSON.parse(text))).toBe(text);
+  });
+
+  it('refuses a cycle, a BigInt and non-finite numbers', () => {
+    const cycle: Record<string, unknown> = {};
+    cycle.self = cycle;
+    for (const value of [cycle, { n: 1n }, [Number.POSITIVE_INFINITY]]) {
+      expect(() => canonicalJson(value)).toThrow(BodyRefusedError);
+    }
   });
 });

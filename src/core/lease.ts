@@ -1,0 +1,101 @@
+import { InvalidOptionError } from './errors.js';
+import { type KeyRow, readBoolean, readNumber, toRecord } from './record.js';
+import { KeyStatus } from './status.js';
+import type { AcquireOptions, AcquireResult, LeaseState, PendingKey } from './store.js';
+import { assertIntegerOption, assertTime } from './validation.js';
+
+/** The most rows one `pendingKeys` call lists, and the default. */
+export const MAX_PENDING_LIMIT = 10_000;
+export const DEFAULT_PENDING_LIMIT = 100;
+
+/**
+ * Checks the options of `acquire` and returns the lease deadline `now + leaseSeconds`.
+ *
+ * @throws {@link InvalidTimeError} for a non-finite `expires` or `now`
+ * @throws {@link InvalidOptionError} for a `leaseSeconds` that is not a finite number above 0
+ */
+export function leaseDeadline(options: AcquireOptions): number {
+  if (typeof options !== 'object' || options === null) {
+    throw new InvalidOptionError('acquire takes { expires, now, leaseSeconds }');
+  }
+  assertTime(options.expires, 'expires');
+  assertTime(options.now, 'now');
+  const { leaseSeconds } = options;
+  if (typeof leaseSeconds !== 'number' || !Number.isFinite(leaseSeconds) || leaseSeconds <= 0) {
+    throw new InvalidOptionError(
+      `leaseSeconds must be a finite number greater than 0, got ${String(leaseSeconds)}`,
+    );
+  }
+  const until = options.now + leaseSeconds;
+  assertTime(until, 'now + leaseSeconds');
+  return until;
+}
+
+/**
+ * Asserts that a fencing token is what `acquire` hands out: an integer from 1 up.
+ *
+ * @throws {@link InvalidOptionError} otherwise
+ */
+export function assertAttempt(attempt: unknown): asserts attempt is number {
+  assertIntegerOption(attempt, 'attempt', 1, Number.MAX_SAFE_INTEGER);
+}
+
+/** Checks `pendingKeys`' limit and returns it, 100 when not given. */
+export function pendingLimit(limit: unknown): number {
+  const value = limit ?? DEFAULT_PENDING_LIMIT;
+  assertIntegerOption(value, 'limit', 1, MAX_PENDING_LIMIT);
+  return value as number;
+}
+
+/** The lease state of a pending row at `now` (see {@link LeaseState}). */
+export function leaseState(row: KeyRow, now: number): LeaseState {
+  if (readBoolean(row.unrecorded)) return 'unrecorded';
+  const until = readNumber(row.lease_until);
+  if (until === null) return 'unleased';
+  return until <= now ? 'lapsed' : 'live';
+}
+
+/**
+ * Whether an operator should look at a pending row: its lease lapsed, it is unrecorded, or it has
+ * no lease and is past its `expires` (what `stalePending` counts).
+ */
+export function isStale(row: KeyRow, now: number): boolean {
+  const state = leaseState(row, now);
+  return (
+    state === 'lapsed' || state === 'unrecorded' || (state === 'unleased' && row.expires <= now)
+  );
+}
+
+/** A pending row as `pendingKeys` lists it. */
+export function toPendingKey(row: KeyRow, now: number): PendingKey {
+  return {
+    key: row.id,
+    fingerprint: row.fingerprint,
+    expires: row.expires,
+    leaseUntil: readNumber(row.lease_until),
+    attempt: readNumber(row.attempt) ?? 1,
+    state: leaseState(row, now),
+  };
+}
+
+/**
+ * What `acquire` reports when it could neither insert nor take over: the existing row, judged
+ * for a caller with `digest`.
+ */
+export function existingOutcome<T>(row: KeyRow, digest: string): AcquireResult<T> {
+  const record = toRecord<T>(row);
+  if (record.fingerprint !== digest) return { status: 'mismatch', record };
+  if (record.status === KeyStatus.done) return { status: 'done', record };
+  return {
+    status: 'inProgress',
+    attempt: record.attempt,
+    leaseUntil: record.leaseUntil,
+    unrecorded: record.unrecorded,
+  };
+}
+
+/** What `acquire` reports for the row it inserted or took over, from its returned attempt. */
+export function acquiredOutcome<T>(attempt: number | string, leaseUntil: number): AcquireResult<T> {
+  const token = Number(attempt);
+  return { status: 'acquired', attempt: token, leaseUntil, takenOver: token > 1 };
+}

@@ -1,0 +1,194 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { gzipSync } from 'node:zlib';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPaymentsApp } from '../../examples/payments/app.js';
+import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/index.js';
+import { SWEEP_NOW, seedBacklog, tally } from '../support/backlog.js';
+import { freshDbPath, tempDir } from '../support/temp.js';
+
+const dir = tempDir('idem-service-');
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('the payments service answers unreadable bodies with problems', () => {
+  let store: SqliteIdempotencyStore<unknown>;
+  let server: Server;
+  let url: string;
+
+  beforeAll(async () => {
+    store = openSqliteStore(freshDbPath(dir));
+    server = createPaymentsApp(store, { ttlSeconds: 60, now: () => Date.now() / 1000 }).listen(
+      0,
+      '127.0.0.1',
+    );
+    await once(server, 'listening');
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+    store.close();
+  });
+
+  const payment = JSON.stringify({ amount: 1, currency: 'EUR' });
+  const padded = JSON.stringify({ amount: 1, currency: 'EUR', pad: 'x'.repeat(200_000) });
+  const bomb = gzipSync(Buffer.concat([Buffer.from('{"pad":"'), Buffer.alloc(20_000_000, 'a')]));
+
+  it.each([
+    ['a 200 KB body', 413, {}, padded],
+    ['a gzip bomb', 413, { 'content-encoding': 'gzip' }, bomb],
+    ['garbage gzip', 400, { 'content-encoding': 'gzip' }, Buffer.from('not gzip at all')],
+    ['an unsupported Content-Encoding', 415, { 'content-encoding': 'compress' }, payment],
+    ['bad JSON', 400, {}, '{"amount":'],
+  ] as const)(
+    '%s: %i application/problem+json, no stack, no path, nothing reserved',
+    async (_name, status, headers, body) => {
+      const response = await fetch(`${url}/payments`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'idempotency-key': 'k1', ...headers },
+        body,
+      });
+      expect(response.status).toBe(status);
+      expect(response.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      const text = await response.text();
+      expect(JSON.parse(text)).toEqual({
+        type: expect.stringMatching(/^urn:payments-example:problem:/),
+        title: expect.any(String),
+        status,
+        detail: expect.any(String),
+      });
+      expect(text).not.toMatch(/\bat \w|node_modules|\/work\/|\.ts\b|\.js\b|Error/);
+      expect(store.counts()).toEqual({ pending: 0, done: 0 });
+    },
+  );
+
+  it('answers an unknown route with a 404 problem', async () => {
+    const response = await fetch(`${url}/nope`);
+    expect(response.status).toBe(404);
+    expect(response.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+  });
+});
+
+interface NpmRun {
+  readonly child: ChildProcess;
+  readonly output: () => string;
+  readonly exit: Promise<number | null>;
+}
+
+// `npm` in its own process group, so a process it leaves behind can be found afterwards.
+function npm(args: string[], env: NodeJS.ProcessEnv): NpmRun {
+  const child = spawn('npm', args, {
+    cwd: root,
+    env: { ...process.env, DATABASE_URL: '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  let output = '';
+  child.stdout?.on('data', (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  child.stderr?.on('data', (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  const exit = new Promise<number | null>((resolve) => child.on('close', resolve));
+  return { child, output: () => output, exit };
+}
+
+async function until(check: () => boolean, what: string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+// Whether any process is left in the group npm led.
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function keyRow(path: string, key: string): { status: string } | undefined {
+  const client = new Database(path, { readonly: true, fileMustExist: true });
+  try {
+    return client.prepare('SELECT status FROM keys WHERE id = ?').get(key) as
+      | { status: string }
+      | undefined;
+  } finally {
+    client.close();
+  }
+}
+
+describe('npm start under SIGTERM and SIGINT', () => {
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    it(`on ${signal} to npm: stops accepting, lets the request in flight record its answer, exits 0`, async () => {
+      const path = freshDbPath(dir);
+      openSqliteStore(path).close();
+      const run = npm(['start'], {
+        IDEM_DB: path,
+        PORT: '0',
+        IDEM_SWEEP_INTERVAL_MS: '3600000',
+        IDEM_SHUTDOWN_GRACE_MS: '30000',
+      });
+      try {
+        await until(() => /listening on (http:\S+)/.test(run.output()), 'the service to listen');
+        const url = /listening on (http:\S+)/.exec(run.output())?.[1] ?? '';
+        const inFlight = fetch(`${url}/payments`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'idempotency-key': 'slow' },
+          body: JSON.stringify({ amount: 5, currency: 'EUR', delay_ms: 1500 }),
+        });
+        await until(() => keyRow(path, 'slow')?.status === 'pending', 'the request to start');
+        process.kill(run.child.pid as number, signal);
+        await until(() => run.output().includes('draining'), 'the service to start draining');
+        await expect(fetch(`${url}/payments`)).rejects.toThrow();
+
+        const answer = await inFlight;
+        expect(answer.status).toBe(201);
+        expect(await answer.json()).toMatchObject({ amount: 5, currency: 'EUR' });
+        expect(await run.exit).toBe(0);
+        expect(keyRow(path, 'slow')?.status).toBe('done');
+        await until(
+          () => !groupAlive(run.child.pid as number),
+          'every process of npm start to end',
+        );
+      } finally {
+        if (groupAlive(run.child.pid as number))
+          process.kill(-(run.child.pid as number), 'SIGKILL');
+      }
+    });
+  }
+});
+
+describe('npm run idem -- sweep under SIGTERM', () => {
+  it('hands the signal to the sweep: it stops after its batch and leaves no process behind', async () => {
+    const path = freshDbPath(dir);
+    const backlog = 100_000;
+    seedBacklog(path, { expired: backlog, live: 10, pending: 10, stalePending: 10 });
+    const run = npm(
+      ['run', 'idem', '--', 'sweep', '--db', path, '--now', String(SWEEP_NOW), '--batch', '50'],
+      {},
+    );
+    try {
+      await until(() => tally(path).expired < backlog, 'the first batch');
+      process.kill(run.child.pid as number, 'SIGTERM');
+      await run.exit;
+      const summary = /\{.*"stoppedBy".*\}/.exec(run.output())?.[0] ?? '{}';
+      expect(JSON.parse(summary)).toMatchObject({ stoppedBy: 'signal' });
+      expect(tally(path).expired).toBeGreaterThan(0);
+      await until(() => !groupAlive(run.child.pid as number), 'every process of npm run to end');
+    } finally {
+      if (groupAlive(run.child.pid as number)) process.kill(-(run.child.pid as number), 'SIGKILL');
+    }
+  });
+});
