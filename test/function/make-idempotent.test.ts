@@ -9,7 +9,9 @@ import {
   ResultExpiredError,
   ResultNotRecordedError,
 } from '../../src/index.js';
-import { storeFactories } from '../support/store-factories.js';
+import { openLibsqlStore } from '../../src/libsql/index.js';
+import { type StoreFactory, storeFactories } from '../support/store-factories.js';
+import { freshDbPath, tempDir } from '../support/temp.js';
 
 function deferred<T>() {
   let resolve!: (value: T) => void;
@@ -31,7 +33,19 @@ interface Order {
   readonly attempt?: number;
 }
 
-describe.each(storeFactories())('makeIdempotent on $name', (factory) => {
+const dir = tempDir('idem-fn-');
+const factories: StoreFactory[] = [
+  ...storeFactories(),
+  {
+    name: 'libSQL file',
+    open: async () => {
+      const store = await openLibsqlStore(`file:${freshDbPath(dir)}`);
+      return { store, close: async () => store.close() };
+    },
+  },
+];
+
+describe.each(factories)('makeIdempotent on $name', (factory) => {
   let store: IdempotencyStore<unknown>;
   let close: () => Promise<void>;
 
