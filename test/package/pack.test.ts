@@ -97,61 +97,90 @@ describe('the packed package installed in an application', () => {
   });
 });
 
-const SQLITE_CONFIG = `import { defineConfig } from 'drizzle-kit';
-export default defineConfig({ dialect: 'sqlite', schema: './src/sqlite-schema.ts', out: './drizzle/sqlite' });
-`;
+/** One run of the application's drizzle-kit flow: a dialect, and the keys table's name. */
+interface Flow {
+  dialect: 'sqlite' | 'pg';
+  /** The keys table's name; `keys` is the library's default table, re-exported as is. */
+  table: string;
+}
 
-const SQLITE_SCHEMA = `import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';
-export { keys } from 'drizzle-idempotency/sqlite';
+function schemaOf({ dialect, table }: Flow): string {
+  if (dialect === 'sqlite') {
+    const keysTable =
+      table === 'keys'
+        ? "export { keys } from 'drizzle-idempotency/sqlite';"
+        : // The application's own table already holds the name `keys` (its API keys).
+          `import { sqliteKeysTable } from 'drizzle-idempotency/sqlite';
+export const keys = sqliteTable('keys', { id: integer('id').primaryKey(), owner: text('owner').notNull() });
+export const idempotencyKeys = sqliteKeysTable('${table}');`;
+    return `import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';
+${keysTable}
 export const orders = sqliteTable('orders', { id: integer('id').primaryKey(), item: text('item').notNull() });
 `;
+  }
+  const keysTable =
+    table === 'keys'
+      ? "export { keys } from 'drizzle-idempotency/pg';"
+      : // drizzle-kit creates only the schemas the schema file exports.
+        `import { pgKeysTable } from 'drizzle-idempotency/pg';
+export const billing = pgSchema('billing');
+export const keys = pgTable('keys', { id: integer('id').primaryKey(), owner: text('owner').notNull() });
+export const idempotencyKeys = pgKeysTable({ name: '${table}', schema: 'billing' });`;
+  return `import { integer, pgSchema, pgTable, text } from 'drizzle-orm/pg-core';
+${keysTable}
+export const orders = pgTable('orders', { id: integer('id').primaryKey(), item: text('item').notNull() });
+`;
+}
+
+function configOf({ dialect, table }: Flow): string {
+  const kitDialect = dialect === 'sqlite' ? 'sqlite' : 'postgresql';
+  return `import { defineConfig } from 'drizzle-kit';
+export default defineConfig({ dialect: '${kitDialect}', schema: './src/${dialect}-${table}.ts', out: './drizzle/${dialect}-${table}' });
+`;
+}
 
 // A CommonJS program of the application: drizzle's own migrator over the generated folder, then
-// the store on the same connection, then the library's own opener on the same file.
+// the store on the same connection, then the library's own opener (and migrator) on the same file.
 const SQLITE_FLOW = `
 const Database = require('better-sqlite3');
 const { eq } = require('drizzle-orm');
 const { drizzle } = require('drizzle-orm/better-sqlite3');
 const { migrate } = require('drizzle-orm/better-sqlite3/migrator');
-const { SqliteIdempotencyStore, keys, openSqliteStore } = require('drizzle-idempotency/sqlite');
-const file = process.argv[2];
+const { SqliteIdempotencyStore, sqliteKeysTable, openSqliteStore } = require('drizzle-idempotency/sqlite');
+const [file, migrationsFolder, name] = process.argv.slice(2);
+const table = sqliteKeysTable(name);
 const db = drizzle(new Database(file));
-migrate(db, { migrationsFolder: './drizzle/sqlite' });
-const store = new SqliteIdempotencyStore(db);
+migrate(db, { migrationsFolder });
+const store = new SqliteIdempotencyStore(db, { table });
 const reserved = store.reserve('order-1', 'digest-1', 100);
 const finished = store.finish('order-1', 'digest-1', { charged: 5 });
-const row = db.select().from(keys).where(eq(keys.id, 'order-1')).get();
+const row = db.select().from(table).where(eq(table.id, 'order-1')).get();
 db.$client.close();
-const opened = openSqliteStore(file);
+const opened = openSqliteStore(file, { table });
 const replayed = opened.fetch('order-1', 50);
 const again = opened.reserve('order-1', 'digest-1', 100);
 opened.close();
 console.log(JSON.stringify({ reserved, finished, row, replayed, again }));
 `;
 
-const PG_CONFIG = `import { defineConfig } from 'drizzle-kit';
-export default defineConfig({ dialect: 'postgresql', schema: './src/pg-schema.ts', out: './drizzle/pg' });
-`;
-
-const PG_SCHEMA = `import { integer, pgTable, text } from 'drizzle-orm/pg-core';
-export { keys } from 'drizzle-idempotency/pg';
-export const orders = pgTable('orders', { id: integer('id').primaryKey(), item: text('item').notNull() });
-`;
-
-// An ES module program of the application, on PGlite: no server needed.
+// An ES module program of the application, on PGlite (no server needed): drizzle's migrator, the
+// store, then the library's own migrator on the same database.
 const PG_FLOW = `
 import { PGlite } from '@electric-sql/pglite';
 import { eq } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/pglite';
 import { migrate } from 'drizzle-orm/pglite/migrator';
-import { PgIdempotencyStore, keys } from 'drizzle-idempotency/pg';
+import { applyPgMigrations, PgIdempotencyStore, pgKeysTable } from 'drizzle-idempotency/pg';
+const [migrationsFolder, name] = process.argv.slice(2);
+const table = pgKeysTable(name === 'keys' ? {} : { name, schema: 'billing' });
 const client = new PGlite();
 const db = drizzle(client);
-await migrate(db, { migrationsFolder: './drizzle/pg' });
-const store = new PgIdempotencyStore(db);
+await migrate(db, { migrationsFolder });
+await applyPgMigrations(db, { table });
+const store = new PgIdempotencyStore(db, { table });
 const reserved = await store.reserve('order-1', 'digest-1', 100);
 const finished = await store.finish('order-1', 'digest-1', { charged: 5 });
-const [row] = await db.select().from(keys).where(eq(keys.id, 'order-1'));
+const [row] = await db.select().from(table).where(eq(table.id, 'order-1'));
 const replayed = await store.fetch('order-1', 50);
 const again = await store.reserve('order-1', 'digest-1', 100);
 await store.close();
@@ -186,34 +215,36 @@ async function drizzleKitGenerate(config: string): Promise<string> {
   return stdout + stderr;
 }
 
-describe("the application's own drizzle-kit flow over the library's table", () => {
-  it('SQLite: generate over a schema re-exporting keys, migrate(), then the store', async () => {
-    writeFiles(app, {
-      'drizzle.sqlite.config.ts': SQLITE_CONFIG,
-      'src/sqlite-schema.ts': SQLITE_SCHEMA,
-      'sqlite-flow.cjs': SQLITE_FLOW,
-    });
-    const printed = await drizzleKitGenerate('drizzle.sqlite.config.ts');
-    const migration = generatedSql(join(app, 'drizzle', 'sqlite'));
-    expect(migration, printed).toContain('CREATE TABLE `keys`');
-    expect(migration).toContain('CREATE INDEX `keys_status_expires_id_idx`');
-    expect(migration).toContain('CREATE TABLE `orders`');
-    const { stdout } = await node(app, ['sqlite-flow.cjs', join(app, 'app.db')]);
-    expect(JSON.parse(stdout)).toEqual(EXPECTED_FLOW);
-  });
+const FLOWS: Flow[] = [
+  { dialect: 'sqlite', table: 'keys' },
+  { dialect: 'sqlite', table: 'idempotency_keys' },
+  { dialect: 'pg', table: 'keys' },
+  { dialect: 'pg', table: 'idempotency_keys' },
+];
 
-  it('PostgreSQL: generate over a schema re-exporting keys, migrate(), then the store', async () => {
+describe("the application's own drizzle-kit flow over the library's table", () => {
+  it.each(FLOWS)('$dialect, table $table: generate, migrate(), then the store', async (flow) => {
+    const { dialect, table } = flow;
+    const config = `drizzle.${dialect}-${table}.config.ts`;
     writeFiles(app, {
-      'drizzle.pg.config.ts': PG_CONFIG,
-      'src/pg-schema.ts': PG_SCHEMA,
+      [config]: configOf(flow),
+      [`src/${dialect}-${table}.ts`]: schemaOf(flow),
+      'sqlite-flow.cjs': SQLITE_FLOW,
       'pg-flow.mjs': PG_FLOW,
     });
-    const printed = await drizzleKitGenerate('drizzle.pg.config.ts');
-    const migration = generatedSql(join(app, 'drizzle', 'pg'));
-    expect(migration, printed).toContain('CREATE TABLE "keys"');
-    expect(migration).toContain('COLLATE "C"');
-    expect(migration).toContain('CREATE INDEX "keys_status_expires_id_idx"');
-    const { stdout } = await node(app, ['pg-flow.mjs']);
+    const printed = await drizzleKitGenerate(config);
+    const out = join(app, 'drizzle', `${dialect}-${table}`);
+    const migration = generatedSql(out);
+    const q = dialect === 'sqlite' ? '`' : '"';
+    const qualified = dialect === 'pg' && table !== 'keys' ? `${q}billing${q}.` : '';
+    expect(migration, printed).toContain(`CREATE TABLE ${qualified}${q}${table}${q}`);
+    expect(migration).toContain(`CREATE INDEX ${q}${table}_status_expires_id_idx${q}`);
+    expect(migration).toContain(`CREATE TABLE ${q}orders${q}`);
+    if (dialect === 'pg') expect(migration).toContain('COLLATE "C"');
+    const { stdout } =
+      dialect === 'sqlite'
+        ? await node(app, ['sqlite-flow.cjs', join(app, `${table}.db`), out, table])
+        : await node(app, ['pg-flow.mjs', out, table]);
     expect(JSON.parse(stdout)).toEqual(EXPECTED_FLOW);
   });
 });

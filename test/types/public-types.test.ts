@@ -2,7 +2,9 @@
 // (`npm run typecheck`, and the docs typecheck in test/package/docs-snippets.test.ts, which
 // compiles this folder too); the runtime assertions check that the values agree with them.
 import Database from 'better-sqlite3';
+import { getTableName } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
+import { getTableConfig } from 'drizzle-orm/pg-core';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import type {
   IdempotencyRecord,
@@ -15,7 +17,12 @@ import type {
   SweepStop,
 } from '../../src/index.js';
 import type { LibsqlIdempotencyStore } from '../../src/libsql/index.js';
-import type { PgIdempotencyStore, PgStoreOptions, keys as pgKeys } from '../../src/pg/index.js';
+import {
+  type PgIdempotencyStore,
+  type PgStoreOptions,
+  type keys as pgKeys,
+  pgKeysTable,
+} from '../../src/pg/index.js';
 import {
   applySqliteMigrations,
   keys,
@@ -23,6 +30,7 @@ import {
   openSqliteStore,
   SqliteIdempotencyStore,
   type SqliteStoreOptions,
+  sqliteKeysTable,
 } from '../../src/sqlite/index.js';
 
 interface Receipt {
@@ -88,6 +96,21 @@ describe('the public types', () => {
       { id: 'k', fingerprint: 'd', status: 'pending', response: null, expires: 10 },
     ]);
     client.close();
+  });
+
+  it('a renamed table keeps the row type and its name, and goes to its own dialect only', () => {
+    const sqliteTable = sqliteKeysTable('idempotency_keys');
+    const pgTable = pgKeysTable({ name: 'idempotency_keys', schema: 'billing' });
+    expectTypeOf<typeof sqliteTable.$inferSelect>().toEqualTypeOf<KeyRow>();
+    expectTypeOf<typeof pgTable.$inferSelect>().toEqualTypeOf<KeyRow>();
+    expectTypeOf<(typeof sqliteTable)['_']['name']>().toEqualTypeOf<'idempotency_keys'>();
+    expectTypeOf({ table: sqliteTable }).toExtend<SqliteStoreOptions>();
+    expectTypeOf({ table: sqliteTable }).toExtend<OpenSqliteStoreOptions>();
+    expectTypeOf({ table: pgTable }).toExtend<PgStoreOptions>();
+    expectTypeOf({ table: pgTable }).not.toExtend<SqliteStoreOptions>();
+    expectTypeOf({ table: sqliteTable }).not.toExtend<PgStoreOptions>();
+    expect(getTableName(sqliteTable)).toBe('idempotency_keys');
+    expect(getTableConfig(pgTable).schema).toBe('billing');
   });
 
   it('store options accept their documented fields and refuse wrong ones', () => {
