@@ -1,5 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { functionTransactional } from './function-transactional.js';
 import { peers } from './peers.js';
 import { pgOps } from './pg.js';
 import { sqliteOps } from './sqlite-ops.js';
@@ -31,6 +32,8 @@ const TARGETS: Record<string, Target | undefined> = {
   'peer.cycle1.vsNodeIdempotencyRedis': { op: '>=', value: 5 },
   'peer.cycle32.vsNodeIdempotencyRedis': { op: '>=', value: 1 },
   'peer.cycle32.vsPowertoolsRedis': undefined,
+  'sqlite.function.transactional.ratio': undefined,
+  'pg.function.transactional.ratio': undefined,
 };
 
 const GROUPS: Record<string, (size: BenchSize) => Promise<GroupResult>> = {
@@ -39,6 +42,7 @@ const GROUPS: Record<string, (size: BenchSize) => Promise<GroupResult>> = {
   'sqlite-sweep-impact': sqliteSweepImpact,
   pg: pgOps,
   peers,
+  'function-transactional': functionTransactional,
 };
 
 function format(value: number): string {

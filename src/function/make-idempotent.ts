@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { InvalidOptionError } from '../core/errors.js';
 import { type JsonValue, serializeResponse } from '../core/json.js';
 import { KeyStatus } from '../core/status.js';
-import type { IdempotencyRecord } from '../core/store.js';
+import type { IdempotencyRecord, LeasedIdempotencyStore } from '../core/store.js';
 import { assertKey } from '../core/validation.js';
 import {
   CallInProgressError,
@@ -11,6 +11,7 @@ import {
   ResultExpiredError,
   ResultNotRecordedError,
 } from './errors.js';
+import { isLeased, startHeartbeat } from './lease.js';
 import {
   type MakeIdempotentOptions,
   type ResolvedFunctionOptions,
@@ -28,12 +29,41 @@ type Claim =
   | { readonly status: 'acquired'; readonly owner: KeyOwner }
   | { readonly status: 'done'; readonly record: IdempotencyRecord<unknown> }
   | { readonly status: 'mismatch'; readonly record: IdempotencyRecord<unknown> }
-  | { readonly status: 'inProgress'; readonly record: IdempotencyRecord<unknown> | null };
+  | {
+      readonly status: 'inProgress';
+      readonly record: IdempotencyRecord<unknown> | null;
+      readonly leaseUntil: number | null;
+    };
 
 /** Runs the work of a call that owns its key and returns its result. */
 type Execute<A extends unknown[], R> = (owner: KeyOwner, args: A) => Promise<R>;
 
-async function claim<A extends unknown[], R>(
+// On a store with leases: one atomic acquire, which also takes over a key whose owner's lease
+// lapsed (same payload only), handing out a new fencing token.
+async function acquire<A extends unknown[], R>(
+  settings: ResolvedFunctionOptions<A, R>,
+  store: LeasedIdempotencyStore<unknown>,
+  key: string,
+  digest: string,
+  now: number,
+): Promise<Claim> {
+  const found = await store.acquire(key, digest, {
+    expires: now + settings.ttlSeconds,
+    now,
+    leaseSeconds: settings.leaseSeconds,
+  });
+  switch (found.status) {
+    case 'acquired':
+      return { status: 'acquired', owner: { key, digest, attempt: found.attempt } };
+    case 'inProgress':
+      return { status: 'inProgress', record: null, leaseUntil: found.leaseUntil };
+    default:
+      return found;
+  }
+}
+
+// On a store without leases: reserve, and look at the row when it exists.
+async function reserve<A extends unknown[], R>(
   settings: ResolvedFunctionOptions<A, R>,
   key: string,
   digest: string,
@@ -48,9 +78,42 @@ async function claim<A extends unknown[], R>(
     if (record === null) continue;
     if (record.fingerprint !== digest) return { status: 'mismatch', record };
     if (record.status === KeyStatus.done) return { status: 'done', record };
-    return { status: 'inProgress', record };
+    return { status: 'inProgress', record, leaseUntil: null };
   }
-  return { status: 'inProgress', record: null };
+  return { status: 'inProgress', record: null, leaseUntil: null };
+}
+
+function claim<A extends unknown[], R>(
+  settings: ResolvedFunctionOptions<A, R>,
+  key: string,
+  digest: string,
+  now: number,
+): Promise<Claim> {
+  const { store } = settings;
+  return isLeased(store)
+    ? acquire(settings, store, key, digest, now)
+    : reserve(settings, key, digest, now);
+}
+
+// Runs `work` with the owner's lease renewed in the background, on a store with leases.
+async function withHeartbeat<A extends unknown[], R, T>(
+  settings: ResolvedFunctionOptions<A, R>,
+  owner: KeyOwner,
+  work: () => Promise<T>,
+): Promise<T> {
+  const { store } = settings;
+  if (owner.attempt === undefined || !isLeased(store)) return work();
+  const stop = startHeartbeat(
+    store,
+    { ...owner, attempt: owner.attempt },
+    settings.leaseSeconds,
+    settings.now,
+  );
+  try {
+    return await work();
+  } finally {
+    stop();
+  }
 }
 
 // The function failed, so its effect did not complete (or was rolled back): the key is released
@@ -61,7 +124,10 @@ async function releaseAfter<A extends unknown[], R>(
   error: unknown,
 ): Promise<never> {
   try {
-    await settings.store.release(owner.key, owner.digest);
+    const { store } = settings;
+    await (owner.attempt !== undefined && isLeased(store)
+      ? store.release(owner.key, owner.digest, owner.attempt)
+      : store.release(owner.key, owner.digest));
   } catch (releaseError) {
     throw new AggregateError(
       [error, releaseError],
@@ -71,6 +137,32 @@ async function releaseAfter<A extends unknown[], R>(
   throw error;
 }
 
+// The result of a call that ran could not be recorded. On a store with leases the key is marked
+// unrecorded, so it is never taken over (which would run the effect again) until an operator
+// releases it; without leases a pending key is never taken over anyway.
+async function notRecorded<A extends unknown[], R>(
+  settings: ResolvedFunctionOptions<A, R>,
+  owner: KeyOwner,
+  result: R,
+  reason: string,
+  cause?: unknown,
+): Promise<never> {
+  const { store } = settings;
+  if (owner.attempt !== undefined && isLeased(store)) {
+    try {
+      await store.markUnrecorded(owner.key, owner.digest, owner.attempt);
+    } catch (markError) {
+      throw new ResultNotRecordedError(
+        owner.key,
+        result,
+        `${reason}; marking the key unrecorded failed too, so it may be taken over once its lease lapses`,
+        new AggregateError([cause, markError]),
+      );
+    }
+  }
+  throw new ResultNotRecordedError(owner.key, result, reason, cause);
+}
+
 function plainExecute<A extends unknown[], R>(
   settings: ResolvedFunctionOptions<A, R>,
   fn: (...args: A) => R | Promise<R>,
@@ -78,28 +170,30 @@ function plainExecute<A extends unknown[], R>(
   return async (owner, args) => {
     let result: R;
     try {
-      result = await fn(...args);
+      result = await withHeartbeat(settings, owner, async () => fn(...args));
     } catch (error) {
       return releaseAfter(settings, owner, error);
     }
     // From here the effect happened. A result that cannot be recorded keeps the key pending:
     // releasing it would let a retry run the effect a second time.
+    const { store } = settings;
     let finished: boolean;
     try {
-      finished = await settings.store.finish(
-        owner.key,
-        owner.digest,
-        settings.codec.serialize(result),
-      );
+      const stored = settings.codec.serialize(result);
+      finished = await (owner.attempt !== undefined && isLeased(store)
+        ? store.finish(owner.key, owner.digest, stored, owner.attempt)
+        : store.finish(owner.key, owner.digest, stored));
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
-      throw new ResultNotRecordedError(owner.key, result, reason, error);
+      return notRecorded(settings, owner, result, reason, error);
     }
     if (!finished) {
+      // The row is no longer this call's: taken over after its lease lapsed, or released by hand.
+      // Its new owner records its own result; nothing here is ours to mark.
       throw new ResultNotRecordedError(
         owner.key,
         result,
-        'no pending row of this call was left to finish: it was released while the function ran',
+        'the key was taken over or released while the function ran',
       );
     }
     return result;
@@ -114,11 +208,13 @@ function transactionalExecute<TX, A extends unknown[], R>(
   return async (owner, args) => {
     let outcome: Awaited<ReturnType<typeof runner.run<R>>>;
     try {
-      outcome = await runner.run(
-        owner,
-        (tx) => fn(tx, ...args),
-        // Checked inside the transaction: a result that cannot be stored rolls the writes back.
-        (result) => serializeResponse(settings.codec.serialize(result)),
+      outcome = await withHeartbeat(settings, owner, () =>
+        runner.run(
+          owner,
+          (tx) => fn(tx, ...args),
+          // Checked inside the transaction: a result that cannot be stored rolls the writes back.
+          (result) => serializeResponse(settings.codec.serialize(result)),
+        ),
       );
     } catch (error) {
       // Rolled back: nothing of the function's was committed, so a retry may run it.
@@ -151,7 +247,7 @@ function wrap<A extends unknown[], R>(
           return settings.codec.deserialize(found.record.response as JsonValue);
         case 'inProgress':
           if (performance.now() + settings.waitIntervalMs > deadline) {
-            throw new CallInProgressError(key, found.record);
+            throw new CallInProgressError(key, found.record, found.leaseUntil);
           }
           await sleep(settings.waitIntervalMs);
       }
