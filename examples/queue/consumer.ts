@@ -23,6 +23,8 @@ export interface ConsumerOptions {
    * kill the process between the effect and the commit. 0 in real use.
    */
   readonly holdMs?: number;
+  /** Called inside the transaction just before the hold, with the message id. */
+  readonly onHold?: (id: string) => void;
   /** Called after each message is settled, with what happened to it. */
   readonly onSettled?: (id: string, outcome: 'acked' | 'requeued' | 'rejected') => void;
 }
@@ -33,8 +35,9 @@ export interface Consumer {
   close(): Promise<void>;
 }
 
+// Blocks the thread, as a long synchronous step inside the transaction would.
 function hold(ms: number): void {
-  if (ms > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
 
 function parse(content: Buffer): CreditMessage | undefined {
@@ -67,7 +70,10 @@ export async function startConsumer(options: ConsumerOptions): Promise<Consumer>
       tx.insert(credits)
         .values({ messageId: message.id, account: message.account, amount: message.amount })
         .run();
-      hold(holdMs);
+      if (holdMs > 0) {
+        options.onHold?.(message.id);
+        hold(holdMs);
+      }
       return { credited: message.amount };
     },
     {

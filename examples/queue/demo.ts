@@ -20,7 +20,7 @@ export interface QueueDemoOptions {
   readonly messages?: number;
   /** The consumers' lease, in seconds. Default 2, so the demo's takeover comes quickly. */
   readonly leaseSeconds?: number;
-  /** How long the first consumer holds each message inside its transaction. Default 100 ms. */
+  /** How long the first consumer holds each message inside its transaction. Default 1000 ms. */
   readonly holdMs?: number;
   /** Progress lines. */
   readonly log?: (line: string) => void;
@@ -32,6 +32,8 @@ export interface QueueDemoResult {
   readonly published: number;
   /** The exit signal of the first consumer (`SIGKILL`). */
   readonly killedWith: NodeJS.Signals | null;
+  /** Keys left claimed (pending) by the killed consumer: its message was in hand, uncommitted. */
+  readonly pendingAfterKill: number;
   /** How many credit rows each message id has: 1 each means exactly once. */
   readonly creditsPerMessage: Record<string, number>;
 }
@@ -130,16 +132,17 @@ export async function runQueueDemo(options: QueueDemoOptions): Promise<QueueDemo
       await channel.waitForConfirms();
       log(`published ${messages.length} messages twice each`);
 
-      const first = startWorker(options, options.holdMs ?? 100);
+      const first = startWorker(options, options.holdMs ?? 1000);
       workers.push(first);
+      // Killed while it holds its third message between the credit and the commit.
       await until(
-        () => first.lines.filter((line) => line.startsWith('settled')).length >= 3,
-        'the first consumer to settle three messages',
+        () => first.lines.filter((line) => line.startsWith('holding')).length >= 3,
+        'the first consumer to hold its third message',
       );
-      // Most of its time is spent inside a transaction, between the credit and the commit.
       first.process.kill('SIGKILL');
       const killedWith = (await first.exited) as NodeJS.Signals | null;
-      log(`killed the first consumer (${killedWith}) with a message in hand`);
+      const pendingAfterKill = pendingKeys(options.dbPath);
+      log(`killed the first consumer (${killedWith}) with ${pendingAfterKill} message in hand`);
 
       const second = startWorker(options, 0);
       workers.push(second);
@@ -154,6 +157,7 @@ export async function runQueueDemo(options: QueueDemoOptions): Promise<QueueDemo
       return {
         published: messages.length * 2,
         killedWith,
+        pendingAfterKill,
         creditsPerMessage: creditsPerMessage(options.dbPath),
       };
     } finally {

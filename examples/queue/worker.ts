@@ -4,7 +4,8 @@
 //   QUEUE_DB             the SQLite file of keys and credits (default ./queue.db)
 //   QUEUE_LEASE_SECONDS  how long a message in hand owns its key (default 30)
 //   QUEUE_HOLD_MS        stay this long between the credit and its commit (default 0; for crash tests)
-// It prints `ready` once consuming and `settled <id> <outcome>` per message; SIGTERM stops it.
+// It prints `ready` once consuming, `settled <id> <outcome>` per message and, with a hold,
+// `holding <id>` between a credit and its commit; SIGTERM stops it.
 import { startConsumer } from './consumer.js';
 
 function numberFromEnv(name: string, fallback: number): number {
@@ -24,6 +25,7 @@ const consumer = await startConsumer({
   leaseSeconds: numberFromEnv('QUEUE_LEASE_SECONDS', 30),
   holdMs: numberFromEnv('QUEUE_HOLD_MS', 0),
   onSettled: (id, outcome) => console.log(`settled ${id} ${outcome}`),
+  onHold: (id) => console.log(`holding ${id}`),
 });
 console.log('ready');
 process.once('SIGTERM', () => {

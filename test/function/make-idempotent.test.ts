@@ -151,7 +151,8 @@ describe.each(factories)('makeIdempotent on $name', (factory) => {
     await until(() => runs === 1);
     const error = await slow('k').catch((e: unknown) => e);
     expect(error).toBeInstanceOf(CallInProgressError);
-    expect((error as CallInProgressError).record?.status).toBe('pending');
+    expect((error as CallInProgressError).key).toBe('k');
+    expect((error as CallInProgressError).code).toBe('IDEMPOTENCY_REQUEST_IN_PROGRESS');
     gate.resolve('done');
     expect(await first).toBe('done');
     expect(await slow('k')).toBe('done');

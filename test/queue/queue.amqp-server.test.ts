@@ -49,25 +49,29 @@ describe('queue example on RabbitMQ', () => {
         account: 'a',
         amount: i + 1,
       }));
-      for (const message of [...messages, ...messages.toReversed()]) {
-        channel.sendToQueue(queue, Buffer.from(JSON.stringify(message)), { persistent: true });
-      }
-      await channel.waitForConfirms();
       const env = { AMQP_URL: url, QUEUE: queue, QUEUE_DB: dbPath };
       const workers = [spawnTs(WORKER, [], env), spawnTs(WORKER, [], env)];
       started.push(...workers);
       const settled = new Map<string, number>();
+      let ready = 0;
       for (const { child } of workers) {
         let partial = '';
         child.stdout?.on('data', (chunk: Buffer) => {
           const lines = (partial + chunk.toString()).split('\n');
           partial = lines.pop() ?? '';
           for (const line of lines) {
+            if (line === 'ready') ready += 1;
             const id = /^settled (\S+) acked$/.exec(line)?.[1];
             if (id !== undefined) settled.set(id, (settled.get(id) ?? 0) + 1);
           }
         });
       }
+      // Both consumers take part: the duplicates race each other across the two processes.
+      await until(async () => ready === 2);
+      for (const message of [...messages, ...messages.toReversed()]) {
+        channel.sendToQueue(queue, Buffer.from(JSON.stringify(message)), { persistent: true });
+      }
+      await channel.waitForConfirms();
       await until(async () => {
         const acked = [...settled.values()].reduce((a, b) => a + b, 0);
         return acked === 60 && (await channel.checkQueue(queue)).messageCount === 0;
@@ -94,6 +98,7 @@ describe('queue example on RabbitMQ', () => {
       leaseSeconds: 1,
     });
     expect(result.killedWith).toBe('SIGKILL');
+    expect(result.pendingAfterKill).toBe(1);
     expect(result.published).toBe(24);
     expect(Object.keys(result.creditsPerMessage)).toHaveLength(12);
     expect(Object.values(result.creditsPerMessage).every((n) => n === 1)).toBe(true);
