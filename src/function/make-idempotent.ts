@@ -33,6 +33,8 @@ type Claim =
       readonly status: 'inProgress';
       readonly record: IdempotencyRecord<unknown> | null;
       readonly leaseUntil: number | null;
+      /** Marked unrecorded: it waits for an operator, so waiting for it here is pointless. */
+      readonly unrecorded: boolean;
     };
 
 /** Runs the work of a call that owns its key and returns its result. */
@@ -56,7 +58,12 @@ async function acquire<A extends unknown[], R>(
     case 'acquired':
       return { status: 'acquired', owner: { key, digest, attempt: found.attempt } };
     case 'inProgress':
-      return { status: 'inProgress', record: null, leaseUntil: found.leaseUntil };
+      return {
+        status: 'inProgress',
+        record: null,
+        leaseUntil: found.leaseUntil,
+        unrecorded: found.unrecorded,
+      };
     default:
       return found;
   }
@@ -78,9 +85,9 @@ async function reserve<A extends unknown[], R>(
     if (record === null) continue;
     if (record.fingerprint !== digest) return { status: 'mismatch', record };
     if (record.status === KeyStatus.done) return { status: 'done', record };
-    return { status: 'inProgress', record, leaseUntil: null };
+    return { status: 'inProgress', record, leaseUntil: null, unrecorded: false };
   }
-  return { status: 'inProgress', record: null, leaseUntil: null };
+  return { status: 'inProgress', record: null, leaseUntil: null, unrecorded: false };
 }
 
 function claim<A extends unknown[], R>(
@@ -246,7 +253,7 @@ function wrap<A extends unknown[], R>(
           if (found.record.expires <= now) throw new ResultExpiredError(key, found.record);
           return settings.codec.deserialize(found.record.response as JsonValue);
         case 'inProgress':
-          if (performance.now() + settings.waitIntervalMs > deadline) {
+          if (found.unrecorded || performance.now() + settings.waitIntervalMs > deadline) {
             throw new CallInProgressError(key, found.record, found.leaseUntil);
           }
           await sleep(settings.waitIntervalMs);
