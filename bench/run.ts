@@ -1,6 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { functionTransactional } from './function-transactional.js';
+import { mysqlOps } from './mysql.js';
 import { peers } from './peers.js';
 import { pgOps } from './pg.js';
 import { sqliteOps } from './sqlite-ops.js';
@@ -29,6 +30,9 @@ const TARGETS: Record<string, Target | undefined> = {
   'pg.reserve.ratio': { op: '>=', value: 0.9 },
   'pg.finish.ratio': { op: '>=', value: 0.9 },
   'pg.fetch.ratio': { op: '>=', value: 0.9 },
+  'mysql.reserve.ratio': { op: '>=', value: 0.9 },
+  'mysql.finish.ratio': { op: '>=', value: 0.9 },
+  'mysql.fetch.ratio': { op: '>=', value: 0.9 },
   'peer.cycle1.vsNodeIdempotencyRedis': { op: '>=', value: 5 },
   'peer.cycle32.vsNodeIdempotencyRedis': { op: '>=', value: 1 },
   'peer.cycle32.vsPowertoolsRedis': undefined,
@@ -41,6 +45,7 @@ const GROUPS: Record<string, (size: BenchSize) => Promise<GroupResult>> = {
   'sqlite-retention': sqliteRetention,
   'sqlite-sweep-impact': sqliteSweepImpact,
   pg: pgOps,
+  mysql: mysqlOps,
   peers,
   'function-transactional': functionTransactional,
 };

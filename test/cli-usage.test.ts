@@ -75,7 +75,8 @@ describe('runCli, in-process', () => {
     const cases: [string[], CliIo['env']][] = [
       [['purge', '--db', path, '--url', pgUrl], {}],
       [['purge', '--url', pgUrl, '--db', path], {}],
-      [['stats', '--url', 'mysql://127.0.0.1/test'], {}],
+      [['stats', '--url', 'redis://127.0.0.1/0'], {}],
+      [['stats', '--url', 'mysql://root@127.0.0.1:1/test', '--schema', 'billing'], {}],
       [['stats', '--url', missing], {}],
       [['stats', '--url', ''], {}],
       [['stats', '--db', path, '--schema', 'billing'], {}],

@@ -68,7 +68,7 @@ describe('libSQL store across processes', () => {
     try {
       expect(client.pragma('journal_mode', { simple: true })).toBe('wal');
       const applied = client
-        .prepare('SELECT count(*) FROM __drizzle_migrations')
+        .prepare('SELECT count(*) FROM __idempotency_migrations')
         .pluck()
         .get() as number;
       expect(applied).toBe(1);

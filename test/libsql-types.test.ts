@@ -6,6 +6,7 @@ import {
   type LibsqlIdempotencyStore,
   type OpenLibsqlStoreOptions,
   openLibsqlStore,
+  type SqliteKeysTable,
 } from '../src/libsql/index.js';
 import { fileUrl } from './support/libsql-harness.js';
 import { freshDbPath, tempDir } from './support/temp.js';
@@ -19,7 +20,10 @@ const dir = tempDir('idem-libsql-types-');
 describe('the libSQL store types', () => {
   it('returns a promise from every operation and keeps the answer type', async () => {
     expectTypeOf<LibsqlIdempotencyStore<Receipt>>().toExtend<IdempotencyStore<Receipt>>();
-    expectTypeOf<OpenLibsqlStoreOptions>().toEqualTypeOf<{ readonly busyTimeoutMs?: number }>();
+    expectTypeOf<OpenLibsqlStoreOptions>().toEqualTypeOf<{
+      readonly busyTimeoutMs?: number;
+      readonly table?: SqliteKeysTable;
+    }>();
     const store = await openLibsqlStore<Receipt>(fileUrl(freshDbPath(dir)));
     expectTypeOf(store).toEqualTypeOf<LibsqlIdempotencyStore<Receipt>>();
     const reserved = store.reserve('k', 'd', 10);

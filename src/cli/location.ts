@@ -5,7 +5,10 @@ import { DEFAULT_PG_SCHEMA } from '../pg/schema.js';
 /** The file used when no flag or environment variable names a store. */
 export const DEFAULT_DB = './idempotency.db';
 
-/** Where a command's store lives: a SQLite file, or a schema on a PostgreSQL server. */
+/**
+ * Where a command's store lives: a SQLite file, a schema on a PostgreSQL server, or the database
+ * a MySQL URL names.
+ */
 export type StoreLocation =
   | { readonly dialect: 'sqlite'; readonly path: string; readonly table: string }
   | {
@@ -13,13 +16,14 @@ export type StoreLocation =
       readonly url: string;
       readonly schema: string;
       readonly table: string;
-    };
+    }
+  | { readonly dialect: 'mysql'; readonly url: string; readonly table: string };
 
 /** The flags every command takes to find its store, as parsed. */
 export interface LocationFlags {
   /** `--db PATH`: a SQLite file. */
   readonly db?: string;
-  /** `--url URL`: a PostgreSQL connection string. */
+  /** `--url URL`: a PostgreSQL or MySQL connection string. */
   readonly url?: string;
   /** `--schema NAME`: the PostgreSQL schema; only with a PostgreSQL store. */
   readonly schema?: string;
@@ -28,19 +32,20 @@ export interface LocationFlags {
 }
 
 const PG_PROTOCOLS = ['postgres:', 'postgresql:'];
+const MYSQL_PROTOCOL = 'mysql:';
 
 /**
- * Asserts that `text` is a `postgres://` or `postgresql://` connection string.
+ * Asserts that `text` is a `postgres://`, `postgresql://` or `mysql://` connection string.
  *
  * @param text - the connection string as given
  * @param source - where the text came from, for the message (`--url`, `DATABASE_URL`)
  * @throws {@link InvalidOptionError} otherwise
  */
-export function assertPostgresUrl(text: string, source: string): void {
+export function assertServerUrl(text: string, source: string): void {
   const protocol = URL.canParse(text) ? new URL(text).protocol : undefined;
-  if (protocol === undefined || !PG_PROTOCOLS.includes(protocol)) {
+  if (protocol === undefined || ![...PG_PROTOCOLS, MYSQL_PROTOCOL].includes(protocol)) {
     throw new InvalidOptionError(
-      `${source} must be a postgres:// or postgresql:// connection string`,
+      `${source} must be a postgres://, postgresql:// or mysql:// connection string`,
     );
   }
 }
@@ -54,8 +59,8 @@ export function assertPostgresUrl(text: string, source: string): void {
  *
  * @param flags - the parsed `--db`, `--url`, `--schema` and `--table`
  * @param env - the environment holding `DATABASE_URL` and `IDEM_DB`
- * @throws {@link InvalidOptionError} for a `DATABASE_URL` that is not a PostgreSQL URL (when it
- * is the one used), or `--schema` with a SQLite store
+ * @throws {@link InvalidOptionError} for a `DATABASE_URL` that is not a PostgreSQL or MySQL URL
+ * (when it is the one used), or `--schema` with a SQLite or MySQL store
  */
 export function resolveStoreLocation(
   flags: LocationFlags,
@@ -65,14 +70,14 @@ export function resolveStoreLocation(
   const envDb = env.IDEM_DB || undefined;
   const table = flags.table ?? DEFAULT_TABLE_NAME;
   let location: StoreLocation;
-  if (flags.url !== undefined) location = pg(flags.url, flags.schema, table);
+  if (flags.url !== undefined) location = server(flags.url, flags.schema, table);
   else if (flags.db !== undefined) location = { dialect: 'sqlite', path: flags.db, table };
   else if (envDb !== undefined) location = { dialect: 'sqlite', path: envDb, table };
   else if (envUrl !== undefined) {
-    assertPostgresUrl(envUrl, 'DATABASE_URL');
-    location = pg(envUrl, flags.schema, table);
+    assertServerUrl(envUrl, 'DATABASE_URL');
+    location = server(envUrl, flags.schema, table);
   } else location = { dialect: 'sqlite', path: DEFAULT_DB, table };
-  if (location.dialect === 'sqlite' && flags.schema !== undefined) {
+  if (location.dialect !== 'pg' && flags.schema !== undefined) {
     throw new InvalidOptionError(
       '--schema applies to a PostgreSQL store only (--url or DATABASE_URL)',
     );
@@ -80,17 +85,21 @@ export function resolveStoreLocation(
   return location;
 }
 
-function pg(url: string, schema: string | undefined, table: string): StoreLocation {
+function server(url: string, schema: string | undefined, table: string): StoreLocation {
+  if (URL.canParse(url) && new URL(url).protocol === MYSQL_PROTOCOL) {
+    return { dialect: 'mysql', url, table };
+  }
   return { dialect: 'pg', url, schema: schema ?? DEFAULT_PG_SCHEMA, table };
 }
 
 /**
- * Names a store for messages: the file, or the URL with its password hidden and the schema.
+ * Names a store for messages: the file, or the URL with its password hidden (and the schema).
  */
 export function describeLocation(location: StoreLocation): string {
   const table = location.table === DEFAULT_TABLE_NAME ? '' : ` (table "${location.table}")`;
   if (location.dialect === 'sqlite') return `${location.path}${table}`;
   const url = new URL(location.url);
   if (url.password !== '') url.password = '***';
-  return `${url.toString()} (schema "${location.schema}")${table}`;
+  const schema = location.dialect === 'pg' ? ` (schema "${location.schema}")` : '';
+  return `${url.toString()}${schema}${table}`;
 }

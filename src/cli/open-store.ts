@@ -91,11 +91,58 @@ async function openPg(
   }
 }
 
+async function openMysql(
+  location: Extract<StoreLocation, { dialect: 'mysql' }>,
+  create: boolean,
+): Promise<CliStore> {
+  // Loaded here so that users of the other dialects need not install `mysql2`.
+  const [{ default: mysql }, { openMysqlStore }, { mysqlKeysTable }] = await Promise.all([
+    import('mysql2/promise'),
+    import('../mysql/open.js'),
+    import('../mysql/schema.js'),
+  ]);
+  // One connection: a command runs one statement at a time.
+  const pool = mysql.createPool({ uri: location.url, connectionLimit: 1, charset: 'utf8mb4' });
+  try {
+    let found: boolean;
+    try {
+      const [rows] = (await pool.query(
+        'SELECT count(*) AS found FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?',
+        [location.table],
+      )) as unknown as [{ found: number }[]];
+      found = Number(rows[0]?.found) > 0;
+    } catch (error) {
+      throw new DatabaseOpenError(
+        `cannot connect to MySQL at ${describeLocation(location)}: ${reason(error)}`,
+        error,
+      );
+    }
+    // A missing table is refused, as a missing SQLite file is: a mistyped URL would otherwise
+    // report an empty new store as if all were well.
+    if (!create && !found) {
+      throw new DatabaseOpenError(
+        `no ${location.table} table at ${describeLocation(location)}: create it with "idem migrate --url URL --table ${location.table}"`,
+      );
+    }
+    const store = await openMysqlStore(pool, { table: mysqlKeysTable(location.table) });
+    return {
+      store,
+      close: async () => {
+        await store.close();
+        await pool.end();
+      },
+    };
+  } catch (error) {
+    await pool.end();
+    throw error;
+  }
+}
+
 /**
  * Opens the store a command works on. Only `migrate` creates a missing store (a SQLite file, or
- * the `keys` table in a PostgreSQL schema): any other command on a mistyped path, URL or schema
+ * the `keys` table in a PostgreSQL schema or MySQL database): any other command on a mistyped path, URL or schema
  * would otherwise report an empty new database as if all were well. An existing store is brought
- * up to date by the migrations on either dialect.
+ * up to date by the migrations on every dialect.
  *
  * @param location - the resolved store location
  * @param create - whether a missing store may be created
@@ -103,11 +150,12 @@ async function openPg(
  * be opened, or the server cannot be reached
  */
 export async function openCliStore(location: StoreLocation, create: boolean): Promise<CliStore> {
-  return location.dialect === 'sqlite' ? openSqlite(location, create) : openPg(location, create);
+  if (location.dialect === 'sqlite') return openSqlite(location, create);
+  return location.dialect === 'pg' ? openPg(location, create) : openMysql(location, create);
 }
 
 /**
- * Runs `use` on the store at `location` and closes it afterwards, whatever happens, so a Postgres
+ * Runs `use` on the store at `location` and closes it afterwards, whatever happens, so a server
  * pool never keeps the process alive.
  *
  * @param create - whether a missing store may be created (only `migrate`)

@@ -3,7 +3,7 @@ import { IdempotencyError, InvalidTimeError } from '../core/errors.js';
 import { assertTableName } from '../core/table-name.js';
 import { assertIntegerOption, assertLimit, MAX_BATCH_SIZE } from '../core/validation.js';
 import { assertSchemaName } from '../pg/identifier.js';
-import { assertPostgresUrl } from './location.js';
+import { assertServerUrl } from './location.js';
 
 const INTEGER = /^\d+$/;
 const DECIMAL = /^-?\d+(\.\d+)?$/;
@@ -94,9 +94,9 @@ export function assertSaneNow(now: number | undefined, force: boolean, wall: num
   }
 }
 
-/** `--url URL`: a `postgres://` or `postgresql://` connection string. */
+/** `--url URL`: a `postgres://`, `postgresql://` or `mysql://` connection string. */
 export function parseUrl(text: string): string {
-  usingLibraryCheck(() => assertPostgresUrl(text, '--url'));
+  usingLibraryCheck(() => assertServerUrl(text, '--url'));
   return text;
 }
 

@@ -31,7 +31,10 @@ function addLocationOptions(command: Command): Command {
       ).argParser(parseDbPath),
     )
     .addOption(
-      new Option('--url <url>', 'a PostgreSQL connection string, postgres://… (env DATABASE_URL)')
+      new Option(
+        '--url <url>',
+        'a PostgreSQL or MySQL connection string, postgres://… or mysql://… (env DATABASE_URL)',
+      )
         .argParser(parseUrl)
         .conflicts('db'),
     )

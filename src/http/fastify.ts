@@ -115,8 +115,12 @@ export function fastifyIdempotency(
   options: FastifyIdempotencyOptions = {},
 ): FastifyIdempotencyHooks {
   const layer = idempotent(store, options);
-  // The execution of each request the layer let through, until its answer is recorded.
-  const running = new WeakMap<FastifyRequest, Execution>();
+  // Each request the layer let through, until its answer is recorded: its execution, and the
+  // headers set before the handler ran (CORS, a request id), which a problem answer keeps.
+  const running = new WeakMap<
+    FastifyRequest,
+    { readonly execution: Execution; readonly before: ReturnType<FastifyReply['getHeaders']> }
+  >();
 
   function problemResponse(problem: IdempotencyProblem, request: FastifyRequest): HttpResponse {
     return options.onError ? options.onError(problem, request) : problem.toResponse();
@@ -133,7 +137,7 @@ export function fastifyIdempotency(
       });
       if (decision.action === 'pass') return undefined;
       if (decision.action === 'run') {
-        running.set(request, decision.execution);
+        running.set(request, { execution: decision.execution, before: reply.getHeaders() });
         return undefined;
       }
       const { result } = decision;
@@ -144,9 +148,10 @@ export function fastifyIdempotency(
     },
 
     async onSend(request, reply, payload) {
-      const execution = running.get(request);
-      if (execution === undefined) return payload;
+      const owned = running.get(request);
+      if (owned === undefined) return payload;
       running.delete(request);
+      const { execution, before } = owned;
       const bytes = await payloadBytes(payload);
       // The bytes the handler sent are what is stored, never a re-parse of them.
       const result = await execution.complete({
@@ -155,18 +160,22 @@ export function fastifyIdempotency(
         ...(bytes.byteLength === 0 ? {} : { body: bytes }),
       });
       if (result.outcome === 'problem') {
-        // The handler's length no longer fits: Fastify sets the problem's own.
-        reply.removeHeader('content-length');
+        // The handler's headers (its length among them) do not belong to the problem: only those
+        // set before it ran stay, as on a problem answered before the handler.
+        for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name);
+        for (const [name, value] of Object.entries(before)) {
+          if (value !== undefined) reply.header(name, value);
+        }
         return applyResponse(reply, problemResponse(result.problem, request));
       }
       return bytes;
     },
 
     async onError(request, _reply, error) {
-      const execution = running.get(request);
-      if (execution === undefined) return;
+      const owned = running.get(request);
+      if (owned === undefined) return;
       running.delete(request);
-      await execution.fail(error);
+      await owned.execution.fail(error);
     },
   };
 }

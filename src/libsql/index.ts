@@ -1,6 +1,8 @@
-export { applyLibsqlMigrations } from './migrate.js';
+export type { LibsqlMigrationOptions } from './migrate.js';
+export { applyLibsqlMigrations, assertAdoptableLibsqlTables } from './migrate.js';
 export type { OpenLibsqlStoreOptions } from './open.js';
 export { openLibsqlStore } from './open.js';
-export { keys } from './schema.js';
+export type { SqliteKeysTable } from './schema.js';
+export { keys, sqliteKeysTable } from './schema.js';
 export type { AnyLibsqlDatabase, LibsqlStoreOptions } from './store.js';
 export { LibsqlIdempotencyStore } from './store.js';

@@ -1,87 +1,110 @@
-import type { Client } from '@libsql/client';
+import type { Client, InValue, Transaction } from '@libsql/client';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
-import { keysTableProblems } from '../core/adoption.js';
 import { SchemaMismatchError } from '../core/errors.js';
+import { type JournalRow, legacyJournalRows, pendingMigrations } from '../core/journal.js';
 import { migrationsFolder } from '../core/migrations-folder.js';
+import {
+  DEFAULT_TABLE_NAME,
+  LEGACY_MIGRATIONS_TABLE,
+  migrationsTableName,
+  renameMigrationStatement,
+  retentionIndexName,
+} from '../core/table-name.js';
+import {
+  type SqliteColumnInfo,
+  type SqliteMigrationOptions,
+  sqliteKeysTableProblems,
+  sqliteTableName,
+} from '../sqlite/migrate.js';
 import type { AnyLibsqlDatabase } from './store.js';
 
-const MIGRATIONS_TABLE = '__drizzle_migrations';
-const INDEX_NAME = 'keys_status_expires_id_idx';
+/** Options of {@link applyLibsqlMigrations}: the keys table, as for the better-sqlite3 store. */
+export type LibsqlMigrationOptions = SqliteMigrationOptions;
 
-const EXPECTED_COLUMNS: Record<string, 'TEXT' | 'REAL'> = {
-  id: 'TEXT',
-  fingerprint: 'TEXT',
-  status: 'TEXT',
-  response: 'TEXT',
-  expires: 'REAL',
-};
+type Runner = Pick<Client | Transaction, 'execute'>;
 
-function affinity(declaredType: string): string {
-  const type = declaredType.toUpperCase();
-  if (type.includes('INT')) return 'INTEGER';
-  if (type.includes('CHAR') || type.includes('CLOB') || type.includes('TEXT')) return 'TEXT';
-  if (type.includes('REAL') || type.includes('FLOA') || type.includes('DOUB')) return 'REAL';
-  return type === '' ? 'BLOB' : 'NUMERIC';
+async function rowsOf<Row>(run: Runner, sql: string, args: InValue[] = []): Promise<Row[]> {
+  const result = await run.execute({ sql, args });
+  return result.rows.map((row) => ({ ...row }) as Row);
 }
 
-async function assertAdoptable(client: Client): Promise<void> {
-  const kind = (await client.execute("SELECT type FROM sqlite_master WHERE name = 'keys'")).rows[0]
-    ?.type;
-  if (kind !== undefined && kind !== 'table') {
-    throw new SchemaMismatchError(
-      `keys is a ${String(kind)}, not a table: it cannot be used as an idempotency store`,
-    );
-  }
-  const columns = (await client.execute('PRAGMA table_info(keys)')).rows;
-  if (columns.length > 0) {
-    const problems = keysTableProblems(
-      columns.map((column) => ({
-        name: String(column.name),
-        type: affinity(String(column.type)),
-        primary: Number(column.pk) > 0,
-      })),
-      EXPECTED_COLUMNS,
-    );
-    if (problems.length > 0) {
-      throw new SchemaMismatchError(
-        `the existing keys table cannot be used as an idempotency store: ${problems.join('; ')}`,
-      );
-    }
-  }
-  const bookkeeping = (await client.execute(`PRAGMA table_info("${MIGRATIONS_TABLE}")`)).rows.map(
-    (column) => String(column.name),
+function columnsOf(run: Runner, table: string): Promise<SqliteColumnInfo[]> {
+  return rowsOf<SqliteColumnInfo>(run, `PRAGMA table_info("${table}")`);
+}
+
+async function journalRows(run: Runner, table: string): Promise<JournalRow[]> {
+  const names = (await columnsOf(run, table)).map((column) => column.name);
+  if (!(names.includes('hash') && names.includes('created_at'))) return [];
+  return rowsOf<JournalRow>(run, `SELECT hash, created_at FROM "${table}"`);
+}
+
+/**
+ * Checks, without writing, that the keys table, the library's journal and the retention index's
+ * name are free or already ours: the same checks, with the same verdicts, as the better-sqlite3
+ * store's `assertAdoptableKeysTable` and `assertAdoptableBookkeeping`.
+ *
+ * @throws {@link SchemaMismatchError} naming what is in the way
+ */
+export async function assertAdoptableLibsqlTables(
+  db: AnyLibsqlDatabase,
+  options: LibsqlMigrationOptions = {},
+): Promise<void> {
+  const client = db.$client;
+  const name = sqliteTableName(options);
+  // table_info also describes views, whose columns have no primary key: name the real problem.
+  const [kind] = await rowsOf<{ type: string }>(
+    client,
+    'SELECT type FROM sqlite_master WHERE name = ?',
+    [name],
   );
+  if (kind !== undefined && kind.type !== 'table') {
+    throw new SchemaMismatchError(
+      `${name} is a ${kind.type}, not a table: it cannot be used as an idempotency store`,
+    );
+  }
+  const columns = await columnsOf(client, name);
+  const problems = columns.length === 0 ? [] : sqliteKeysTableProblems(columns);
+  if (problems.length > 0) {
+    throw new SchemaMismatchError(
+      `the existing ${name} table cannot be used as an idempotency store: ${problems.join('; ')}`,
+    );
+  }
+  const journal = migrationsTableName(name);
+  const journalColumns = (await columnsOf(client, journal)).map((column) => column.name);
   if (
-    bookkeeping.length > 0 &&
-    !(bookkeeping.includes('hash') && bookkeeping.includes('created_at'))
+    journalColumns.length > 0 &&
+    !(journalColumns.includes('hash') && journalColumns.includes('created_at'))
   ) {
     throw new SchemaMismatchError(
-      `the existing ${MIGRATIONS_TABLE} table is not drizzle's: it has no hash and created_at columns`,
+      `the existing ${journal} table is not a migrations journal: it has no hash and created_at columns`,
     );
   }
-  const owner = (
-    await client.execute({
-      sql: "SELECT tbl_name FROM sqlite_master WHERE type = 'index' AND name = ?",
-      args: [INDEX_NAME],
-    })
-  ).rows[0]?.tbl_name;
-  if (owner !== undefined && owner !== 'keys') {
+  const indexName = retentionIndexName(name);
+  const [index] = await rowsOf<{ tbl_name: string }>(
+    client,
+    "SELECT tbl_name FROM sqlite_master WHERE type = 'index' AND name = ?",
+    [indexName],
+  );
+  if (index !== undefined && index.tbl_name !== name) {
     throw new SchemaMismatchError(
-      `the index name ${INDEX_NAME} is already used by the table ${String(owner)}`,
+      `the index name ${indexName} is already used by the table ${index.tbl_name}`,
     );
   }
 }
 
 /**
- * Applies the committed SQLite migrations (the same files as `applySqliteMigrations`) through a
- * libSQL client. Idempotent: an up-to-date database is only read. A `keys` table created by hand
- * with the contract's columns is adopted; any other `keys` table is refused before anything is
- * written.
+ * Applies the committed SQLite migrations (the same files, journal and table naming as
+ * `applySqliteMigrations`) through a libSQL client, for the keys table `options.table` (default
+ * `keys`). Idempotent: an up-to-date database is only read. A keys table created by hand with the
+ * contract's columns is adopted; any other table of that name is refused before anything is
+ * written. The migrations are recorded in the library's own journal (`__idempotency_migrations`,
+ * or `__idempotency_migrations_<table>`), never in drizzle's `__drizzle_migrations`; a file made
+ * by drizzle-idempotency 0.1.0 has its record there copied over once.
  *
  * Safe when several processes initialise one file at once: the pending migrations are applied in
  * one `write` transaction (`BEGIN IMMEDIATE`), and what is pending is decided only once the write
- * lock is held, so the losers find the work done. The transaction stays open across awaits: run
- * it before the client serves other operations.
+ * lock is held, so the losers find the work done. That transaction stays open across awaits: run
+ * this before the client serves other operations.
  *
  * @example
  * ```ts
@@ -91,37 +114,42 @@ async function assertAdoptable(client: Client): Promise<void> {
  *
  * await applyLibsqlMigrations(drizzle(createClient({ url: 'file:app.db' })));
  * ```
- * @throws {@link SchemaMismatchError} when a foreign `keys` table is in the way
+ * @throws {@link SchemaMismatchError} when a foreign table of that name is in the way
  */
-export async function applyLibsqlMigrations(db: AnyLibsqlDatabase): Promise<void> {
+export async function applyLibsqlMigrations(
+  db: AnyLibsqlDatabase,
+  options: LibsqlMigrationOptions = {},
+): Promise<void> {
   const client = db.$client;
-  await assertAdoptable(client);
+  const name = sqliteTableName(options);
+  await assertAdoptableLibsqlTables(db, options);
+  const journal = migrationsTableName(name);
   const migrations = readMigrationFiles({ migrationsFolder: migrationsFolder('sqlite') });
-  const newest = Math.max(...migrations.map((migration) => migration.folderMillis));
-  const lastApplied = async (run: Pick<Client, 'execute'>): Promise<number> => {
-    const table = await run.execute({
-      sql: "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-      args: [MIGRATIONS_TABLE],
-    });
-    if (table.rows.length === 0) return Number.NEGATIVE_INFINITY;
-    const last = (await run.execute(`SELECT max(created_at) AS last FROM "${MIGRATIONS_TABLE}"`))
-      .rows[0]?.last;
-    return last == null ? Number.NEGATIVE_INFINITY : Number(last);
-  };
-  if ((await lastApplied(client)) >= newest) return;
+  if (pendingMigrations(migrations, await journalRows(client, journal)).length === 0) return;
   const tx = await client.transaction('write');
   try {
-    await tx.execute(
-      `CREATE TABLE IF NOT EXISTS "${MIGRATIONS_TABLE}" (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at numeric)`,
-    );
-    const last = await lastApplied(tx);
-    for (const migration of migrations) {
-      if (migration.folderMillis <= last) continue;
-      for (const statement of migration.sql) await tx.execute(statement);
-      await tx.execute({
-        sql: `INSERT INTO "${MIGRATIONS_TABLE}" ("hash", "created_at") VALUES (?, ?)`,
-        args: [migration.hash, migration.folderMillis],
+    const record = (hash: string, when: number) =>
+      tx.execute({
+        sql: `INSERT INTO "${journal}" ("hash", "created_at") VALUES (?, ?)`,
+        args: [hash, when],
       });
+    if ((await columnsOf(tx, journal)).length === 0) {
+      await tx.execute(
+        `CREATE TABLE "${journal}" (id INTEGER PRIMARY KEY, hash text NOT NULL, created_at numeric)`,
+      );
+      // 0.1.0 only ever made the default table, so only its journal has records to carry over.
+      if (name === DEFAULT_TABLE_NAME) {
+        const legacy = await journalRows(tx, LEGACY_MIGRATIONS_TABLE);
+        for (const migration of legacyJournalRows(migrations, legacy)) {
+          await record(migration.hash, migration.folderMillis);
+        }
+      }
+    }
+    for (const migration of pendingMigrations(migrations, await journalRows(tx, journal))) {
+      for (const statement of migration.sql) {
+        await tx.execute(renameMigrationStatement(statement, name, '`'));
+      }
+      await record(migration.hash, migration.folderMillis);
     }
     await tx.commit();
   } finally {

@@ -2,11 +2,11 @@ import { type Client, createClient } from '@libsql/client';
 import { drizzle } from 'drizzle-orm/libsql';
 import { DatabaseOpenError, IdempotencyError } from '../core/errors.js';
 import { assertIntegerOption } from '../core/validation.js';
-import { applyLibsqlMigrations } from './migrate.js';
+import { applyLibsqlMigrations, type LibsqlMigrationOptions } from './migrate.js';
 import { LibsqlIdempotencyStore } from './store.js';
 
 /** Options of {@link openLibsqlStore}. */
-export interface OpenLibsqlStoreOptions {
+export interface OpenLibsqlStoreOptions extends LibsqlMigrationOptions {
   /**
    * How long a write waits for another connection's write lock before failing, in milliseconds.
    * Default 5000.
@@ -38,6 +38,8 @@ function describeFailure(url: string, error: unknown): DatabaseOpenError {
  * journal, a busy timeout on every connection of the client, then the migrations. `close()`
  * closes the client.
  *
+ * `options.table` names another keys table (see `sqliteKeysTable`).
+ *
  * Only local `file:` URLs are opened here (they work offline); an in-memory database is refused,
  * because libSQL gives it a single connection that one open transaction would hold.
  *
@@ -63,6 +65,7 @@ export async function openLibsqlStore<T = unknown>(
 ): Promise<LibsqlIdempotencyStore<T>> {
   const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
   assertIntegerOption(busyTimeoutMs, 'busyTimeoutMs', 0, 2 ** 31 - 1);
+  const table = options.table === undefined ? {} : { table: options.table };
   if (typeof url !== 'string' || !url.startsWith('file:')) {
     throw new DatabaseOpenError(
       `the database URL must be a local file: URL such as file:./idempotency.db, got ${typeof url === 'string' ? JSON.stringify(url) : typeof url}`,
@@ -83,10 +86,10 @@ export async function openLibsqlStore<T = unknown>(
     // Read before writing anything: this is where a file that is not a database fails.
     await client.execute('SELECT count(*) FROM sqlite_master');
     const db = drizzle(client);
-    await applyLibsqlMigrations(db);
+    await applyLibsqlMigrations(db, table);
     // WAL is a property of the file, so setting it once serves every connection of the client.
     await client.execute('PRAGMA journal_mode = WAL');
-    return new LibsqlIdempotencyStore<T>(db, { closeConnection: true });
+    return new LibsqlIdempotencyStore<T>(db, { closeConnection: true, ...table });
   } catch (error) {
     client.close();
     if (error instanceof IdempotencyError) throw error;

@@ -4,4 +4,5 @@
  *
  * @module
  */
-export { keys } from '../sqlite/schema.js';
+export type { SqliteKeysTable } from '../sqlite/schema.js';
+export { keys, sqliteKeysTable } from '../sqlite/schema.js';

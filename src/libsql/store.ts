@@ -23,7 +23,7 @@ import {
   MAX_BATCH_SIZE,
 } from '../core/validation.js';
 import { compileLibsqlStatement } from './compile.js';
-import { keys } from './schema.js';
+import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 
 /** Any drizzle database over a libSQL client, whatever schema it was built with. */
 // biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
@@ -36,11 +36,16 @@ export interface LibsqlStoreOptions {
    * database leaves your client open. `openLibsqlStore` sets it to `true`.
    */
   readonly closeConnection?: boolean;
+  /**
+   * The keys table, from `sqliteKeysTable(name)`. Default: the `keys` table. It must exist, made
+   * by `applyLibsqlMigrations(db, { table })` or by your own drizzle-kit migrations.
+   */
+  readonly table?: SqliteKeysTable;
 }
 
 const p = sql.placeholder;
 
-function compileQueries(db: AnyLibsqlDatabase) {
+function compileQueries(db: AnyLibsqlDatabase, keys: SqliteKeysTable) {
   // Retention only ever selects done rows past their deadline; a pending row is owned by its worker.
   const isExpiredAnswer = and(eq(keys.status, KeyStatus.done), lte(keys.expires, p('now')));
   const ownPending = and(
@@ -146,7 +151,8 @@ function rowsOf<Row>(result: ResultSet): Row[] {
 /**
  * The idempotency store on SQLite through libSQL (`@libsql/client`), over a drizzle libSQL
  * database. Every operation returns a promise. The table must exist: use `openLibsqlStore`, or
- * `applyLibsqlMigrations`, or your own drizzle-kit migrations with the exported `keys` table.
+ * `applyLibsqlMigrations`, or your own drizzle-kit migrations with the exported `keys` table (or
+ * one built by `sqliteKeysTable(name)`, given as `{ table }`).
  *
  * Every operation is one statement, and a statement that writes runs in its own `write` batch
  * (`BEGIN IMMEDIATE`): it takes the write lock before it reads, so it waits for another process's
@@ -183,7 +189,7 @@ export class LibsqlIdempotencyStore<T = unknown> implements IdempotencyStore<T> 
    */
   constructor(db: AnyLibsqlDatabase, options: LibsqlStoreOptions = {}) {
     this.#db = db;
-    this.#queries = compileQueries(db);
+    this.#queries = compileQueries(db, options.table ?? defaultKeys);
     this.#closeConnection = options.closeConnection ?? false;
   }
 

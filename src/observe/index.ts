@@ -1,6 +1,6 @@
 /**
- * Observability: OpenTelemetry spans and metrics over any store, and the store's gauges in the
- * Prometheus text format. `@opentelemetry/api` is an optional peer dependency; without it every
+ * Observability: OpenTelemetry spans and metrics over any store and over the HTTP layer's
+ * requests, and the store's gauges in the Prometheus text format. `@opentelemetry/api` is an optional peer dependency; without it every
  * instrument is a no-op.
  *
  * @module
@@ -15,3 +15,5 @@ export {
   PROMETHEUS_CONTENT_TYPE,
   prometheusStats,
 } from './prometheus.js';
+export type { RequestTelemetryOptions } from './requests.js';
+export { outcomeName, RequestMetric, requestTelemetry } from './requests.js';

@@ -1,10 +1,10 @@
 import { InvalidOptionError } from '../core/errors.js';
-import type { RetentionStats } from '../core/store.js';
+import type { LeaseStats, RetentionStats } from '../core/store.js';
 import { assertTime } from '../core/validation.js';
 
 /** What {@link prometheusStats} needs from a store: any dialect's store provides it. */
 export interface StatsSource {
-  stats(now: number): RetentionStats | Promise<RetentionStats>;
+  stats(now: number): RetentionStats | LeaseStats | Promise<RetentionStats | LeaseStats>;
 }
 
 /** Options of {@link prometheusStats} and {@link formatPrometheusStats}. */
@@ -25,7 +25,8 @@ export interface PrometheusStatsOptions {
 interface Gauge {
   readonly name: string;
   readonly help: string;
-  readonly value: (stats: RetentionStats) => number;
+  /** The value, or `undefined` for a count the store does not keep (no leases). */
+  readonly value: (stats: RetentionStats | LeaseStats) => number | undefined;
 }
 
 /**
@@ -52,6 +53,16 @@ const GAUGES: readonly Gauge[] = [
     name: 'stale_pending_keys',
     help: 'Pending keys past their retention deadline: never deleted by retention, look at them.',
     value: (stats) => stats.stalePending,
+  },
+  {
+    name: 'lapsed_pending_keys',
+    help: 'Pending keys whose lease lapsed: their owner stopped renewing, the next retry takes them over.',
+    value: (stats) => ('lapsed' in stats ? stats.lapsed : undefined),
+  },
+  {
+    name: 'unrecorded_keys',
+    help: 'Pending keys whose handler ran but whose answer was not recorded: each waits for an operator.',
+    value: (stats) => ('unrecorded' in stats ? stats.unrecorded : undefined),
   },
 ];
 
@@ -99,10 +110,11 @@ export const PROMETHEUS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8
 /**
  * Formats a store's `stats(now)` as gauges in the Prometheus text exposition format (version
  * 0.0.4): `<prefix>_pending_keys`, `<prefix>_done_keys`, `<prefix>_expired_keys` (the retention
- * backlog) and `<prefix>_stale_pending_keys`, each with `# HELP` and `# TYPE`, ending in a
- * newline.
+ * backlog) and `<prefix>_stale_pending_keys`, and for a store with leases
+ * `<prefix>_lapsed_pending_keys` and `<prefix>_unrecorded_keys`; each with `# HELP` and `# TYPE`,
+ * ending in a newline.
  *
- * @param stats - what `store.stats(now)` returned
+ * @param stats - what `store.stats(now)` returned (`RetentionStats`, or `LeaseStats` with leases)
  * @param options - see {@link PrometheusStatsOptions}
  * @example
  * ```ts
@@ -117,15 +129,17 @@ export const PROMETHEUS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8
  * @throws {@link InvalidOptionError} for a bad prefix or label
  */
 export function formatPrometheusStats(
-  stats: RetentionStats,
+  stats: RetentionStats | LeaseStats,
   options: PrometheusStatsOptions = {},
 ): string {
   const { prefix, labels } = checkedOptions(options);
   const lines: string[] = [];
   for (const gauge of GAUGES) {
+    const value = gauge.value(stats);
+    if (value === undefined) continue;
     const name = `${prefix}_${gauge.name}`;
     lines.push(`# HELP ${name} ${gauge.help}`, `# TYPE ${name} gauge`);
-    lines.push(`${name}${labels} ${gauge.value(stats)}`);
+    lines.push(`${name}${labels} ${value}`);
   }
   return `${lines.join('\n')}\n`;
 }

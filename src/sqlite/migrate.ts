@@ -47,14 +47,31 @@ function affinity(declaredType: string): string {
   return type === '' ? 'BLOB' : 'NUMERIC';
 }
 
-interface ColumnInfo {
-  name: string;
-  type: string;
-  pk: number;
+/** A row of SQLite's `PRAGMA table_info`, as every SQLite driver returns it. */
+export interface SqliteColumnInfo {
+  readonly name: string;
+  readonly type: string;
+  readonly pk: number;
 }
 
-function columnsOf(client: BetterSqlite3.Database, table: string): ColumnInfo[] {
-  return client.prepare(`PRAGMA table_info("${table}")`).all() as ColumnInfo[];
+/**
+ * Lists what keeps an existing keys table, described by its `PRAGMA table_info` rows, from being
+ * adopted as a store; empty when it fits. Driver-free, so every SQLite driver judges a table alike.
+ */
+export function sqliteKeysTableProblems(columns: readonly SqliteColumnInfo[]): string[] {
+  // Compared by affinity: a hand-made table may say VARCHAR or DOUBLE where drizzle says TEXT, REAL.
+  return keysTableProblems(
+    columns.map((column) => ({
+      name: column.name,
+      type: affinity(column.type),
+      primary: column.pk > 0,
+    })),
+    EXPECTED_COLUMNS,
+  );
+}
+
+function columnsOf(client: BetterSqlite3.Database, table: string): SqliteColumnInfo[] {
+  return client.prepare(`PRAGMA table_info("${table}")`).all() as SqliteColumnInfo[];
 }
 
 function tableExists(client: BetterSqlite3.Database, table: string): boolean {
@@ -87,15 +104,7 @@ export function assertAdoptableKeysTable(
   }
   const columns = columnsOf(client, name);
   if (columns.length === 0) return;
-  // Compared by affinity: a hand-made table may say VARCHAR or DOUBLE where drizzle says TEXT, REAL.
-  const problems = keysTableProblems(
-    columns.map((column) => ({
-      name: column.name,
-      type: affinity(column.type),
-      primary: column.pk > 0,
-    })),
-    EXPECTED_COLUMNS,
-  );
+  const problems = sqliteKeysTableProblems(columns);
   if (problems.length > 0) {
     throw new SchemaMismatchError(
       `the existing ${name} table cannot be used as an idempotency store: ${problems.join('; ')}`,

@@ -354,8 +354,14 @@ export function describeStoreContract(dialect: string, makeHarness: HarnessFacto
     });
 
     describe('stats', () => {
+      // A store with leases adds `lapsed` and `unrecorded`, which its lease tests check.
+      const retention = async (now: number) => {
+        const { pending, done, expired, stalePending } = await h.store.stats(now);
+        return { pending, done, expired, stalePending };
+      };
+
       it('reports zeros on an empty store', async () => {
-        expect(await h.store.stats(0)).toEqual({
+        expect(await retention(0)).toEqual({
           pending: 0,
           done: 0,
           expired: 0,
@@ -371,13 +377,13 @@ export function describeStoreContract(dialect: string, makeHarness: HarnessFacto
           done('d', 5),
           done('e', 100),
         ]);
-        expect(await h.store.stats(5)).toEqual({
+        expect(await retention(5)).toEqual({
           pending: 2,
           done: 3,
           expired: 2,
           stalePending: 1,
         });
-        expect(await h.store.stats(4.99)).toEqual({
+        expect(await retention(4.99)).toEqual({
           pending: 2,
           done: 3,
           expired: 1,

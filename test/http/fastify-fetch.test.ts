@@ -76,7 +76,7 @@ describe('Fastify adapter', () => {
     expect(runs).toBe(1);
   });
 
-  it('lets onError shape problems, before the handler and after it', async () => {
+  it('lets onError shape problems, before the handler and after it, keeping earlier headers', async () => {
     const seen: unknown[] = [];
     const instance = Fastify();
     const idempotency = fastifyIdempotency(failingFinish(store), {
@@ -85,8 +85,11 @@ describe('Fastify adapter', () => {
         return { status: problem.status, body: { error: problem.code } };
       },
     });
+    instance.addHook('onRequest', async (_req, reply) => {
+      reply.header('x-request-id', 'r1');
+    });
     instance.post('/pay', { ...idempotency }, async (_req, reply) => {
-      reply.code(201).header('content-length', '11');
+      reply.code(201).header('content-length', '11').header('location', '/payments/p1');
       return '{"id":"p1"}';
     });
     const base = await listen(instance);
@@ -96,6 +99,9 @@ describe('Fastify adapter', () => {
     const unrecorded = await post(`${base}/pay`, 'k1', {});
     expect(unrecorded.status).toBe(500);
     expect(await unrecorded.json()).toEqual({ error: 'IDEMPOTENCY_ANSWER_NOT_RECORDED' });
+    expect(unrecorded.headers.get('x-request-id')).toBe('r1');
+    expect(unrecorded.headers.get('location')).toBeNull();
+    expect(missing.headers.get('x-request-id')).toBe('r1');
     expect(store.get('k1')?.status).toBe('pending');
     expect(seen[0]).toBeInstanceOf(KeyMissingError);
   });

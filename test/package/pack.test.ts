@@ -1,8 +1,16 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { freshServerDatabase, serverUrl } from '../support/pg.js';
 import { tempDir } from '../support/temp.js';
-import { buildAndPack, installedManifest, node, scratchApp, writeFiles } from './scratch-app.js';
+import {
+  buildAndPack,
+  installedManifest,
+  node,
+  repoRoot,
+  scratchApp,
+  writeFiles,
+} from './scratch-app.js';
 
 // One build and one tarball for the whole file: the build is the slow part.
 let app: string;
@@ -86,8 +94,11 @@ describe('the packed package installed in an application', () => {
 
   it('ships its LICENSE, its migrations, and no source map that points outside the tarball', () => {
     expect(readFileSync(join(packageDir, 'LICENSE'), 'utf8')).toMatch(/^MIT License/);
-    for (const dialect of ['sqlite', 'pg']) {
-      expect(existsSync(join(packageDir, 'drizzle', dialect, 'meta', '_journal.json'))).toBe(true);
+    const dialects = readdirSync(join(repoRoot, 'drizzle'));
+    expect(dialects).toEqual(expect.arrayContaining(['sqlite', 'pg']));
+    for (const dialect of dialects) {
+      const journal = join(packageDir, 'drizzle', dialect, 'meta', '_journal.json');
+      expect(existsSync(journal), journal).toBe(true);
     }
     for (const file of filesUnder(join(packageDir, 'dist'))) {
       for (const [, map] of readFileSync(file, 'utf8').matchAll(/sourceMappingURL=(\S+)/g)) {
@@ -222,18 +233,21 @@ const FLOWS: Flow[] = [
   { dialect: 'pg', table: 'idempotency_keys' },
 ];
 
+// Writes the flow's schema and config into the application and runs drizzle-kit generate over
+// them; resolves with the folder of the generated migrations and what drizzle-kit printed.
+async function generate(flow: Flow): Promise<{ out: string; printed: string }> {
+  const { dialect, table } = flow;
+  const config = `drizzle.${dialect}-${table}.config.ts`;
+  writeFiles(app, { [config]: configOf(flow), [`src/${dialect}-${table}.ts`]: schemaOf(flow) });
+  const printed = await drizzleKitGenerate(config);
+  return { out: join(app, 'drizzle', `${dialect}-${table}`), printed };
+}
+
 describe("the application's own drizzle-kit flow over the library's table", () => {
   it.each(FLOWS)('$dialect, table $table: generate, migrate(), then the store', async (flow) => {
     const { dialect, table } = flow;
-    const config = `drizzle.${dialect}-${table}.config.ts`;
-    writeFiles(app, {
-      [config]: configOf(flow),
-      [`src/${dialect}-${table}.ts`]: schemaOf(flow),
-      'sqlite-flow.cjs': SQLITE_FLOW,
-      'pg-flow.mjs': PG_FLOW,
-    });
-    const printed = await drizzleKitGenerate(config);
-    const out = join(app, 'drizzle', `${dialect}-${table}`);
+    writeFiles(app, { 'sqlite-flow.cjs': SQLITE_FLOW, 'pg-flow.mjs': PG_FLOW });
+    const { out, printed } = await generate(flow);
     const migration = generatedSql(out);
     const q = dialect === 'sqlite' ? '`' : '"';
     const qualified = dialect === 'pg' && table !== 'keys' ? `${q}billing${q}.` : '';
@@ -248,3 +262,76 @@ describe("the application's own drizzle-kit flow over the library's table", () =
     expect(JSON.parse(stdout)).toEqual(EXPECTED_FLOW);
   });
 });
+
+// The same flow on the real server, through the two drivers an application picks: node-postgres
+// from an ES module, postgres-js from CommonJS. Each works in a database of its own, so the
+// default `keys` table and drizzle's default journal schema are used exactly as an app would.
+const SERVER_FLOW_NODE_PG = `
+import { eq } from 'drizzle-orm';
+import { drizzle } from 'drizzle-orm/node-postgres';
+import { migrate } from 'drizzle-orm/node-postgres/migrator';
+import pg from 'pg';
+import { keys, openPgStore, PgIdempotencyStore } from 'drizzle-idempotency/pg';
+const [url, migrationsFolder] = process.argv.slice(2);
+const pool = new pg.Pool({ connectionString: url, max: 2 });
+const db = drizzle(pool);
+await migrate(db, { migrationsFolder });
+const store = new PgIdempotencyStore(db);
+const reserved = await store.reserve('order-1', 'digest-1', 100);
+const finished = await store.finish('order-1', 'digest-1', { charged: 5 });
+const [row] = await db.select().from(keys).where(eq(keys.id, 'order-1'));
+await pool.end();
+const opened = await openPgStore(url, { max: 1 });
+const replayed = await opened.fetch('order-1', 50);
+const again = await opened.reserve('order-1', 'digest-1', 100);
+await opened.close();
+console.log(JSON.stringify({ reserved, finished, row, replayed, again }));
+`;
+
+const SERVER_FLOW_POSTGRES_JS = `
+const { eq } = require('drizzle-orm');
+const { drizzle } = require('drizzle-orm/postgres-js');
+const { migrate } = require('drizzle-orm/postgres-js/migrator');
+const postgres = require('postgres');
+const { applyPgMigrations, keys, PgIdempotencyStore } = require('drizzle-idempotency/pg');
+const [url, migrationsFolder] = process.argv.slice(2);
+(async () => {
+  const client = postgres(url, { max: 2, onnotice: () => {} });
+  const db = drizzle(client);
+  await migrate(db, { migrationsFolder });
+  await applyPgMigrations(db);
+  const store = new PgIdempotencyStore(db);
+  const reserved = await store.reserve('order-1', 'digest-1', 100);
+  const finished = await store.finish('order-1', 'digest-1', { charged: 5 });
+  const [row] = await db.select().from(keys).where(eq(keys.id, 'order-1'));
+  const replayed = await store.fetch('order-1', 50);
+  const again = await store.reserve('order-1', 'digest-1', 100);
+  await client.end();
+  console.log(JSON.stringify({ reserved, finished, row, replayed, again }));
+})();
+`;
+
+const url = serverUrl();
+if (url === undefined) {
+  console.warn('DATABASE_URL is not set: the packed package is not run on the PostgreSQL server.');
+}
+
+describe.runIf(url !== undefined)(
+  "the application's drizzle-kit flow on the PostgreSQL server",
+  () => {
+    it.each([
+      { driver: 'node-postgres', script: 'server-node-pg.mjs', text: SERVER_FLOW_NODE_PG },
+      { driver: 'postgres-js', script: 'server-postgres-js.cjs', text: SERVER_FLOW_POSTGRES_JS },
+    ])('$driver: generate, migrate(), then the store', async ({ script, text }) => {
+      writeFiles(app, { [script]: text });
+      const { out } = await generate({ dialect: 'pg', table: 'keys' });
+      const database = await freshServerDatabase(url as string);
+      try {
+        const { stdout } = await node(app, [script, database.url, out]);
+        expect(JSON.parse(stdout)).toEqual(EXPECTED_FLOW);
+      } finally {
+        await database.drop();
+      }
+    });
+  },
+);

@@ -1,4 +1,5 @@
 import { pathToFileURL } from 'node:url';
+import { getTableConfig } from 'drizzle-orm/sqlite-core';
 import { type OpenLibsqlStoreOptions, openLibsqlStore } from '../../src/libsql/index.js';
 import type { HarnessFactory } from '../contract/harness.js';
 import { readRows, seedRows } from './sqlite-harness.js';
@@ -18,10 +19,11 @@ export function libsqlHarness(dir: string, options: OpenLibsqlStoreOptions = {})
   return async () => {
     const path = freshDbPath(dir);
     const store = await openLibsqlStore(fileUrl(path), options);
+    const table = options.table === undefined ? 'keys' : getTableConfig(options.table).name;
     return {
       store,
-      rows: async () => readRows(path),
-      seed: async (rows) => seedRows(path, rows),
+      rows: async () => readRows(path, table),
+      seed: async (rows) => seedRows(path, rows, table),
       close: async () => store.close(),
     };
   };

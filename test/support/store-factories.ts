@@ -1,5 +1,6 @@
 import type { IdempotencyStore } from '../../src/index.js';
 import { openSqliteStore } from '../../src/sqlite/index.js';
+import { mysqlHarness, mysqlUrl } from './mysql.js';
 import { serverHarness, serverUrl } from './pg.js';
 import { freshDbPath, tempDir } from './temp.js';
 
@@ -10,9 +11,9 @@ export interface StoreFactory {
 }
 
 /**
- * Every dialect the HTTP layer is tested on: a SQLite file, and the real PostgreSQL server
- * whenever `DATABASE_URL` is set (CI sets it; if it is set but unreachable, the tests fail rather
- * than skip). Call it at the top level of a test file: it makes a temporary directory and a pool
+ * Every dialect the HTTP layer is tested on: a SQLite file, the real PostgreSQL server whenever
+ * `DATABASE_URL` is set and the real MySQL server whenever `MYSQL_URL` is set (CI sets both; if
+ * one is set but unreachable, the tests fail rather than skip). Call it at the top level of a test file: it makes a temporary directory and a pool
  * that are cleaned up when the file ends. A dialect is one more entry.
  */
 export function storeFactories(): StoreFactory[] {
@@ -20,6 +21,8 @@ export function storeFactories(): StoreFactory[] {
   const url = serverUrl();
   const server: StoreFactory[] =
     url === undefined ? [] : [{ name: 'PostgreSQL server', open: serverHarness(url) }];
+  const mysql = mysqlUrl();
+  if (mysql !== undefined) server.push({ name: 'MySQL server', open: mysqlHarness(mysql) });
   return [
     {
       name: 'SQLite file',

@@ -7,11 +7,14 @@ import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { getTableConfig } from 'drizzle-orm/pg-core';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import type {
+  AcquireResult,
   IdempotencyRecord,
   IdempotencyStore,
   IdempotentResult,
   JsonValue,
   KeyStatus,
+  LeasedIdempotencyStore,
+  LeaseState,
   MaybePromise,
   StatusCounts,
   SweepStop,
@@ -144,6 +147,28 @@ describe('the public types', () => {
       'drained' | 'maxBatches' | 'maxSeconds' | 'signal' | 'dryRun'
     >();
     expectTypeOf<KeyStatus>().toEqualTypeOf<'pending' | 'done'>();
+    expectTypeOf<LeaseState>().toEqualTypeOf<'live' | 'lapsed' | 'unrecorded' | 'unleased'>();
+    expectTypeOf<LeasedIdempotencyStore<Receipt>['acquire']>().returns.toEqualTypeOf<
+      MaybePromise<AcquireResult<Receipt>>
+    >();
+    const describeAcquired = (result: AcquireResult<Receipt>): string => {
+      switch (result.status) {
+        case 'acquired':
+          expectTypeOf(result.leaseUntil).toEqualTypeOf<number>();
+          expectTypeOf(result.takenOver).toEqualTypeOf<boolean>();
+          return `attempt ${result.attempt}`;
+        case 'inProgress':
+          expectTypeOf(result.leaseUntil).toEqualTypeOf<number | null>();
+          return result.unrecorded ? 'unrecorded' : 'in progress';
+        case 'done':
+        case 'mismatch':
+          expectTypeOf(result.record).toEqualTypeOf<IdempotencyRecord<Receipt>>();
+          return result.record.status;
+      }
+    };
+    expect(
+      describeAcquired({ status: 'acquired', attempt: 2, leaseUntil: 30, takenOver: true }),
+    ).toBe('attempt 2');
     expect(
       describeResult({ outcome: 'executed', response: { status: 200, headers: {}, body: '' } }),
     ).toBe('executed');

@@ -1,0 +1,109 @@
+import { entityKind, is, NoopLogger } from 'drizzle-orm';
+import { paramSlot } from '../core/query-params.js';
+import type { AnyMysqlDatabase } from './store.js';
+
+/** A drizzle MySQL query that can show its SQL and be prepared. */
+export interface MysqlQuery<R> {
+  toSQL(): { sql: string; params: unknown[] };
+  prepare(): { execute(placeholderValues?: Record<string, unknown>): Promise<R> };
+}
+
+/** What a compiled query resolves to: the rows of a select, or the header of a write. */
+export type MysqlAnswer = 'rows' | 'header';
+
+/** What mysql2 answers for an INSERT, UPDATE or DELETE. */
+export interface WriteHeader {
+  readonly affectedRows: number;
+}
+
+/** Runs one compiled query with its placeholder values. */
+export type MysqlStatement<K extends string, R> = (
+  values: Readonly<Record<K, unknown>>,
+) => Promise<R>;
+
+// The one method of a mysql2 promise pool or connection the store calls: the same text-protocol
+// query drizzle's mysql2 session sends.
+interface Mysql2Queryable {
+  query(sql: string, values: unknown[]): Promise<[unknown, unknown]>;
+}
+
+function isEntityKind(value: unknown, kind: string): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  for (
+    let cls: unknown = value.constructor;
+    typeof cls === 'function';
+    cls = Object.getPrototypeOf(cls)
+  ) {
+    if ((cls as { [entityKind]?: string })[entityKind] === kind) return true;
+  }
+  return false;
+}
+
+/**
+ * The mysql2 client under `db` when statements can be sent to it directly, else `undefined`.
+ * Only a database made by `drizzle-orm/mysql2`'s `drizzle()` qualifies, and only without a logger
+ * or a cache, so that a logger configured on it keeps seeing every statement. A transaction is a
+ * different entity and keeps drizzle's path, on the transaction's own connection.
+ *
+ * @param db - any drizzle mysql2 database or transaction
+ */
+export function directMysqlClient(db: AnyMysqlDatabase): Mysql2Queryable | undefined {
+  if (!isEntityKind(db, 'MySql2Database')) return undefined;
+  const { $cache: cache, session } = db as unknown as {
+    $cache?: unknown;
+    session?: { client?: unknown; logger?: unknown };
+  };
+  if (cache !== undefined || !is(session?.logger, NoopLogger)) return undefined;
+  const query = (session?.client as { query?: unknown } | undefined)?.query;
+  return typeof query === 'function' ? (session?.client as Mysql2Queryable) : undefined;
+}
+
+/**
+ * Compiles a drizzle query once into a function that runs it and resolves to its rows (a select)
+ * or its write header (`affectedRows`). Over a plain mysql2 database (see
+ * {@link directMysqlClient}) the query goes straight to the driver with drizzle's own SQL text:
+ * drizzle's per-call placeholder filling and row mapping are skipped. Every other database runs
+ * drizzle's prepared query.
+ *
+ * Only selects whose fields need no decoding (text and numbers, named as their columns) may go
+ * through here: VARBINARY columns come back from the driver as Buffers.
+ *
+ * @param db - the drizzle database the query was built on
+ * @param query - a drizzle query whose parameters are placeholders or fixed values
+ * @param names - the names of the query's placeholders
+ * @param answer - whether the query is a select (`rows`) or a write (`header`)
+ * @throws Error when the query's placeholders are not exactly `names`
+ */
+export function compileMysqlStatement<K extends string, R>(
+  db: AnyMysqlDatabase,
+  query: MysqlQuery<unknown>,
+  names: readonly K[],
+  answer: MysqlAnswer,
+): MysqlStatement<K, R> {
+  const { sql: text, params } = query.toSQL();
+  const slots = params.map(paramSlot);
+  const used = new Set(slots.flatMap((slot) => ('name' in slot ? [slot.name] : [])));
+  const expected = new Set<string>(names);
+  if (used.size !== expected.size || [...used].some((placeholder) => !expected.has(placeholder))) {
+    throw new Error(
+      `query placeholders are [${[...used].join(', ')}], expected [${[...expected].join(', ')}]`,
+    );
+  }
+  const client = directMysqlClient(db);
+  if (client === undefined) {
+    const prepared = query.prepare();
+    // drizzle answers a select with its mapped rows and a write with mysql2's [header, fields].
+    return async (values) => {
+      const result = await prepared.execute(values);
+      return (answer === 'rows' ? result : (result as [R])[0]) as R;
+    };
+  }
+  return async (values) => {
+    const record = values as Readonly<Record<string, unknown>>;
+    const [result] = await client.query(
+      text,
+      slots.map((slot) => ('name' in slot ? record[slot.name] : slot.value)),
+    );
+    return result as R;
+  };
+}

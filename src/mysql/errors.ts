@@ -1,0 +1,38 @@
+// MySQL server error numbers the store handles by name.
+/** A duplicate key on insert: `reserve` lost to an existing row. */
+export const ER_DUP_ENTRY = 1062;
+/** The transaction was chosen as a deadlock victim and rolled back as a whole. */
+export const ER_LOCK_DEADLOCK = 1213;
+
+/**
+ * The MySQL error number behind `error`, looking through drizzle's `DrizzleQueryError` (which
+ * keeps the driver's error in `cause`), or `undefined` when there is none.
+ */
+export function mysqlErrno(error: unknown): number | undefined {
+  for (let current = error; current instanceof Error; current = current.cause) {
+    const errno = (current as { errno?: unknown }).errno;
+    if (typeof errno === 'number') return errno;
+  }
+  return undefined;
+}
+
+// A victim's whole transaction was undone, so running it again is safe; a few attempts are enough
+// for the short transactions of the store, and a persistent deadlock is surfaced rather than hidden.
+const DEADLOCK_ATTEMPTS = 5;
+
+/**
+ * Runs `work` again when MySQL chose it as a deadlock victim. InnoDB resolves a lock cycle by
+ * rolling back one of the transactions in it, which is normal under concurrency and leaves no
+ * trace of the victim's writes, so the operation is retried from the start.
+ *
+ * @param work - one statement or one transaction, safe to run again from scratch
+ */
+export async function retryDeadlocks<R>(work: () => Promise<R>): Promise<R> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await work();
+    } catch (error) {
+      if (attempt >= DEADLOCK_ATTEMPTS || mysqlErrno(error) !== ER_LOCK_DEADLOCK) throw error;
+    }
+  }
+}

@@ -1,0 +1,13 @@
+export { ER_DUP_ENTRY, ER_LOCK_DEADLOCK, mysqlErrno, retryDeadlocks } from './errors.js';
+export type { MysqlMigrationOptions } from './migrate.js';
+export {
+  applyMysqlMigrations,
+  assertAdoptableMysqlKeysTable,
+  mysqlMigrationsFolder,
+} from './migrate.js';
+export type { OpenMysqlStoreOptions } from './open.js';
+export { openMysqlStore } from './open.js';
+export type { MysqlKeysTable, MysqlTableOptions } from './schema.js';
+export { keys, MYSQL_MAX_TEXT_BYTES, mysqlKeysTable } from './schema.js';
+export type { AnyMysqlDatabase, MysqlStoreOptions } from './store.js';
+export { MysqlIdempotencyStore } from './store.js';

@@ -1,0 +1,103 @@
+import {
+  boolean,
+  customType,
+  double,
+  getTableConfig,
+  index,
+  int,
+  mysqlTable,
+  varchar,
+} from 'drizzle-orm/mysql-core';
+import type { KeyStatus } from '../core/status.js';
+import { assertTableName, DEFAULT_TABLE_NAME, retentionIndexName } from '../core/table-name.js';
+
+/**
+ * The most UTF-8 bytes an `id` (the key) or a `fingerprint` holds on MySQL. Enough for any key of
+ * 255 characters (the HTTP layer's limit) in any script. Longer ones are refused by the store with
+ * a typed error before they reach the server, so no `sql_mode` can truncate them.
+ */
+export const MYSQL_MAX_TEXT_BYTES = 1024;
+
+// Keys and fingerprints are compared and ordered as bytes. VARBINARY is the one type that does
+// so on MySQL and MariaDB alike: the `utf8mb4_bin` collation is PAD SPACE on MariaDB (so 'k' and
+// 'k ' would be one key) and the NO PAD ones have different names on each server. The driver
+// reads VARBINARY as a Buffer; the store only ever writes well-formed UTF-8, so decoding it gives
+// back the exact string.
+const utf8Bytes = customType<{ data: string; driverData: Buffer | string }>({
+  dataType: () => `varbinary(${MYSQL_MAX_TEXT_BYTES})`,
+  fromDriver: (value) => (typeof value === 'string' ? value : value.toString('utf8')),
+});
+
+// The stored answer, as UTF-8 whatever the table's default character set (often latin1), and up
+// to 4 GiB: the server's max_allowed_packet refuses larger ones loudly.
+const answerText = customType<{ data: string; driverData: string }>({
+  dataType: () => 'longtext CHARACTER SET utf8mb4 COLLATE utf8mb4_bin',
+});
+
+/**
+ * Builds the keys table on MySQL under `name` (default `keys`): the contract's five columns plus
+ * the lease columns, `id` and `fingerprint` compared as bytes, `expires` a DOUBLE, the answer in a
+ * LONGTEXT, and the retention index on `(status, expires, id)` named after the table
+ * (`<name>_status_expires_id_idx`) so two tables never clash. Export it from your drizzle-kit
+ * schema if you keep your own migrations, and give it to the store as `{ table }`.
+ *
+ * @param name - the table's name: letters, digits and underscores, at most 38; default `keys`
+ * @throws {@link InvalidOptionError} for a name the library cannot use
+ * @example
+ * ```ts
+ * import { mysqlKeysTable } from 'drizzle-idempotency/mysql';
+ * export const idempotencyKeys = mysqlKeysTable('idempotency_keys');
+ * ```
+ */
+export function mysqlKeysTable<const N extends string = typeof DEFAULT_TABLE_NAME>(
+  name: N = DEFAULT_TABLE_NAME as N,
+) {
+  assertTableName(name);
+  return mysqlTable(
+    name,
+    {
+      id: utf8Bytes('id').primaryKey(),
+      fingerprint: utf8Bytes('fingerprint').notNull(),
+      status: varchar('status', { length: 7 }).$type<KeyStatus>().notNull(),
+      response: answerText('response'),
+      // DOUBLE, never FLOAT: a FLOAT would round 16777217 to 16777216.
+      expires: double('expires').notNull(),
+      // The pending owner's lease deadline on the caller's clock; NULL means no lease.
+      leaseUntil: double('lease_until'),
+      // The fencing token: every owner's write requires it, a takeover bumps it.
+      attempt: int('attempt').notNull().default(1),
+      // The handler ran but its answer was not recorded: never retried automatically.
+      unrecorded: boolean('unrecorded').notNull().default(false),
+    },
+    (t) => [index(retentionIndexName(name)).on(t.status, t.expires, t.id)],
+  );
+}
+
+/** A keys table built by {@link mysqlKeysTable}, whatever its name. */
+export type MysqlKeysTable = ReturnType<typeof mysqlKeysTable<string>>;
+
+/** Options naming the keys table of a store, of the migrations or of the adoption check. */
+export interface MysqlTableOptions {
+  /** The keys table, from `mysqlKeysTable(name)`. Default: the `keys` table. */
+  readonly table?: MysqlKeysTable;
+}
+
+/** The keys table the options point at, and its name. */
+export function resolveMysqlTable(options: MysqlTableOptions): {
+  readonly table: MysqlKeysTable;
+  readonly name: string;
+} {
+  if (options.table === undefined) return { table: keys, name: DEFAULT_TABLE_NAME };
+  return { table: options.table, name: getTableConfig(options.table).name };
+}
+
+/**
+ * The `keys` table. Import it into your own drizzle-kit schema if you keep your own migrations.
+ *
+ * @example
+ * ```ts
+ * import { keys } from 'drizzle-idempotency/mysql';
+ * export { keys };
+ * ```
+ */
+export const keys = mysqlKeysTable();

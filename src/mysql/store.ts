@@ -1,0 +1,591 @@
+import { and, asc, eq, gt, inArray, isNotNull, isNull, lte, or, type SQL, sql } from 'drizzle-orm';
+import type { MySql2Database } from 'drizzle-orm/mysql2';
+import {
+  InvalidDigestError,
+  InvalidKeyError,
+  InvalidOptionError,
+  StoreClosedError,
+} from '../core/errors.js';
+import { parseResponse, serializeResponse } from '../core/json.js';
+import {
+  acquiredOutcome,
+  assertAttempt,
+  existingOutcome,
+  leaseDeadline,
+  pendingLimit,
+  toPendingKey,
+} from '../core/lease.js';
+import { compareKeys } from '../core/order.js';
+import { type KeyRow, toRecord } from '../core/record.js';
+import { RETENTION_CYCLE } from '../core/retention-cycle.js';
+import { countByStatus, KeyStatus } from '../core/status.js';
+import type {
+  AcquireOptions,
+  AcquireResult,
+  IdempotencyRecord,
+  LeasedIdempotencyStore,
+  LeaseStats,
+  PendingKey,
+  PendingKeysOptions,
+  ReleasePendingResult,
+  StatusCounts,
+} from '../core/store.js';
+import { retentionIndexName } from '../core/table-name.js';
+import {
+  assertDigest,
+  assertIntegerOption,
+  assertKey,
+  assertLimit,
+  assertTime,
+  DEFAULT_LIMIT,
+  MAX_BATCH_SIZE,
+} from '../core/validation.js';
+import { compileMysqlStatement, type WriteHeader } from './compile.js';
+import { ER_DUP_ENTRY, mysqlErrno, retryDeadlocks } from './errors.js';
+import {
+  MYSQL_MAX_TEXT_BYTES,
+  type MysqlKeysTable,
+  type MysqlTableOptions,
+  resolveMysqlTable,
+} from './schema.js';
+
+/** Any drizzle database over mysql2 (a pool or a single connection), whatever its schema. */
+// biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
+export type AnyMysqlDatabase = MySql2Database<any>;
+
+/** Options of {@link MysqlIdempotencyStore}. */
+export interface MysqlStoreOptions extends MysqlTableOptions {
+  /**
+   * Called once by `close()`, e.g. to end a pool the store owns. By default `close()` leaves the
+   * connection alone: a store built over your database never ends your pool.
+   */
+  readonly onClose?: () => unknown;
+}
+
+const p = sql.placeholder;
+
+// The server would refuse (strict sql_mode) or truncate (any other) a longer value: refusing it
+// here gives the same typed error whatever the server's mode, before anything is sent.
+function assertStorable(value: string, what: 'key' | 'digest'): void {
+  const bytes = Buffer.byteLength(value, 'utf8');
+  if (bytes <= MYSQL_MAX_TEXT_BYTES) return;
+  const message = `${what} is ${bytes} UTF-8 bytes long; a MySQL store keeps at most ${MYSQL_MAX_TEXT_BYTES}`;
+  throw what === 'key' ? new InvalidKeyError(message) : new InvalidDigestError(message);
+}
+
+function checkKey(key: unknown): asserts key is string {
+  assertKey(key);
+  assertStorable(key, 'key');
+}
+
+function checkDigest(digest: unknown): asserts digest is string {
+  assertDigest(digest);
+  assertStorable(digest, 'digest');
+}
+
+// drizzle answers a write in a transaction with mysql2's [header, fields].
+function affected(result: unknown): number {
+  return (result as [WriteHeader])[0].affectedRows;
+}
+
+function prepareQueries(db: AnyMysqlDatabase, keys: MysqlKeysTable) {
+  const ownPending = and(
+    eq(keys.id, p('id')),
+    eq(keys.fingerprint, p('fingerprint')),
+    eq(keys.status, KeyStatus.pending),
+  );
+  return {
+    // A plain INSERT, never INSERT IGNORE (which also turns truncations and other errors into
+    // warnings): a duplicate key fails with ER_DUP_ENTRY and nothing else is swallowed.
+    // The per-request operations skip drizzle's per-call work where the driver allows it (see
+    // compileMysqlStatement); drizzle still writes their SQL.
+    reserve: compileMysqlStatement<'id' | 'fingerprint' | 'expires', WriteHeader>(
+      db,
+      db.insert(keys).values({
+        id: sql`${p('id')}`,
+        fingerprint: sql`${p('fingerprint')}`,
+        status: KeyStatus.pending,
+        expires: sql`${p('expires')}`,
+      }),
+      ['id', 'fingerprint', 'expires'],
+      'header',
+    ),
+    finish: compileMysqlStatement<'id' | 'fingerprint' | 'response', WriteHeader>(
+      db,
+      db
+        .update(keys)
+        .set({ status: KeyStatus.done, response: sql`${p('response')}` })
+        .where(ownPending),
+      ['id', 'fingerprint', 'response'],
+      'header',
+    ),
+    release: compileMysqlStatement<'id' | 'fingerprint', WriteHeader>(
+      db,
+      db.delete(keys).where(ownPending),
+      ['id', 'fingerprint'],
+      'header',
+    ),
+    fetch: compileMysqlStatement<'id' | 'now', { response: string | null }[]>(
+      db,
+      db
+        .select({ response: keys.response })
+        .from(keys)
+        .where(
+          and(eq(keys.id, p('id')), eq(keys.status, KeyStatus.done), gt(keys.expires, p('now'))),
+        ),
+      ['id', 'now'],
+      'rows',
+    ),
+    // The fenced writes of a lease owner: each also requires the owner's fencing token.
+    finishFenced: compileMysqlStatement<'id' | 'fingerprint' | 'response' | 'attempt', WriteHeader>(
+      db,
+      db
+        .update(keys)
+        .set({ status: KeyStatus.done, response: sql`${p('response')}` })
+        .where(and(ownPending, eq(keys.attempt, p('attempt')))),
+      ['id', 'fingerprint', 'response', 'attempt'],
+      'header',
+    ),
+    releaseFenced: compileMysqlStatement<'id' | 'fingerprint' | 'attempt', WriteHeader>(
+      db,
+      db
+        .delete(keys)
+        .where(and(ownPending, eq(keys.attempt, p('attempt')), eq(keys.unrecorded, false))),
+      ['id', 'fingerprint', 'attempt'],
+      'header',
+    ),
+    renew: compileMysqlStatement<'id' | 'fingerprint' | 'attempt' | 'leaseUntil', WriteHeader>(
+      db,
+      db
+        .update(keys)
+        .set({ leaseUntil: sql`${p('leaseUntil')}` })
+        .where(and(ownPending, eq(keys.attempt, p('attempt')), eq(keys.unrecorded, false))),
+      ['id', 'fingerprint', 'attempt', 'leaseUntil'],
+      'header',
+    ),
+    markUnrecorded: db
+      .update(keys)
+      .set({ unrecorded: true, leaseUntil: null })
+      .where(and(ownPending, eq(keys.attempt, p('attempt'))))
+      .prepare(),
+    acquireInsert: compileMysqlStatement<
+      'id' | 'fingerprint' | 'expires' | 'leaseUntil',
+      WriteHeader
+    >(
+      db,
+      db.insert(keys).values({
+        id: sql`${p('id')}`,
+        fingerprint: sql`${p('fingerprint')}`,
+        status: KeyStatus.pending,
+        expires: sql`${p('expires')}`,
+        leaseUntil: sql`${p('leaseUntil')}`,
+      }),
+      ['id', 'fingerprint', 'expires', 'leaseUntil'],
+      'header',
+    ),
+    // One conditional UPDATE takes over a lapsed lease: of concurrent contenders the first sets a
+    // live lease and the others no longer match. LAST_INSERT_ID(expr) hands the new attempt back
+    // in the statement's own answer (its insertId), so no second read can see another owner's.
+    takeOver: compileMysqlStatement<
+      'id' | 'fingerprint' | 'expires' | 'leaseUntil' | 'now',
+      WriteHeader & { readonly insertId: number }
+    >(
+      db,
+      db
+        .update(keys)
+        .set({
+          attempt: sql`LAST_INSERT_ID(${keys.attempt} + 1)`,
+          leaseUntil: sql`${p('leaseUntil')}`,
+          expires: sql`${p('expires')}`,
+        })
+        .where(
+          and(
+            ownPending,
+            eq(keys.unrecorded, false),
+            isNotNull(keys.leaseUntil),
+            lte(keys.leaseUntil, p('now')),
+          ),
+        ),
+      ['id', 'fingerprint', 'expires', 'leaseUntil', 'now'],
+      'header',
+    ),
+    get: db
+      .select()
+      .from(keys)
+      .where(eq(keys.id, p('id')))
+      .prepare(),
+    releasePending: db
+      .delete(keys)
+      .where(and(eq(keys.id, p('id')), eq(keys.status, KeyStatus.pending)))
+      .prepare(),
+    releasePendingOf: db.delete(keys).where(ownPending).prepare(),
+    expired: db
+      .select({ id: keys.id })
+      .from(keys)
+      .where(and(eq(keys.status, KeyStatus.done), lte(keys.expires, p('now'))))
+      .orderBy(asc(keys.id))
+      .limit(p('limit'))
+      .prepare(),
+    counts: db
+      .select({ status: keys.status, count: sql<number>`count(*)` })
+      .from(keys)
+      .groupBy(keys.status)
+      .prepare(),
+    stats: db
+      .select({
+        status: keys.status,
+        count: sql<number>`count(*)`,
+        past: sql<string>`sum(${keys.expires} <= ${p('now')})`,
+        lapsed: sql<string>`sum(${keys.leaseUntil} <= ${p('now')})`,
+        unrecorded: sql<string>`sum(${keys.unrecorded})`,
+      })
+      .from(keys)
+      .groupBy(keys.status)
+      .prepare(),
+  };
+}
+
+/**
+ * The idempotency store on MySQL (8.0 or later) and MariaDB (10.6 or later), over drizzle's
+ * mysql2 driver, usually on a pool. The table must exist: use `openMysqlStore`, or
+ * `applyMysqlMigrations`, or your own drizzle-kit migrations with the exported table.
+ *
+ * How each operation stays atomic, with many application instances sharing one database:
+ * - `reserve` is a plain `INSERT`: the primary key lets one of many concurrent inserts through
+ *   and the others fail with a duplicate-key error, which is the `false` answer. Never
+ *   `INSERT IGNORE`, which would also hide truncation and every other error.
+ * - `finish` and `release` are one conditional `UPDATE` / `DELETE` each, told apart by the number
+ *   of rows they changed; with a fencing token they also require `attempt = :attempt`.
+ * - `acquire` inserts, or takes a lapsed lease over with one conditional `UPDATE` (see
+ *   {@link MysqlIdempotencyStore.acquire}).
+ * - `purge` and `sweepBatch` run one short transaction each: the candidates are locked with
+ *   `SELECT … FOR UPDATE SKIP LOCKED` (parallel purgers skip each other's rows instead of waiting)
+ *   and deleted with the predicate repeated. MySQL has no `DELETE … RETURNING`; the rows are
+ *   locked from the select to the delete, so the ids selected are exactly the ids deleted, and the
+ *   transaction is undone if the count of deleted rows ever says otherwise.
+ *
+ * Isolation: single statements need none in particular. The purge's transaction runs in
+ * READ COMMITTED, set per transaction: under MySQL's default REPEATABLE READ its locking reads
+ * would also lock the gaps of the ranges they scan and make concurrent `reserve`s wait on them.
+ * A transaction MySQL picks as a deadlock victim is rolled back whole and run again.
+ *
+ * Keys and fingerprints are compared as bytes (VARBINARY): keys differing only by case or by
+ * trailing spaces are different keys, and ids come back in byte order as on the other dialects.
+ * Keys and fingerprints are at most {@link MYSQL_MAX_TEXT_BYTES} UTF-8 bytes; longer ones are
+ * refused with a typed error whatever the server's `sql_mode`. The connection must speak utf8mb4
+ * (mysql2's default).
+ *
+ * @typeParam T - the type of the stored responses
+ * @example
+ * ```ts
+ * import { drizzle } from 'drizzle-orm/mysql2';
+ * import mysql from 'mysql2/promise';
+ * import { applyMysqlMigrations, MysqlIdempotencyStore } from 'drizzle-idempotency/mysql';
+ *
+ * const db = drizzle(mysql.createPool(process.env.MYSQL_URL ?? ''));
+ * await applyMysqlMigrations(db);
+ * const store = new MysqlIdempotencyStore<{ receipt: number }>(db);
+ * const now = Date.now() / 1000;
+ * if (await store.reserve('order-42', 'digest', now + 86_400)) {
+ *   await store.finish('order-42', 'digest', { receipt: 1 });
+ * }
+ * await store.fetch('order-42', now); // { receipt: 1 }
+ * ```
+ */
+export class MysqlIdempotencyStore<T = unknown> implements LeasedIdempotencyStore<T> {
+  readonly #db: AnyMysqlDatabase;
+  readonly #table: MysqlKeysTable;
+  readonly #retentionIndex: string;
+  readonly #queries: ReturnType<typeof prepareQueries>;
+  readonly #onClose: (() => unknown) | undefined;
+  #closed = false;
+
+  /**
+   * @param db - a drizzle mysql2 database; the store shares its connections
+   * @param options - see {@link MysqlStoreOptions}
+   */
+  constructor(db: AnyMysqlDatabase, options: MysqlStoreOptions = {}) {
+    const { table, name } = resolveMysqlTable(options);
+    this.#db = db;
+    this.#table = table;
+    this.#retentionIndex = retentionIndexName(name);
+    this.#queries = prepareQueries(db, this.#table);
+    this.#onClose = options.onClose;
+  }
+
+  /** The drizzle database the store runs on. */
+  get db(): AnyMysqlDatabase {
+    return this.#db;
+  }
+
+  #open(): ReturnType<typeof prepareQueries> {
+    if (this.#closed) throw new StoreClosedError();
+    return this.#queries;
+  }
+
+  /** {@inheritDoc IdempotencyStore.reserve} */
+  async reserve(key: string, digest: string, expires: number): Promise<boolean> {
+    checkKey(key);
+    checkDigest(digest);
+    assertTime(expires, 'expires');
+    const { reserve } = this.#open();
+    try {
+      await retryDeadlocks(() => reserve({ id: key, fingerprint: digest, expires }));
+      return true;
+    } catch (error) {
+      if (mysqlErrno(error) === ER_DUP_ENTRY) return false;
+      throw error;
+    }
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.finish} */
+  async finish(key: string, digest: string, response: T, attempt?: number): Promise<boolean> {
+    checkKey(key);
+    checkDigest(digest);
+    if (attempt !== undefined) assertAttempt(attempt);
+    const text = serializeResponse(response);
+    const { finish, finishFenced } = this.#open();
+    const values = { id: key, fingerprint: digest, response: text };
+    const result = await retryDeadlocks(() =>
+      attempt === undefined ? finish(values) : finishFenced({ ...values, attempt }),
+    );
+    return result.affectedRows === 1;
+  }
+
+  /** {@inheritDoc IdempotencyStore.fetch} */
+  async fetch(key: string, now: number): Promise<T | null> {
+    checkKey(key);
+    assertTime(now, 'now');
+    const [row] = await this.#open().fetch({ id: key, now });
+    return row?.response == null ? null : parseResponse<T>(row.response);
+  }
+
+  /** {@inheritDoc IdempotencyStore.expired} */
+  async expired(now: number, limit: number = DEFAULT_LIMIT): Promise<string[]> {
+    assertLimit(limit);
+    assertTime(now, 'now');
+    const rows = await this.#open().expired.execute({ now, limit });
+    return rows.map((row) => row.id);
+  }
+
+  // Locks up to `limit` expired answers (skipping rows other transactions hold), deletes them with
+  // the predicate repeated, and returns their ids: one READ COMMITTED transaction, retried whole
+  // if it is a deadlock victim.
+  #deleteExpired(now: number, limit: number, order: 'id' | 'index'): Promise<string[]> {
+    this.#open();
+    const keys = this.#table;
+    const isExpiredAnswer = and(eq(keys.status, KeyStatus.done), lte(keys.expires, now));
+    const orderBy: SQL[] = order === 'id' ? [asc(keys.id)] : [asc(keys.expires), asc(keys.id)];
+    return retryDeadlocks(() =>
+      this.#db.transaction(
+        async (tx) => {
+          const candidates = tx
+            .select({ id: keys.id })
+            // Index order reads the start of the retention index range and stops after `limit`
+            // rows: no batch sorts the backlog, so a sweep stays linear in it.
+            .from(keys, order === 'index' ? { forceIndex: this.#retentionIndex } : undefined)
+            .where(isExpiredAnswer)
+            .orderBy(...orderBy)
+            .limit(limit)
+            .for('update', { skipLocked: true });
+          const ids = (await candidates).map((row) => row.id);
+          if (ids.length === 0) return ids;
+          const result = await tx.delete(keys).where(and(inArray(keys.id, ids), isExpiredAnswer));
+          if (affected(result) !== ids.length) {
+            throw new Error(
+              `purge locked ${ids.length} rows but deleted ${affected(result)}: rolled back`,
+            );
+          }
+          return ids;
+        },
+        { isolationLevel: 'read committed' },
+      ),
+    );
+  }
+
+  /**
+   * {@inheritDoc IdempotencyStore.purge}
+   *
+   * One READ COMMITTED transaction: the lowest expired ids are locked with
+   * `FOR UPDATE SKIP LOCKED`, deleted with the predicate repeated, and returned in byte order.
+   * Rows another purger holds are skipped, not waited for.
+   */
+  async purge(now: number, limit: number = DEFAULT_LIMIT): Promise<string[]> {
+    assertLimit(limit);
+    assertTime(now, 'now');
+    return (await this.#deleteExpired(now, limit, 'id')).sort(compareKeys);
+  }
+
+  /** {@inheritDoc IdempotencyStore.counts} */
+  async counts(): Promise<StatusCounts> {
+    return countByStatus(await this.#open().counts.execute());
+  }
+
+  /** {@inheritDoc IdempotencyStore.sweepBatch} */
+  async sweepBatch(now: number, batchSize: number): Promise<number> {
+    assertIntegerOption(batchSize, 'batchSize', 1, MAX_BATCH_SIZE);
+    assertTime(now, 'now');
+    return (await this.#deleteExpired(now, batchSize, 'index')).length;
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.stats} */
+  async stats(now: number): Promise<LeaseStats> {
+    assertTime(now, 'now');
+    const rows = await this.#open().stats.execute({ now });
+    const pending = rows.find((row) => row.status === KeyStatus.pending);
+    const past = countByStatus(rows.map((row) => ({ status: row.status, count: row.past })));
+    return {
+      ...countByStatus(rows),
+      expired: past.done,
+      stalePending: past.pending,
+      lapsed: Number(pending?.lapsed ?? 0),
+      unrecorded: Number(pending?.unrecorded ?? 0),
+    };
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.release} */
+  async release(key: string, digest: string, attempt?: number): Promise<boolean> {
+    checkKey(key);
+    checkDigest(digest);
+    if (attempt !== undefined) assertAttempt(attempt);
+    const { release, releaseFenced } = this.#open();
+    const values = { id: key, fingerprint: digest };
+    const result = await retryDeadlocks(() =>
+      attempt === undefined ? release(values) : releaseFenced({ ...values, attempt }),
+    );
+    return result.affectedRows === 1;
+  }
+
+  /** {@inheritDoc IdempotencyStore.get} */
+  async get(key: string): Promise<IdempotencyRecord<T> | null> {
+    checkKey(key);
+    const row = await this.#row(key);
+    return row ? toRecord<T>(row) : null;
+  }
+
+  async #row(key: string): Promise<KeyRow | undefined> {
+    const [row] = await this.#open().get.execute({ id: key });
+    return row && { ...row, lease_until: row.leaseUntil };
+  }
+
+  /**
+   * {@inheritDoc LeasedIdempotencyStore.acquire}
+   *
+   * A plain INSERT of the missing key (attempt 1); on a duplicate key, one conditional UPDATE that
+   * takes over a lapsed lease of the same fingerprint, bumps the attempt and sets the new lease and
+   * retention deadline; otherwise the row is read and reported. Each decision is one atomic
+   * statement, so of concurrent contenders exactly one acquires. A row deleted between the steps
+   * (released, purged) makes the caller try the insert again.
+   */
+  async acquire(key: string, digest: string, options: AcquireOptions): Promise<AcquireResult<T>> {
+    checkKey(key);
+    checkDigest(digest);
+    const leaseUntil = leaseDeadline(options);
+    const { expires, now } = options;
+    const { acquireInsert, takeOver } = this.#open();
+    for (;;) {
+      try {
+        await retryDeadlocks(() =>
+          acquireInsert({ id: key, fingerprint: digest, expires, leaseUntil }),
+        );
+        return acquiredOutcome(1, leaseUntil);
+      } catch (error) {
+        if (mysqlErrno(error) !== ER_DUP_ENTRY) throw error;
+      }
+      const taken = await retryDeadlocks(() =>
+        takeOver({ id: key, fingerprint: digest, expires, leaseUntil, now }),
+      );
+      if (taken.affectedRows === 1) return acquiredOutcome(taken.insertId, leaseUntil);
+      const row = await this.#row(key);
+      if (row !== undefined) return existingOutcome<T>(row, digest);
+    }
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.renew} */
+  async renew(key: string, digest: string, attempt: number, leaseUntil: number): Promise<boolean> {
+    checkKey(key);
+    checkDigest(digest);
+    assertAttempt(attempt);
+    assertTime(leaseUntil, 'leaseUntil');
+    const { renew } = this.#open();
+    const result = await retryDeadlocks(() =>
+      renew({ id: key, fingerprint: digest, attempt, leaseUntil }),
+    );
+    return result.affectedRows === 1;
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.markUnrecorded} */
+  async markUnrecorded(key: string, digest: string, attempt: number): Promise<boolean> {
+    checkKey(key);
+    checkDigest(digest);
+    assertAttempt(attempt);
+    const { markUnrecorded } = this.#open();
+    const result = await retryDeadlocks(() =>
+      markUnrecorded.execute({ id: key, fingerprint: digest, attempt }),
+    );
+    return affected(result) === 1;
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.pendingKeys} */
+  async pendingKeys(options: PendingKeysOptions): Promise<PendingKey[]> {
+    if (typeof options !== 'object' || options === null) {
+      throw new InvalidOptionError('pendingKeys takes { now, stale?, limit? }');
+    }
+    const { now, stale = false } = options;
+    assertTime(now, 'now');
+    const limit = pendingLimit(options.limit);
+    if (typeof stale !== 'boolean') {
+      throw new InvalidOptionError(`stale must be a boolean, got ${typeof stale}`);
+    }
+    this.#open();
+    const keys = this.#table;
+    // What an operator should look at: a lapsed lease, an unrecorded row, or a row without a
+    // lease past its retention deadline (see isStale).
+    const needsLook = or(
+      eq(keys.unrecorded, true),
+      lte(keys.leaseUntil, now),
+      and(isNull(keys.leaseUntil), lte(keys.expires, now)),
+    );
+    const rows = await this.#db
+      .select()
+      .from(keys)
+      .where(and(eq(keys.status, KeyStatus.pending), stale ? needsLook : undefined))
+      .orderBy(asc(keys.id))
+      .limit(limit);
+    return rows.map((row) => toPendingKey({ ...row, lease_until: row.leaseUntil }, now));
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.releasePending} */
+  async releasePending(key: string, fingerprint?: string): Promise<ReleasePendingResult> {
+    checkKey(key);
+    if (fingerprint !== undefined) checkDigest(fingerprint);
+    const { releasePending, releasePendingOf } = this.#open();
+    // One conditional DELETE decides; the row is read only to say why nothing was deleted.
+    const result = await retryDeadlocks(() =>
+      fingerprint === undefined
+        ? releasePending.execute({ id: key })
+        : releasePendingOf.execute({ id: key, fingerprint }),
+    );
+    if (affected(result) === 1) return 'released';
+    const row = await this.#row(key);
+    if (row === undefined) return 'missing';
+    return row.status === KeyStatus.done ? 'done' : 'mismatch';
+  }
+
+  /** {@inheritDoc IdempotencyStore.retentionCycle} */
+  async retentionCycle(key: string): Promise<boolean> {
+    checkKey(key);
+    const { first, purgeAt, second } = RETENTION_CYCLE;
+    await this.reserve(key, first.digest, first.expires);
+    await this.finish(key, first.digest, first.response as T);
+    await this.purge(purgeAt);
+    return this.reserve(key, second.digest, second.expires);
+  }
+
+  /** {@inheritDoc IdempotencyStore.close} */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#onClose?.();
+  }
+}
