@@ -78,7 +78,7 @@ describe("the library's own migrations journal through libSQL", () => {
         expect(journal(path, '__drizzle_migrations').map((row) => Number(row.created_at))).toEqual([
           when,
         ]);
-        expect(journal(path, '__idempotency_migrations')).toHaveLength(1);
+        expect(journal(path, '__idempotency_migrations')).toHaveLength(2);
       });
     }
   }
