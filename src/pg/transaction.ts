@@ -62,6 +62,8 @@ export function pgTransaction(
             eq(table.id, owner.key),
             eq(table.fingerprint, owner.digest),
             eq(table.status, KeyStatus.pending),
+            // The fencing token: a takeover since the claim bumped it, and this matches nothing.
+            ...(owner.attempt === undefined ? [] : [eq(table.attempt, owner.attempt)]),
           ];
           const done = await tx
             .update(table)

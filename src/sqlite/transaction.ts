@@ -1,5 +1,5 @@
 import type { RunResult } from 'better-sqlite3';
-import { and, eq } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import type { SQLiteTransaction } from 'drizzle-orm/sqlite-core';
 import { InvalidOptionError } from '../core/errors.js';
 import { KeyStatus } from '../core/status.js';
@@ -16,6 +16,8 @@ export interface SqliteTransactionOptions {
   /** The store's keys table (`sqliteKeysTable(name)`), when it is not the default `keys`. */
   readonly table?: SqliteKeysTable;
 }
+
+const p = sql.placeholder;
 
 // Thrown inside the transaction callback to make better-sqlite3 roll back, then caught outside.
 class OwnershipLost extends Error {}
@@ -62,6 +64,24 @@ export function sqliteTransaction(
   options: SqliteTransactionOptions = {},
 ): TransactionRunner<SqliteHandlerTransaction> {
   const table = options.table ?? defaultKeys;
+  // Prepared once: building the UPDATE per call would cost more than the whole transaction. It
+  // runs on the store's connection, so inside the open transaction.
+  const recordAnswer = (fenced: boolean) =>
+    store.db
+      .update(table)
+      .set({ status: KeyStatus.done, response: sql<string>`${p('response')}` })
+      .where(
+        and(
+          eq(table.id, p('id')),
+          eq(table.fingerprint, p('fingerprint')),
+          eq(table.status, KeyStatus.pending),
+          // The fencing token: a takeover since the claim bumped it, and this matches nothing.
+          fenced ? eq(table.attempt, p('attempt')) : undefined,
+        ),
+      )
+      .prepare();
+  const recordUnfenced = recordAnswer(false);
+  const recordFenced = recordAnswer(true);
   return {
     store,
     synchronous: true,
@@ -71,20 +91,17 @@ export function sqliteTransaction(
           (tx) => {
             const result = handler(tx);
             if (isThenable(result)) {
+              // Its outcome no longer matters, and must not surface as an unhandled rejection.
+              result.then(undefined, () => undefined);
               throw new InvalidOptionError(
                 'a SQLite transactional handler must be synchronous: it returned a promise',
               );
             }
-            const conditions = [
-              eq(table.id, owner.key),
-              eq(table.fingerprint, owner.digest),
-              eq(table.status, KeyStatus.pending),
-            ];
-            const done = tx
-              .update(table)
-              .set({ status: KeyStatus.done, response: record(result) })
-              .where(and(...conditions))
-              .run();
+            const values = { id: owner.key, fingerprint: owner.digest, response: record(result) };
+            const done =
+              owner.attempt === undefined
+                ? recordUnfenced.run(values)
+                : recordFenced.run({ ...values, attempt: owner.attempt });
             if (done.changes !== 1) throw new OwnershipLost();
             return result;
           },
