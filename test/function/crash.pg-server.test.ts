@@ -1,5 +1,12 @@
+import { sql } from 'drizzle-orm';
 import { afterAll, describe, expect, it } from 'vitest';
-import { applyPgMigrations } from '../../src/pg/index.js';
+import { makeIdempotent } from '../../src/function/index.js';
+import {
+  applyPgMigrations,
+  PgIdempotencyStore,
+  pgKeysTable,
+  pgTransaction,
+} from '../../src/pg/index.js';
 import { freshServerSchema, type ServerSchema } from '../support/pg.js';
 import {
   crashTrial,
@@ -34,5 +41,25 @@ describe('transactional makeIdempotent on the PostgreSQL server, killed with SIG
     expect(counts.every(({ done }) => done > 0)).toBe(true);
     // The kills did land inside transactions: their calls left a claimed key and no effect.
     expect(counts.some(({ pending }) => pending > 0)).toBe(true);
+
+    // Each call a crash cut short runs cleanly on a retry once its lease has lapsed (an hour on).
+    const store = new PgIdempotencyStore(db, { schema });
+    const retry = makeIdempotent(
+      async (tx, key: string) => {
+        await tx.execute(sql`INSERT INTO ${sql.identifier(schema)}.effects (key) VALUES (${key})`);
+        return { applied: key };
+      },
+      {
+        transaction: pgTransaction(store, { table: pgKeysTable({ schema }) }),
+        key: (key) => key,
+        now: () => Date.now() / 1000 + 3600,
+      },
+    );
+    const cut = trials.flat().filter((state) => state.status === 'pending');
+    for (const { key } of cut) expect(await retry(key)).toEqual({ applied: key });
+    const { rows } = await pool.query<KeyState>(text, ['k_%']);
+    const after = expectAgreement(rows.map((s) => ({ ...s, effects: Number(s.effects) })));
+    expect(after.pending).toBe(0);
+    expect(after.done).toBe(counts.reduce((sum, { done, pending }) => sum + done + pending, 0));
   });
 });
