@@ -178,6 +178,17 @@ export function expressIdempotency(
   };
 }
 
+/** Options of {@link expressTransaction}: those of {@link expressIdempotency}, plus `prepare`. */
+export interface ExpressTransactionOptions<P> extends ExpressIdempotencyOptions {
+  /**
+   * Asynchronous work after the key is claimed and before the transaction opens (a call to
+   * another service, a slow computation); its result is the handler's second argument. It is
+   * what lets a synchronous SQLite handler depend on an `await`. A throw releases the key. Its
+   * effects are not in the transaction: make them idempotent on their own (pass the key on).
+   */
+  readonly prepare?: (req: Request) => P | Promise<P>;
+}
+
 /** An Express request in a transactional route: `req.tx` is the open Drizzle transaction. */
 export type TransactionalRequest<TX> = Request & {
   /** The transaction the handler's writes go through; it also records the answer. */
@@ -205,8 +216,9 @@ export type TransactionalRequest<TX> = Request & {
  * method outside `methods`, or no key when `required: false`) goes on to the next handler.
  *
  * @param runner - `sqliteTransaction(store)` or `pgTransaction(store)`; its store keeps the keys
- * @param handler - runs inside the transaction, `req.tx` its only database access
- * @param options - see {@link ExpressIdempotencyOptions}
+ * @param handler - runs inside the transaction, `req.tx` its only database access; its second
+ *   argument is what `prepare` returned
+ * @param options - see {@link ExpressTransactionOptions}
  * @example
  * ```ts
  * import express from 'express';
@@ -226,10 +238,10 @@ export type TransactionalRequest<TX> = Request & {
  * ```
  * @throws {@link InvalidOptionError} for a bad option, when called
  */
-export function expressTransaction<TX>(
+export function expressTransaction<TX, P = undefined>(
   runner: TransactionRunner<TX>,
-  handler: (req: TransactionalRequest<TX>) => HttpResponse | Promise<HttpResponse>,
-  options: ExpressIdempotencyOptions = {},
+  handler: (req: TransactionalRequest<TX>, prepared: P) => HttpResponse | Promise<HttpResponse>,
+  options: ExpressTransactionOptions<P> = {},
 ): RequestHandler {
   const layer = idempotent(runner.store, options);
   return async function idempotentTransaction(req, res, next) {
@@ -246,12 +258,22 @@ export function expressTransaction<TX>(
         next();
         return;
       }
-      const result =
-        decision.action === 'respond'
-          ? decision.result
-          : await decision.execution.transact(runner, (tx) =>
-              handler(Object.assign(req, { tx }) as TransactionalRequest<TX>),
-            );
+      let result: IdempotentResult;
+      if (decision.action === 'respond') {
+        result = decision.result;
+      } else {
+        const { execution } = decision;
+        let prepared: P;
+        try {
+          prepared = (options.prepare ? await options.prepare(req) : undefined) as P;
+        } catch (error) {
+          await execution.fail(error);
+          throw error;
+        }
+        result = await execution.transact(runner, (tx) =>
+          handler(Object.assign(req, { tx }) as TransactionalRequest<TX>, prepared),
+        );
+      }
       if (result.outcome === 'problem' && options.onError) {
         options.onError(result.problem, req, res);
       } else {
