@@ -85,13 +85,15 @@ describe.concurrent('idem on PostgreSQL', () => {
       expect(await inspectSchema(fresh.db, fresh.schema)).toEqual({
         tables: ['__idempotency_migrations', 'keys'],
         indexes: ['__idempotency_migrations_pkey', 'keys_pkey', 'keys_status_expires_id_idx'],
-        migrations: 1,
+        migrations: 2,
       });
       expect(jsonLine(await idem(['stats', ...on(fresh), ...NOW, '--json']))).toEqual({
         pending: 0,
         done: 0,
         expired: 0,
         stalePending: 0,
+        lapsed: 0,
+        unrecorded: 0,
         now: SWEEP_NOW,
       });
     });
@@ -111,6 +113,8 @@ describe.concurrent('idem on PostgreSQL', () => {
         done: 7,
         expired: 5,
         stalePending: 1,
+        lapsed: 0,
+        unrecorded: 0,
         now: SWEEP_NOW,
       });
       const ids = { ids: ['x-0000000', 'x-0000001', 'x-0000002'] };

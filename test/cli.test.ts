@@ -67,6 +67,8 @@ describe.concurrent('idem stats', () => {
       done: 5,
       expired: 3,
       stalePending: 1,
+      lapsed: 0,
+      unrecorded: 0,
       now: SWEEP_NOW,
     });
     const human = await idem(['stats', '--db', path, ...NOW]);

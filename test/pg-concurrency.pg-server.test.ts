@@ -67,6 +67,40 @@ describe('PostgreSQL under real concurrency', () => {
     }
   });
 
+  it('16 connections taking over the same 300 lapsed keys: exactly one winner each, attempt 2', async () => {
+    target = await migratedSchema();
+    const connections = await stores(16);
+    const keys = Array.from({ length: 300 }, (_, i) => `lease-${pad(i)}`);
+    const [first] = connections;
+    for (const key of keys) {
+      await first?.acquire(key, 'd', { expires: 1000, now: 100, leaseSeconds: 30 });
+    }
+    const results = await Promise.all(
+      connections.map(async (store) => {
+        const won: string[] = [];
+        for (const key of keys) {
+          const result = await store.acquire(key, 'd', {
+            expires: 1000,
+            now: 200,
+            leaseSeconds: 30,
+          });
+          if (result.status === 'acquired') {
+            expect(result).toEqual({
+              status: 'acquired',
+              attempt: 2,
+              leaseUntil: 230,
+              takenOver: true,
+            });
+            won.push(key);
+          } else
+            expect(result).toMatchObject({ status: 'inProgress', attempt: 2, leaseUntil: 230 });
+        }
+        return won;
+      }),
+    );
+    expect(results.flat().sort()).toEqual(keys);
+  });
+
   it('4 purgers with writers re-reserving purged keys: disjoint, complete, no pending row lost', async () => {
     target = await migratedSchema();
     const now = 10;

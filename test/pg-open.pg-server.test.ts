@@ -39,7 +39,7 @@ function newSchema(): string {
 const MIGRATED = {
   tables: ['__idempotency_migrations', 'keys'],
   indexes: ['__idempotency_migrations_pkey', 'keys_pkey', 'keys_status_expires_id_idx'],
-  migrations: 1,
+  migrations: 2,
 };
 
 describe('openPgStore on the real server', () => {

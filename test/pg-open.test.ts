@@ -11,7 +11,7 @@ const database = sharedPglite();
 const MIGRATED = {
   tables: ['__idempotency_migrations', 'keys'],
   indexes: ['__idempotency_migrations_pkey', 'keys_pkey', 'keys_status_expires_id_idx'],
-  migrations: 1,
+  migrations: 2,
 };
 
 async function createSchema(statements: (schema: string) => string[]): Promise<string> {

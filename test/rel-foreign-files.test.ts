@@ -169,7 +169,7 @@ describe('concurrent init', () => {
       const client = new Database(path, { readonly: true });
       expect(client.pragma('integrity_check', { simple: true })).toBe('ok');
       expect(client.prepare('SELECT count(*) AS n FROM __idempotency_migrations').get()).toEqual({
-        n: 1,
+        n: 2,
       });
       expect(
         client

@@ -56,7 +56,7 @@ describe("the library's own migrations journal (SQLite)", () => {
         expect(
           journal(client, '__drizzle_migrations').map((row) => Number(row.created_at)),
         ).toEqual([when]);
-        expect(journal(client, '__idempotency_migrations')).toHaveLength(1);
+        expect(journal(client, '__idempotency_migrations')).toHaveLength(2);
         const store = new SqliteIdempotencyStore(db);
         expect(store.reserve('k', 'd', 10)).toBe(true);
         client.prepare('INSERT INTO orders (id) VALUES (1)').run();
@@ -80,6 +80,18 @@ describe("the library's own migrations journal (SQLite)", () => {
       expect(store.fetch('done-1', 1000)).toEqual({ receipt: 1 });
       expect(store.reserve('pending-1', 'fp-pending', 1)).toBe(false);
       expect(store.counts()).toEqual({ pending: 1, done: 2 });
+      // The lease columns arrived: the old pending row has no lease and is never taken over.
+      expect(store.get('pending-1')).toMatchObject({
+        leaseUntil: null,
+        attempt: 1,
+        unrecorded: false,
+      });
+      expect(
+        store.acquire('pending-1', 'fp-pending', { expires: 1, now: 3e9, leaseSeconds: 1 }),
+      ).toMatchObject({
+        status: 'inProgress',
+        leaseUntil: null,
+      });
       store.close();
     }
     const after = new Database(path, { readonly: true });
@@ -96,6 +108,22 @@ describe("the library's own migrations journal (SQLite)", () => {
     expect(journal(after, '__drizzle_migrations')).toEqual(legacy);
     expect(journal(after, '__idempotency_migrations')[0]).toEqual(legacy[0]);
     after.close();
+  });
+
+  it("adopts a table the app's drizzle-kit generated with every column, lease columns included", () => {
+    const client = new Database(freshDbPath(dir));
+    client.exec(`CREATE TABLE \`keys\` (\`id\` text PRIMARY KEY NOT NULL, \`fingerprint\` text NOT NULL,
+      \`status\` text NOT NULL, \`response\` text, \`expires\` real NOT NULL, \`lease_until\` real,
+      \`attempt\` integer DEFAULT 1 NOT NULL, \`unrecorded\` integer DEFAULT false NOT NULL)`);
+    const db = drizzle(client);
+    applySqliteMigrations(db);
+    applySqliteMigrations(db);
+    const store = new SqliteIdempotencyStore(db);
+    expect(store.acquire('k', 'd', { expires: 10, now: 1, leaseSeconds: 5 })).toMatchObject({
+      status: 'acquired',
+    });
+    expect(journal(client, '__idempotency_migrations')).toHaveLength(2);
+    client.close();
   });
 
   it('keeps a renamed table apart: its own journal, index names derived from it', () => {

@@ -45,7 +45,7 @@ describe('openSqliteStore', () => {
     const path = freshDbPath(dir);
     const store = openSqliteStore(path, { busyTimeoutMs: 1234 });
     store.close();
-    expect(inspect(path)).toEqual({ migrations: 1, indexes: ['keys_status_expires_id_idx'] });
+    expect(inspect(path)).toEqual({ migrations: 2, indexes: ['keys_status_expires_id_idx'] });
     const client = new Database(path);
     expect(client.pragma('journal_mode', { simple: true })).toBe('wal');
     client.close();
@@ -84,7 +84,7 @@ describe('openSqliteStore', () => {
     const before = readRows(path);
     for (let i = 0; i < 3; i++) openSqliteStore(path).close();
     expect(readRows(path)).toEqual(before);
-    expect(inspect(path).migrations).toBe(1);
+    expect(inspect(path).migrations).toBe(2);
   });
 
   it('adopts a keys table made by hand: rows stay, the index is added, later opens are no-ops', () => {
@@ -101,9 +101,9 @@ describe('openSqliteStore', () => {
     expect(store.fetch('old', 10)).toEqual({ r: 1 });
     expect(store.counts()).toEqual({ pending: 1, done: 1 });
     store.close();
-    expect(inspect(path)).toEqual({ migrations: 1, indexes: ['keys_status_expires_id_idx'] });
+    expect(inspect(path)).toEqual({ migrations: 2, indexes: ['keys_status_expires_id_idx'] });
     openSqliteStore(path).close();
-    expect(inspect(path).migrations).toBe(1);
+    expect(inspect(path).migrations).toBe(2);
     expect(readRows(path)).toHaveLength(2);
   });
 
@@ -178,7 +178,7 @@ describe('openSqliteStore', () => {
       expect(result.code).toBe(0);
       expect(JSON.parse(result.stdout)).toEqual({ pending: 0, done: 0 });
     }
-    expect(inspect(path)).toEqual({ migrations: 1, indexes: ['keys_status_expires_id_idx'] });
+    expect(inspect(path)).toEqual({ migrations: 2, indexes: ['keys_status_expires_id_idx'] });
   });
 });
 

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import type { Pool } from 'pg';
 import { DatabaseOpenError } from '../core/errors.js';
-import type { IdempotencyStore } from '../core/store.js';
+import type { LeasedIdempotencyStore } from '../core/store.js';
 import { quoteIdentifier } from '../pg/identifier.js';
 import { openPgStore } from '../pg/open.js';
 import { pgKeysTable } from '../pg/schema.js';
@@ -9,7 +9,7 @@ import { describeLocation, type StoreLocation } from './location.js';
 
 /** An open store and what ends it. */
 export interface CliStore {
-  readonly store: IdempotencyStore;
+  readonly store: LeasedIdempotencyStore;
   /** Closes the store and its connections, so the process can exit. */
   close(): Promise<void>;
 }
@@ -163,7 +163,7 @@ export async function openCliStore(location: StoreLocation, create: boolean): Pr
 export async function withStore<R>(
   location: StoreLocation,
   create: boolean,
-  use: (store: IdempotencyStore) => Promise<R>,
+  use: (store: LeasedIdempotencyStore) => Promise<R>,
 ): Promise<R> {
   const opened = await openCliStore(location, create);
   try {

@@ -1,7 +1,13 @@
 import { InvalidArgumentError } from 'commander';
 import { IdempotencyError, InvalidTimeError } from '../core/errors.js';
+import { pendingLimit } from '../core/lease.js';
 import { assertTableName } from '../core/table-name.js';
-import { assertIntegerOption, assertLimit, MAX_BATCH_SIZE } from '../core/validation.js';
+import {
+  assertDigest,
+  assertIntegerOption,
+  assertLimit,
+  MAX_BATCH_SIZE,
+} from '../core/validation.js';
 import { assertSchemaName } from '../pg/identifier.js';
 import { assertServerUrl } from './location.js';
 
@@ -109,5 +115,18 @@ export function parseSchema(text: string): string {
 /** `--table NAME`: the keys table's name, as `sqliteKeysTable` and `pgKeysTable` accept it. */
 export function parseTable(text: string): string {
   usingLibraryCheck(() => assertTableName(text));
+  return text;
+}
+
+/** `--limit N` of `pending`: an integer from 1 to 10,000. */
+export function parsePendingLimit(text: string): number {
+  const limit = integer(text);
+  usingLibraryCheck(() => pendingLimit(limit));
+  return limit;
+}
+
+/** `--fingerprint F` of `release`: a non-empty fingerprint, as the store accepts it. */
+export function parseFingerprint(text: string): string {
+  usingLibraryCheck(() => assertDigest(text));
   return text;
 }

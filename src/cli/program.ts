@@ -1,18 +1,28 @@
 import { Command, Option } from 'commander';
 import manifest from '../../package.json' with { type: 'json' };
+import { DEFAULT_PENDING_LIMIT, MAX_PENDING_LIMIT } from '../core/lease.js';
 import { DEFAULT_LIMIT } from '../core/validation.js';
 import { DEFAULT_BATCH_SIZE } from '../sweep.js';
-import { expiredCommand, migrateCommand, purgeCommand, statsCommand } from './commands.js';
+import {
+  expiredCommand,
+  migrateCommand,
+  pendingCommand,
+  purgeCommand,
+  releaseCommand,
+  statsCommand,
+} from './commands.js';
 import type { CliIo } from './io.js';
 import { DEFAULT_DB, type LocationFlags, resolveStoreLocation } from './location.js';
 import {
   assertSaneNow,
   parseBatch,
   parseDbPath,
+  parseFingerprint,
   parseLimit,
   parseMaxBatches,
   parseMaxSeconds,
   parseNow,
+  parsePendingLimit,
   parseSchema,
   parseTable,
   parseUrl,
@@ -162,6 +172,45 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
       setExitCode(
         await sweepCommand(io, { ...options, location: locate(options), now: timeOf(options) }),
       ),
+    );
+
+  addLocationOptions(
+    program
+      .command('pending')
+      .description(
+        'list pending rows, ascending by key, with their lease state (live, lapsed, unrecorded, unleased) and attempt',
+      ),
+  )
+    .addOption(nowOption())
+    .addOption(
+      new Option('--stale', 'only rows to look at: lapsed, unrecorded, or unleased past expires'),
+    )
+    .addOption(
+      new Option('--limit <n>', `at most this many rows, 1-${MAX_PENDING_LIMIT}`)
+        .argParser(parsePendingLimit)
+        .default(DEFAULT_PENDING_LIMIT),
+    )
+    .addOption(new Option('--json', 'print one line of JSON: an array of objects'))
+    .action(async (options) =>
+      pendingCommand(io, { ...options, location: locate(options), now: timeOf(options) }),
+    );
+
+  addLocationOptions(
+    program
+      .command('release')
+      .description(
+        'delete the pending row of <key>, whatever its lease, so its next retry runs again; refuses a done row or a missing key',
+      )
+      .argument('<key>', 'the idempotency key'),
+  )
+    .addOption(new Option('--yes', 'confirm: without it nothing is deleted'))
+    .addOption(
+      new Option('--fingerprint <f>', 'only if the row has this fingerprint').argParser(
+        parseFingerprint,
+      ),
+    )
+    .action(async (key: string, options) =>
+      setExitCode(await releaseCommand(io, { ...options, key, location: locate(options) })),
     );
 
   return program;

@@ -15,6 +15,8 @@ export interface ExistingColumn {
  *
  * @param columns - the table's columns; an empty list means there is no table
  * @param expected - the contract's columns and their types, as the dialect writes them
+ * @param optional - columns a later migration adds (the lease columns): a table made before it
+ *   may lack them, but one that has them must have them with these types
  * @example
  * ```ts
  * keysTableProblems([{ name: 'id', type: 'TEXT', primary: true }], { id: 'TEXT', expires: 'REAL' });
@@ -24,6 +26,7 @@ export interface ExistingColumn {
 export function keysTableProblems(
   columns: readonly ExistingColumn[],
   expected: Readonly<Record<string, string>>,
+  optional: Readonly<Record<string, string>> = {},
 ): string[] {
   const problems: string[] = [];
   const names = columns.map((column) => column.name);
@@ -31,7 +34,7 @@ export function keysTableProblems(
     if (!names.includes(name)) problems.push(`missing column ${name}`);
   }
   for (const column of columns) {
-    const type = expected[column.name];
+    const type = expected[column.name] ?? optional[column.name];
     if (type === undefined) problems.push(`unexpected column ${column.name}`);
     else if (column.type !== type) {
       problems.push(`column ${column.name} is ${column.type || 'untyped'}, expected ${type}`);

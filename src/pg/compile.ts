@@ -23,14 +23,23 @@ interface NodePgQueryable {
   }): Promise<{ rows: unknown[] }>;
 }
 
+const BOOL_OID = 16;
+const INT4_OID = 23;
 const FLOAT8_OID = 701;
 const asText = (value: string) => value;
+const asBoolean = (value: string) => value === 't';
+const asInteger = (value: string) => Number.parseInt(value, 10);
 
-// Every column the store reads is text or double precision. Pinning their parsers per query gives
-// the rows drizzle's column mapping gives (strings, and numbers for double precision) even when an
-// application has replaced node-postgres's global type parsers.
+// Every column the store reads is text, double precision, integer or boolean. Pinning their
+// parsers per query gives the rows drizzle's column mapping gives (strings, numbers, booleans)
+// even when an application has replaced node-postgres's global type parsers.
 const STORE_TYPES = {
-  getTypeParser: (oid: number) => (oid === FLOAT8_OID ? Number.parseFloat : asText),
+  getTypeParser: (oid: number) => {
+    if (oid === FLOAT8_OID) return Number.parseFloat;
+    if (oid === INT4_OID) return asInteger;
+    if (oid === BOOL_OID) return asBoolean;
+    return asText;
+  },
 };
 
 // drizzle's `is` needs the class itself; importing drizzle-orm/node-postgres would load `pg`, which

@@ -1,8 +1,10 @@
 import {
+  boolean,
   customType,
   doublePrecision,
   getTableConfig,
   index,
+  integer,
   type PgTableFn,
   pgSchema,
   pgTable,
@@ -32,6 +34,11 @@ function columns() {
     response: text('response'),
     // `real` is float4 in PostgreSQL (16777217 would come back as 16777216).
     expires: doublePrecision('expires').notNull(),
+    // The lease of a pending owner (see LeasedIdempotencyStore): NULL for rows without one.
+    leaseUntil: doublePrecision('lease_until'),
+    // The fencing token; a takeover bumps it.
+    attempt: integer('attempt').notNull().default(1),
+    unrecorded: boolean('unrecorded').notNull().default(false),
   };
 }
 
@@ -44,7 +51,7 @@ export interface PgKeysTableOptions {
 }
 
 /**
- * Builds the keys table under `name` in `schema`: exactly the columns of the contract, `id` in the
+ * Builds the keys table under `name` in `schema`: exactly the columns of the contract plus the lease columns, `id` in the
  * byte-order "C" collation, and the retention index on `(status, expires, id)`, named after the
  * table (`<name>_status_expires_id_idx`) so two tables never clash. Export it from your
  * drizzle-kit schema if you keep your own migrations, and give it to the store as `{ table }`.

@@ -1,16 +1,29 @@
 import { createHash } from 'node:crypto';
-import { and, asc, eq, gt, inArray, lte, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, isNull, lte, or, sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { StoreClosedError } from '../core/errors.js';
 import { parseResponse, serializeResponse } from '../core/json.js';
+import {
+  acquiredOutcome,
+  assertAttempt,
+  existingOutcome,
+  leaseDeadline,
+  pendingLimit,
+  toPendingKey,
+} from '../core/lease.js';
 import { compareKeys } from '../core/order.js';
 import { toRecord } from '../core/record.js';
 import { RETENTION_CYCLE } from '../core/retention-cycle.js';
 import { countByStatus, KeyStatus } from '../core/status.js';
 import type {
+  AcquireOptions,
+  AcquireResult,
   IdempotencyRecord,
-  IdempotencyStore,
-  RetentionStats,
+  LeasedIdempotencyStore,
+  LeaseStats,
+  PendingKey,
+  PendingKeysOptions,
+  ReleasePendingResult,
   StatusCounts,
 } from '../core/store.js';
 import {
@@ -85,7 +98,113 @@ function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string, ta
     eq(keys.status, KeyStatus.done),
     gt(keys.expires, p('now')),
   );
+  const isPending = eq(keys.status, KeyStatus.pending);
+  // The row an owner holds with its token, not handed to an operator: the fenced writes' target.
+  const ownedBy = and(ownPending, eq(keys.attempt, p('attempt')), eq(keys.unrecorded, false));
+  // Under the columns' own names, so drizzle's path and the direct one give rows of one shape.
+  const rowColumns = {
+    id: keys.id,
+    fingerprint: keys.fingerprint,
+    status: keys.status,
+    response: keys.response,
+    expires: keys.expires,
+    lease_until: keys.leaseUntil,
+    attempt: keys.attempt,
+    unrecorded: keys.unrecorded,
+  };
+  const pendingList = (where: ReturnType<typeof and>) =>
+    db.select(rowColumns).from(keys).where(where).orderBy(asc(keys.id)).limit(p('limit'));
   return {
+    // One statement, so atomic: inserts a missing key with attempt 1, or takes over a pending row
+    // of the same fingerprint whose lease lapsed, bumping its attempt (the conflicting row is
+    // locked meanwhile, so of concurrent contenders one wins and the others see its new lease);
+    // returns no row otherwise. A row without a lease (NULL) never compares as lapsed.
+    acquire: compilePgStatement(
+      db,
+      name('acquire'),
+      db
+        .insert(keys)
+        .values({
+          id: p('id'),
+          fingerprint: p('fingerprint'),
+          status: KeyStatus.pending,
+          expires: p('expires'),
+          leaseUntil: p('leaseUntil'),
+          attempt: sql`1`,
+          unrecorded: sql`false`,
+        })
+        .onConflictDoUpdate({
+          target: keys.id,
+          set: {
+            attempt: sql`${keys.attempt} + 1`,
+            leaseUntil: sql`excluded.lease_until`,
+            expires: sql`excluded.expires`,
+          },
+          setWhere: and(
+            sql`${keys.fingerprint} = excluded.fingerprint`,
+            isPending,
+            eq(keys.unrecorded, false),
+            lte(keys.leaseUntil, p('now')),
+          ),
+        })
+        .returning({ attempt: keys.attempt }),
+      ['id', 'fingerprint', 'expires', 'leaseUntil', 'now'],
+    ),
+    finishFenced: compilePgStatement(
+      db,
+      name('finish_fenced'),
+      db
+        .update(keys)
+        .set({ status: KeyStatus.done, response: sql<string>`${p('response')}` })
+        .where(and(ownPending, eq(keys.attempt, p('attempt'))))
+        .returning({ id: keys.id }),
+      ['id', 'fingerprint', 'response', 'attempt'],
+    ),
+    renew: compilePgStatement(
+      db,
+      name('renew'),
+      db
+        .update(keys)
+        .set({ leaseUntil: sql`${p('leaseUntil')}` })
+        .where(ownedBy)
+        .returning({ id: keys.id }),
+      ['id', 'fingerprint', 'attempt', 'leaseUntil'],
+    ),
+    releaseFenced: compilePgStatement(
+      db,
+      name('release_fenced'),
+      db.delete(keys).where(ownedBy).returning({ id: keys.id }),
+      ['id', 'fingerprint', 'attempt'],
+    ),
+    markUnrecorded: db
+      .update(keys)
+      .set({ unrecorded: true, leaseUntil: null })
+      .where(and(ownPending, eq(keys.attempt, p('attempt'))))
+      .returning({ id: keys.id })
+      .prepare(name('mark_unrecorded')),
+    pendingKeys: pendingList(isPending).prepare(name('pending_keys')),
+    stalePendingKeys: pendingList(
+      and(
+        isPending,
+        or(
+          eq(keys.unrecorded, true),
+          lte(keys.leaseUntil, p('now')),
+          and(isNull(keys.leaseUntil), lte(keys.expires, p('now'))),
+        ),
+      ),
+    ).prepare(name('stale_pending_keys')),
+    // The operator's release: whatever the lease and the attempt.
+    releasePending: db
+      .delete(keys)
+      .where(
+        and(
+          eq(keys.id, p('id')),
+          isPending,
+          sql`${keys.fingerprint} = coalesce(${p('fingerprint')}::text, ${keys.fingerprint})`,
+        ),
+      )
+      .returning({ id: keys.id })
+      .prepare(name('release_pending')),
     // The per-request operations skip drizzle's per-call work where the driver allows it (see
     // compilePgStatement); drizzle still writes their SQL.
     reserve: compilePgStatement(
@@ -129,7 +248,7 @@ function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string, ta
       db,
       name('get'),
       db
-        .select()
+        .select(rowColumns)
         .from(keys)
         .where(eq(keys.id, p('id'))),
       ['id'],
@@ -157,6 +276,8 @@ function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string, ta
         status: keys.status,
         count: sql<string>`count(*)`,
         past: sql<string>`count(*) filter (where ${keys.expires} <= ${p('now')})`,
+        lapsed: sql<string>`count(*) filter (where not ${keys.unrecorded} and ${keys.leaseUntil} <= ${p('now')})`,
+        unrecorded: sql<string>`count(*) filter (where ${keys.unrecorded})`,
       })
       .from(keys)
       .groupBy(keys.status)
@@ -190,7 +311,7 @@ function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string, ta
  * await store.fetch('order-42', now); // { receipt: 1 }
  * ```
  */
-export class PgIdempotencyStore<T = unknown> implements IdempotencyStore<T> {
+export class PgIdempotencyStore<T = unknown> implements LeasedIdempotencyStore<T> {
   readonly #db: AnyPgDatabase;
   readonly #queries: ReturnType<typeof prepareQueries>;
   readonly #onClose: (() => unknown) | undefined;
@@ -228,17 +349,94 @@ export class PgIdempotencyStore<T = unknown> implements IdempotencyStore<T> {
     return rows.length === 1;
   }
 
-  /** {@inheritDoc IdempotencyStore.finish} */
-  async finish(key: string, digest: string, response: T): Promise<boolean> {
+  /** {@inheritDoc LeasedIdempotencyStore.finish} */
+  async finish(key: string, digest: string, response: T, attempt?: number): Promise<boolean> {
     assertKey(key);
     assertDigest(digest);
+    if (attempt !== undefined) assertAttempt(attempt);
     const text = serializeResponse(response);
-    const rows = await this.#open().finish({
+    const queries = this.#open();
+    const rows =
+      attempt === undefined
+        ? await queries.finish({ id: key, fingerprint: digest, response: text })
+        : await queries.finishFenced({ id: key, fingerprint: digest, response: text, attempt });
+    return rows.length === 1;
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.acquire} */
+  async acquire(key: string, digest: string, options: AcquireOptions): Promise<AcquireResult<T>> {
+    assertKey(key);
+    assertDigest(digest);
+    const leaseUntil = leaseDeadline(options);
+    const queries = this.#open();
+    const { expires, now } = options;
+    // The statement either owns the row or leaves it as it was; what is there is then read. A row
+    // deleted in between (released, purged) makes the key new again: try once more.
+    for (;;) {
+      const [won] = await queries.acquire({
+        id: key,
+        fingerprint: digest,
+        expires,
+        leaseUntil,
+        now,
+      });
+      if (won !== undefined) return acquiredOutcome(won.attempt, leaseUntil);
+      const [row] = await queries.get({ id: key });
+      if (row !== undefined) return existingOutcome<T>(row, digest);
+    }
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.renew} */
+  async renew(key: string, digest: string, attempt: number, leaseUntil: number): Promise<boolean> {
+    assertKey(key);
+    assertDigest(digest);
+    assertAttempt(attempt);
+    assertTime(leaseUntil, 'leaseUntil');
+    const rows = await this.#open().renew({ id: key, fingerprint: digest, attempt, leaseUntil });
+    return rows.length === 1;
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.markUnrecorded} */
+  async markUnrecorded(key: string, digest: string, attempt: number): Promise<boolean> {
+    assertKey(key);
+    assertDigest(digest);
+    assertAttempt(attempt);
+    const rows = await this.#open().markUnrecorded.execute({
       id: key,
       fingerprint: digest,
-      response: text,
+      attempt,
     });
     return rows.length === 1;
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.pendingKeys} */
+  async pendingKeys(options: PendingKeysOptions): Promise<PendingKey[]> {
+    assertTime(options?.now, 'now');
+    const limit = pendingLimit(options.limit);
+    const queries = this.#open();
+    const rows = options.stale
+      ? await queries.stalePendingKeys.execute({ now: options.now, limit })
+      : await queries.pendingKeys.execute({ limit });
+    return rows.map((row) => toPendingKey(row, options.now));
+  }
+
+  /**
+   * {@inheritDoc LeasedIdempotencyStore.releasePending}
+   *
+   * One conditional delete; when it deletes nothing, the row is read to say why.
+   */
+  async releasePending(key: string, fingerprint?: string): Promise<ReleasePendingResult> {
+    assertKey(key);
+    if (fingerprint !== undefined) assertDigest(fingerprint);
+    const queries = this.#open();
+    const deleted = await queries.releasePending.execute({
+      id: key,
+      fingerprint: fingerprint ?? null,
+    });
+    if (deleted.length === 1) return 'released';
+    const [row] = await queries.get({ id: key });
+    if (row === undefined) return 'missing';
+    return row.status === KeyStatus.done ? 'done' : 'mismatch';
   }
 
   /** {@inheritDoc IdempotencyStore.fetch} */
@@ -284,19 +482,31 @@ export class PgIdempotencyStore<T = unknown> implements IdempotencyStore<T> {
     return rows.length;
   }
 
-  /** {@inheritDoc IdempotencyStore.stats} */
-  async stats(now: number): Promise<RetentionStats> {
+  /** {@inheritDoc LeasedIdempotencyStore.stats} */
+  async stats(now: number): Promise<LeaseStats> {
     assertTime(now, 'now');
     const rows = await this.#open().stats.execute({ now });
     const past = countByStatus(rows.map((row) => ({ status: row.status, count: row.past })));
-    return { ...countByStatus(rows), expired: past.done, stalePending: past.pending };
+    const pending = rows.find((row) => row.status === KeyStatus.pending);
+    return {
+      ...countByStatus(rows),
+      expired: past.done,
+      stalePending: past.pending,
+      lapsed: Number(pending?.lapsed ?? 0),
+      unrecorded: Number(pending?.unrecorded ?? 0),
+    };
   }
 
-  /** {@inheritDoc IdempotencyStore.release} */
-  async release(key: string, digest: string): Promise<boolean> {
+  /** {@inheritDoc LeasedIdempotencyStore.release} */
+  async release(key: string, digest: string, attempt?: number): Promise<boolean> {
     assertKey(key);
     assertDigest(digest);
-    const rows = await this.#open().release({ id: key, fingerprint: digest });
+    if (attempt !== undefined) assertAttempt(attempt);
+    const queries = this.#open();
+    const rows =
+      attempt === undefined
+        ? await queries.release({ id: key, fingerprint: digest })
+        : await queries.releaseFenced({ id: key, fingerprint: digest, attempt });
     return rows.length === 1;
   }
 

@@ -3,7 +3,12 @@ import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { getTableConfig } from 'drizzle-orm/sqlite-core';
 import { keysTableProblems } from '../core/adoption.js';
 import { SchemaMismatchError } from '../core/errors.js';
-import { type JournalRow, legacyJournalRows, pendingMigrations } from '../core/journal.js';
+import {
+  addedColumn,
+  type JournalRow,
+  legacyJournalRows,
+  pendingMigrations,
+} from '../core/journal.js';
 import { migrationsFolder } from '../core/migrations-folder.js';
 import {
   DEFAULT_TABLE_NAME,
@@ -24,7 +29,7 @@ export interface SqliteMigrationOptions {
   readonly table?: SqliteKeysTable;
 }
 
-const EXPECTED_COLUMNS: Record<string, 'TEXT' | 'REAL'> = {
+const EXPECTED_COLUMNS: Record<string, string> = {
   id: 'TEXT',
   fingerprint: 'TEXT',
   status: 'TEXT',
@@ -32,13 +37,19 @@ const EXPECTED_COLUMNS: Record<string, 'TEXT' | 'REAL'> = {
   expires: 'REAL',
 };
 
+// Added by the lease migration: a table from before it lacks them until it runs.
+const LEASE_COLUMNS: Record<string, string> = {
+  lease_until: 'REAL',
+  attempt: 'INTEGER',
+  unrecorded: 'INTEGER',
+};
+
 /** The name of the table the options point at. */
 export function sqliteTableName(options: SqliteMigrationOptions): string {
   return options.table === undefined ? DEFAULT_TABLE_NAME : getTableConfig(options.table).name;
 }
 
-// SQLite's column affinity rules (https://sqlite.org/datatype3.html §3.1), reduced to the two
-// affinities the contract uses.
+// SQLite's column affinity rules (https://sqlite.org/datatype3.html §3.1).
 function affinity(declaredType: string): string {
   const type = declaredType.toUpperCase();
   if (type.includes('INT')) return 'INTEGER';
@@ -67,6 +78,7 @@ export function sqliteKeysTableProblems(columns: readonly SqliteColumnInfo[]): s
       primary: column.pk > 0,
     })),
     EXPECTED_COLUMNS,
+    LEASE_COLUMNS,
   );
 }
 
@@ -83,7 +95,8 @@ function tableExists(client: BetterSqlite3.Database, table: string): boolean {
 
 /**
  * Checks, without writing, that an existing keys table is one the store can adopt: exactly the
- * columns of the contract with their affinities, and `id` as the primary key (the primary key is
+ * columns of the contract with their affinities (the lease columns may be missing, on a table from
+ * before their migration), and `id` as the primary key (the primary key is
  * what makes `reserve` atomic).
  *
  * @throws {@link SchemaMismatchError} naming what differs
@@ -210,7 +223,12 @@ export function applySqliteMigrations(
       }
       for (const migration of pendingMigrations(migrations, applied())) {
         for (const statement of migration.sql) {
-          client.exec(renameMigrationStatement(statement, name, '`'));
+          const renamed = renameMigrationStatement(statement, name, '`');
+          const added = addedColumn(renamed, '`');
+          const present =
+            added !== undefined &&
+            columnsOf(client, added.table).some((column) => column.name === added.column);
+          if (!present) client.exec(renamed);
         }
         record().run(migration.hash, migration.folderMillis);
       }

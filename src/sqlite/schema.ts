@@ -1,9 +1,9 @@
-import { index, real, sqliteTable, text } from 'drizzle-orm/sqlite-core';
+import { index, integer, real, sqliteTable, text } from 'drizzle-orm/sqlite-core';
 import type { KeyStatus } from '../core/status.js';
 import { assertTableName, DEFAULT_TABLE_NAME, retentionIndexName } from '../core/table-name.js';
 
 /**
- * Builds the keys table on SQLite under `name`: exactly the columns of the contract, and the
+ * Builds the keys table on SQLite under `name`: exactly the columns of the contract plus the lease columns, and the
  * retention index on `(status, expires, id)`, named after the table (`<name>_status_expires_id_idx`)
  * so two tables never clash. Export it from your drizzle-kit schema if you keep your own
  * migrations, and give it to the store as `{ table }`.
@@ -31,6 +31,11 @@ export function sqliteKeysTable<const N extends string = typeof DEFAULT_TABLE_NA
       status: text('status').$type<KeyStatus>().notNull(),
       response: text('response'),
       expires: real('expires').notNull(),
+      // The lease of a pending owner (see LeasedIdempotencyStore): NULL for rows without one.
+      leaseUntil: real('lease_until'),
+      // The fencing token; a takeover bumps it.
+      attempt: integer('attempt').notNull().default(1),
+      unrecorded: integer('unrecorded', { mode: 'boolean' }).notNull().default(false),
     },
     (table) => [index(retentionIndexName(name)).on(table.status, table.expires, table.id)],
   );

@@ -1,16 +1,29 @@
 import type BetterSqlite3 from 'better-sqlite3';
-import { and, asc, eq, gt, inArray, lte, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, isNull, lte, or, sql } from 'drizzle-orm';
 import type { BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
 import { AnswerCache } from '../core/answer-cache.js';
 import { StoreClosedError } from '../core/errors.js';
 import { parseResponse, serializeResponse } from '../core/json.js';
+import {
+  acquiredOutcome,
+  assertAttempt,
+  existingOutcome,
+  leaseDeadline,
+  pendingLimit,
+  toPendingKey,
+} from '../core/lease.js';
 import { type KeyRow, toRecord } from '../core/record.js';
 import { RETENTION_CYCLE } from '../core/retention-cycle.js';
 import { countByStatus, KeyStatus } from '../core/status.js';
 import type {
+  AcquireOptions,
+  AcquireResult,
   IdempotencyRecord,
-  IdempotencyStore,
-  RetentionStats,
+  LeasedIdempotencyStore,
+  LeaseStats,
+  PendingKey,
+  PendingKeysOptions,
+  ReleasePendingResult,
   StatusCounts,
 } from '../core/store.js';
 import {
@@ -80,9 +93,60 @@ function compileHotQueries(db: AnyBetterSqliteDatabase, keys: SqliteKeysTable) {
           fingerprint: p('fingerprint'),
           status: p('pending'),
           expires: p('expires'),
+          // Written out so the statement binds placeholders only (see compileStatement).
+          attempt: sql`1`,
+          unrecorded: sql`0`,
         })
         .onConflictDoNothing(),
       ['id', 'fingerprint', 'pending', 'expires'],
+    ),
+    // One statement, so atomic: inserts a missing key with attempt 1, or takes over a pending row
+    // of the same fingerprint whose lease lapsed, bumping its attempt; returns no row otherwise.
+    // A row without a lease (NULL) never compares as lapsed.
+    acquire: compileStatement(
+      client,
+      db
+        .insert(keys)
+        .values({
+          id: p('id'),
+          fingerprint: p('fingerprint'),
+          status: p('pending'),
+          expires: p('expires'),
+          leaseUntil: p('leaseUntil'),
+          attempt: sql`1`,
+          unrecorded: sql`0`,
+        })
+        .onConflictDoUpdate({
+          target: keys.id,
+          set: {
+            attempt: sql`${keys.attempt} + 1`,
+            leaseUntil: sql`excluded.lease_until`,
+            expires: sql`excluded.expires`,
+          },
+          setWhere: and(
+            sql`${keys.fingerprint} = excluded.fingerprint`,
+            eq(keys.status, p('pending')),
+            sql`${keys.unrecorded} = 0`,
+            lte(keys.leaseUntil, p('now')),
+          ),
+        })
+        .returning({ attempt: keys.attempt }),
+      ['id', 'fingerprint', 'pending', 'expires', 'leaseUntil', 'pending', 'now'],
+    ),
+    finishFenced: compileStatement(
+      client,
+      db
+        .update(keys)
+        .set({ status: sql<KeyStatus>`${p('done')}`, response: sql<string>`${p('response')}` })
+        .where(
+          and(
+            eq(keys.id, p('id')),
+            eq(keys.fingerprint, p('fingerprint')),
+            eq(keys.status, p('pending')),
+            eq(keys.attempt, p('attempt')),
+          ),
+        ),
+      ['done', 'response', 'id', 'fingerprint', 'pending', 'attempt'],
     ),
     finish: compileStatement(
       client,
@@ -124,7 +188,87 @@ function compileHotQueries(db: AnyBetterSqliteDatabase, keys: SqliteKeysTable) {
 
 function prepareQueries(db: AnyBetterSqliteDatabase, keys: SqliteKeysTable) {
   const isExpired = isExpiredAnswer(keys);
+  // The row an owner holds with its token, not handed to an operator: the fenced writes' target.
+  const ownedBy = and(
+    eq(keys.id, p('id')),
+    eq(keys.fingerprint, p('fingerprint')),
+    eq(keys.status, KeyStatus.pending),
+    eq(keys.attempt, p('attempt')),
+    eq(keys.unrecorded, false),
+  );
+  const pendingColumns = {
+    id: keys.id,
+    fingerprint: keys.fingerprint,
+    status: keys.status,
+    response: keys.response,
+    expires: keys.expires,
+    lease_until: keys.leaseUntil,
+    attempt: keys.attempt,
+    unrecorded: keys.unrecorded,
+  };
+  const isPending = eq(keys.status, KeyStatus.pending);
   return {
+    renew: db
+      .update(keys)
+      .set({ leaseUntil: sql`${p('leaseUntil')}` })
+      .where(ownedBy)
+      .prepare(),
+    releaseFenced: db.delete(keys).where(ownedBy).prepare(),
+    markUnrecorded: db
+      .update(keys)
+      .set({ unrecorded: true, leaseUntil: null })
+      .where(
+        and(
+          eq(keys.id, p('id')),
+          eq(keys.fingerprint, p('fingerprint')),
+          isPending,
+          eq(keys.attempt, p('attempt')),
+        ),
+      )
+      .prepare(),
+    pendingKeys: db
+      .select(pendingColumns)
+      .from(keys)
+      .where(isPending)
+      .orderBy(asc(keys.id))
+      .limit(p('limit'))
+      .prepare(),
+    stalePendingKeys: db
+      .select(pendingColumns)
+      .from(keys)
+      .where(
+        and(
+          isPending,
+          or(
+            eq(keys.unrecorded, true),
+            lte(keys.leaseUntil, p('now')),
+            and(isNull(keys.leaseUntil), lte(keys.expires, p('now'))),
+          ),
+        ),
+      )
+      .orderBy(asc(keys.id))
+      .limit(p('limit'))
+      .prepare(),
+    // The operator's release: whatever the lease and the attempt.
+    releasePending: db
+      .delete(keys)
+      .where(
+        and(
+          eq(keys.id, p('id')),
+          isPending,
+          sql`${keys.fingerprint} = coalesce(${p('fingerprint')}, ${keys.fingerprint})`,
+        ),
+      )
+      .returning({ id: keys.id })
+      .prepare(),
+    leaseCounts: db
+      .select({
+        lapsed: sql<number>`coalesce(sum(${keys.unrecorded} = 0 AND ${keys.leaseUntil} <= ${p('now')}), 0)`,
+        unrecorded: sql<number>`coalesce(sum(${keys.unrecorded}), 0)`,
+      })
+      .from(keys)
+      .where(isPending)
+      .prepare(),
     expired: db
       .select({ id: keys.id })
       .from(keys)
@@ -211,7 +355,7 @@ function prepareQueries(db: AnyBetterSqliteDatabase, keys: SqliteKeysTable) {
  * store.fetch('order-42', now); // { receipt: 1 }
  * ```
  */
-export class SqliteIdempotencyStore<T = unknown> implements IdempotencyStore<T> {
+export class SqliteIdempotencyStore<T = unknown> implements LeasedIdempotencyStore<T> {
   readonly #db: AnyBetterSqliteDatabase;
   readonly #queries: ReturnType<typeof prepareQueries>;
   readonly #hot: ReturnType<typeof compileHotQueries>;
@@ -261,13 +405,93 @@ export class SqliteIdempotencyStore<T = unknown> implements IdempotencyStore<T> 
     return inserted;
   }
 
-  /** {@inheritDoc IdempotencyStore.finish} */
-  finish(key: string, digest: string, response: T): boolean {
+  /** {@inheritDoc LeasedIdempotencyStore.finish} */
+  finish(key: string, digest: string, response: T, attempt?: number): boolean {
     assertKey(key);
     assertDigest(digest);
+    if (attempt !== undefined) assertAttempt(attempt);
     const text = serializeResponse(response);
+    const hot = this.#openHot();
+    const result =
+      attempt === undefined
+        ? hot.finish.run(KeyStatus.done, text, key, digest, KeyStatus.pending)
+        : hot.finishFenced.run(KeyStatus.done, text, key, digest, KeyStatus.pending, attempt);
+    return result.changes === 1;
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.acquire} */
+  acquire(key: string, digest: string, options: AcquireOptions): AcquireResult<T> {
+    assertKey(key);
+    assertDigest(digest);
+    const leaseUntil = leaseDeadline(options);
+    const hot = this.#openHot();
+    const { expires, now } = options;
+    // The statement either owns the row or leaves it as it was; what is there is then read. A row
+    // deleted in between (released, purged) makes the key new again: try once more.
+    for (;;) {
+      const won = hot.acquire.get(
+        key,
+        digest,
+        KeyStatus.pending,
+        expires,
+        leaseUntil,
+        KeyStatus.pending,
+        now,
+      ) as { attempt: number } | undefined;
+      if (won !== undefined) {
+        if (won.attempt === 1) this.#cache?.forget(key);
+        return acquiredOutcome(won.attempt, leaseUntil);
+      }
+      const row = hot.get.get(key) as KeyRow | undefined;
+      if (row !== undefined) return existingOutcome<T>(row, digest);
+    }
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.renew} */
+  renew(key: string, digest: string, attempt: number, leaseUntil: number): boolean {
+    assertKey(key);
+    assertDigest(digest);
+    assertAttempt(attempt);
+    assertTime(leaseUntil, 'leaseUntil');
     return (
-      this.#openHot().finish.run(KeyStatus.done, text, key, digest, KeyStatus.pending).changes === 1
+      this.#open().renew.run({ id: key, fingerprint: digest, attempt, leaseUntil }).changes === 1
+    );
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.markUnrecorded} */
+  markUnrecorded(key: string, digest: string, attempt: number): boolean {
+    assertKey(key);
+    assertDigest(digest);
+    assertAttempt(attempt);
+    return this.#open().markUnrecorded.run({ id: key, fingerprint: digest, attempt }).changes === 1;
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.pendingKeys} */
+  pendingKeys(options: PendingKeysOptions): PendingKey[] {
+    assertTime(options?.now, 'now');
+    const limit = pendingLimit(options.limit);
+    const queries = this.#open();
+    const rows = options.stale
+      ? queries.stalePendingKeys.all({ now: options.now, limit })
+      : queries.pendingKeys.all({ limit });
+    return rows.map((row) => toPendingKey(row, options.now));
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.releasePending} */
+  releasePending(key: string, fingerprint?: string): ReleasePendingResult {
+    assertKey(key);
+    if (fingerprint !== undefined) assertDigest(fingerprint);
+    const queries = this.#open();
+    const hot = this.#openHot();
+    return this.#db.transaction(
+      () => {
+        const deleted = queries.releasePending.all({ id: key, fingerprint: fingerprint ?? null });
+        if (deleted.length === 1) return 'released';
+        const row = hot.get.get(key) as KeyRow | undefined;
+        if (row === undefined) return 'missing';
+        return row.status === KeyStatus.done ? 'done' : 'mismatch';
+      },
+      { behavior: 'immediate' },
     );
   }
 
@@ -353,18 +577,30 @@ export class SqliteIdempotencyStore<T = unknown> implements IdempotencyStore<T> 
     return deleted;
   }
 
-  /** {@inheritDoc IdempotencyStore.stats} */
-  stats(now: number): RetentionStats {
+  /** {@inheritDoc LeasedIdempotencyStore.stats} */
+  stats(now: number): LeaseStats {
     assertTime(now, 'now');
-    const past = countByStatus(this.#open().countPastDeadline.all({ now }));
-    return { ...this.counts(), expired: past.done, stalePending: past.pending };
+    const queries = this.#open();
+    const past = countByStatus(queries.countPastDeadline.all({ now }));
+    const leases = queries.leaseCounts.get({ now });
+    return {
+      ...this.counts(),
+      expired: past.done,
+      stalePending: past.pending,
+      lapsed: Number(leases?.lapsed ?? 0),
+      unrecorded: Number(leases?.unrecorded ?? 0),
+    };
   }
 
-  /** {@inheritDoc IdempotencyStore.release} */
-  release(key: string, digest: string): boolean {
+  /** {@inheritDoc LeasedIdempotencyStore.release} */
+  release(key: string, digest: string, attempt?: number): boolean {
     assertKey(key);
     assertDigest(digest);
-    return this.#open().release.run({ id: key, fingerprint: digest }).changes === 1;
+    if (attempt === undefined) {
+      return this.#open().release.run({ id: key, fingerprint: digest }).changes === 1;
+    }
+    assertAttempt(attempt);
+    return this.#open().releaseFenced.run({ id: key, fingerprint: digest, attempt }).changes === 1;
   }
 
   /** {@inheritDoc IdempotencyStore.get} */

@@ -28,6 +28,19 @@ describe('Prometheus stats', () => {
     store.reserve('pending-live', 'd', 100);
     store.reserve('pending-stale', 'd', 10);
     const text = await prometheusStats(store, 50);
+    // A store that keeps leases counts lapsed and unrecorded keys too: none here (`reserve` takes
+    // no lease).
+    const leases =
+      'lapsed' in (await store.stats(50))
+        ? [
+            '# HELP idempotency_lapsed_pending_keys Pending keys whose lease lapsed: their owner stopped renewing, the next retry takes them over.',
+            '# TYPE idempotency_lapsed_pending_keys gauge',
+            'idempotency_lapsed_pending_keys 0',
+            '# HELP idempotency_unrecorded_keys Pending keys whose handler ran but whose answer was not recorded: each waits for an operator.',
+            '# TYPE idempotency_unrecorded_keys gauge',
+            'idempotency_unrecorded_keys 0',
+          ]
+        : [];
     expect(text).toBe(
       [
         '# HELP idempotency_pending_keys Keys whose work is in flight (status pending).',
@@ -42,6 +55,7 @@ describe('Prometheus stats', () => {
         '# HELP idempotency_stale_pending_keys Pending keys past their retention deadline: never deleted by retention, look at them.',
         '# TYPE idempotency_stale_pending_keys gauge',
         'idempotency_stale_pending_keys 1',
+        ...leases,
         '',
       ].join('\n'),
     );

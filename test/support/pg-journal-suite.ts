@@ -113,9 +113,45 @@ export function describePgJournal(name: string, fresh: () => Promise<JournalTarg
           expect(await store.fetch('done-1', 1000)).toEqual({ receipt: 1 });
           expect(await store.reserve('pending-1', 'fp-pending', 1)).toBe(false);
           expect(await store.counts()).toEqual({ pending: 1, done: 2 });
+          expect(await store.get('pending-1')).toMatchObject({
+            leaseUntil: null,
+            attempt: 1,
+            unrecorded: false,
+          });
+          expect(
+            await store.acquire('pending-1', 'fp-pending', {
+              expires: 1,
+              now: 3e9,
+              leaseSeconds: 1,
+            }),
+          ).toMatchObject({ status: 'inProgress', leaseUntil: null });
         }
         expect(await journal(db, schema, '__drizzle_migrations')).toEqual(legacy);
         expect((await journal(db, schema, '__idempotency_migrations'))[0]).toEqual(legacy[0]);
+      } finally {
+        await target.close();
+      }
+    });
+
+    it("adopts a table the app's drizzle-kit generated with every column, lease columns included", async () => {
+      const target = await fresh();
+      try {
+        const { db, schema } = target;
+        await db.execute(
+          sql.raw(`CREATE TABLE ${quoteIdentifier(schema)}."keys" ("id" text COLLATE "C" PRIMARY KEY NOT NULL,
+            "fingerprint" text NOT NULL, "status" text NOT NULL, "response" text,
+            "expires" double precision NOT NULL, "lease_until" double precision,
+            "attempt" integer DEFAULT 1 NOT NULL, "unrecorded" boolean DEFAULT false NOT NULL)`),
+        );
+        await applyPgMigrations(db, { schema });
+        await applyPgMigrations(db, { schema });
+        const store = new PgIdempotencyStore(db, { schema });
+        expect(
+          await store.acquire('k', 'd', { expires: 10, now: 1, leaseSeconds: 5 }),
+        ).toMatchObject({
+          status: 'acquired',
+        });
+        expect(await journal(db, schema, '__idempotency_migrations')).toHaveLength(2);
       } finally {
         await target.close();
       }

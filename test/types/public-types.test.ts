@@ -47,6 +47,9 @@ interface KeyRow {
   status: KeyStatus;
   response: string | null;
   expires: number;
+  leaseUntil: number | null;
+  attempt: number;
+  unrecorded: boolean;
 }
 
 describe('the public types', () => {
@@ -96,7 +99,16 @@ describe('the public types', () => {
     const rows = db.select().from(keys).all();
     expectTypeOf(rows).toEqualTypeOf<KeyRow[]>();
     expect(rows).toEqual([
-      { id: 'k', fingerprint: 'd', status: 'pending', response: null, expires: 10 },
+      {
+        id: 'k',
+        fingerprint: 'd',
+        status: 'pending',
+        response: null,
+        expires: 10,
+        leaseUntil: null,
+        attempt: 1,
+        unrecorded: false,
+      },
     ]);
     client.close();
   });

@@ -1,0 +1,249 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  InvalidOptionError,
+  InvalidTimeError,
+  type LeasedIdempotencyStore,
+} from '../../src/index.js';
+import type { HarnessFactory, StoreHarness } from './harness.js';
+
+const LEASE = { expires: 1000, now: 100, leaseSeconds: 30 };
+
+/**
+ * The fenced leases of issue 13, run against any store that has them. The factory returns a
+ * fresh, empty store.
+ */
+export function describeLeaseContract(dialect: string, makeHarness: HarnessFactory): void {
+  describe(`lease contract: ${dialect}`, () => {
+    let h: StoreHarness;
+    let store: LeasedIdempotencyStore;
+    beforeEach(async () => {
+      h = await makeHarness();
+      store = h.store as LeasedIdempotencyStore;
+    });
+    afterEach(async () => {
+      await h.close();
+    });
+
+    it('acquires a missing key with attempt 1 and a lease until now + leaseSeconds', async () => {
+      expect(await store.acquire('k', 'd', LEASE)).toEqual({
+        status: 'acquired',
+        attempt: 1,
+        leaseUntil: 130,
+        takenOver: false,
+      });
+      expect(await store.get('k')).toMatchObject({
+        status: 'pending',
+        expires: 1000,
+        leaseUntil: 130,
+        attempt: 1,
+        unrecorded: false,
+      });
+    });
+
+    it('reports a live lease as in progress, and changes nothing', async () => {
+      await store.acquire('k', 'd', LEASE);
+      expect(await store.acquire('k', 'd', { ...LEASE, now: 129.5 })).toEqual({
+        status: 'inProgress',
+        attempt: 1,
+        leaseUntil: 130,
+        unrecorded: false,
+      });
+      expect(await store.get('k')).toMatchObject({ attempt: 1, leaseUntil: 130 });
+    });
+
+    it('takes over a lapsed lease of the same fingerprint at lease_until <= now, bumping attempt', async () => {
+      await store.acquire('k', 'd', LEASE);
+      expect(await store.acquire('k', 'd', { expires: 2000, now: 130, leaseSeconds: 10 })).toEqual({
+        status: 'acquired',
+        attempt: 2,
+        leaseUntil: 140,
+        takenOver: true,
+      });
+      expect(await store.get('k')).toMatchObject({
+        status: 'pending',
+        expires: 2000,
+        leaseUntil: 140,
+        attempt: 2,
+      });
+      expect((await store.acquire('k', 'd', { ...LEASE, now: 500 })).status).toBe('acquired');
+      expect((await store.get('k'))?.attempt).toBe(3);
+    });
+
+    it('never lets another fingerprint take over: mismatch, row unchanged', async () => {
+      await store.acquire('k', 'd', LEASE);
+      const other = await store.acquire('k', 'other', { ...LEASE, now: 500 });
+      expect(other).toMatchObject({ status: 'mismatch', record: { fingerprint: 'd', attempt: 1 } });
+      expect(await store.get('k')).toMatchObject({ fingerprint: 'd', attempt: 1, leaseUntil: 130 });
+    });
+
+    it('reports a done row with its record, and a done row of another fingerprint as a mismatch', async () => {
+      await store.acquire('k', 'd', LEASE);
+      expect(await store.finish('k', 'd', { r: 1 }, 1)).toBe(true);
+      expect(await store.acquire('k', 'd', { ...LEASE, now: 500 })).toMatchObject({
+        status: 'done',
+        record: { status: 'done', response: { r: 1 }, attempt: 1 },
+      });
+      expect(await store.acquire('k', 'x', LEASE)).toMatchObject({ status: 'mismatch' });
+    });
+
+    it('never takes over a row reserved without a lease', async () => {
+      await store.reserve('k', 'd', 1000);
+      expect(await store.acquire('k', 'd', { ...LEASE, now: 10_000 })).toEqual({
+        status: 'inProgress',
+        attempt: 1,
+        leaseUntil: null,
+        unrecorded: false,
+      });
+    });
+
+    it('fences a stalled owner: after a takeover its finish, release and renew change nothing', async () => {
+      // A acquires, pauses past its lease; B takes over and finishes.
+      const a = await store.acquire('k', 'd', LEASE);
+      const b = await store.acquire('k', 'd', { ...LEASE, now: 131 });
+      expect(a).toMatchObject({ attempt: 1 });
+      expect(b).toMatchObject({ status: 'acquired', attempt: 2, takenOver: true });
+      expect(await store.renew('k', 'd', 1, 500)).toBe(false);
+      expect(await store.release('k', 'd', 1)).toBe(false);
+      expect(await store.finish('k', 'd', { by: 'b' }, 2)).toBe(true);
+      // A wakes up: its answer and its release are refused; the answer is B's.
+      expect(await store.finish('k', 'd', { by: 'a' }, 1)).toBe(false);
+      expect(await store.release('k', 'd', 1)).toBe(false);
+      expect(await store.get('k')).toMatchObject({ status: 'done', response: { by: 'b' } });
+    });
+
+    it('a fenced release before the takeover frees the key; the token-less calls keep the 0.1.0 contract', async () => {
+      await store.acquire('k', 'd', LEASE);
+      expect(await store.release('k', 'd', 2)).toBe(false);
+      expect(await store.release('k', 'd', 1)).toBe(true);
+      expect(await store.get('k')).toBeNull();
+      await store.acquire('k', 'd', LEASE);
+      await store.acquire('k', 'd', { ...LEASE, now: 200 });
+      expect(await store.finish('k', 'd', { r: 1 })).toBe(true);
+    });
+
+    it('renews only the holder of the current attempt', async () => {
+      await store.acquire('k', 'd', LEASE);
+      expect(await store.renew('k', 'd', 1, 160)).toBe(true);
+      expect(await store.renew('k', 'other', 1, 170)).toBe(false);
+      expect((await store.get('k'))?.leaseUntil).toBe(160);
+      expect(await store.acquire('k', 'd', { ...LEASE, now: 150 })).toMatchObject({
+        status: 'inProgress',
+        leaseUntil: 160,
+      });
+    });
+
+    it('marks an unrecorded row: never taken over, owner cannot release it, listed, released by hand', async () => {
+      await store.acquire('k', 'd', LEASE);
+      expect(await store.markUnrecorded('k', 'd', 2)).toBe(false);
+      expect(await store.markUnrecorded('k', 'd', 1)).toBe(true);
+      expect(await store.acquire('k', 'd', { ...LEASE, now: 10_000 })).toEqual({
+        status: 'inProgress',
+        attempt: 1,
+        leaseUntil: null,
+        unrecorded: true,
+      });
+      expect(await store.renew('k', 'd', 1, 20_000)).toBe(false);
+      expect(await store.release('k', 'd', 1)).toBe(false);
+      expect(await store.pendingKeys({ now: 10_000, stale: true })).toEqual([
+        {
+          key: 'k',
+          fingerprint: 'd',
+          expires: 1000,
+          leaseUntil: null,
+          attempt: 1,
+          state: 'unrecorded',
+        },
+      ]);
+      expect(await store.stats(10_000)).toMatchObject({ pending: 1, lapsed: 0, unrecorded: 1 });
+      expect(await store.releasePending('k')).toBe('released');
+      expect(await store.get('k')).toBeNull();
+    });
+
+    it('lists pending rows with their state, ascending by key; --stale keeps the ones to look at', async () => {
+      await store.acquire('a-live', 'd', LEASE);
+      await store.acquire('b-lapsed', 'd', { ...LEASE, leaseSeconds: 1 });
+      await store.reserve('c-unleased-old', 'd', 50);
+      await store.reserve('d-unleased', 'd', 5000);
+      await store.acquire('e-done', 'd', LEASE);
+      await store.finish('e-done', 'd', 1, 1);
+      const all = await store.pendingKeys({ now: 110 });
+      expect(all.map((row) => [row.key, row.state])).toEqual([
+        ['a-live', 'live'],
+        ['b-lapsed', 'lapsed'],
+        ['c-unleased-old', 'unleased'],
+        ['d-unleased', 'unleased'],
+      ]);
+      expect(all[1]).toEqual({
+        key: 'b-lapsed',
+        fingerprint: 'd',
+        expires: 1000,
+        leaseUntil: 101,
+        attempt: 1,
+        state: 'lapsed',
+      });
+      expect((await store.pendingKeys({ now: 110, stale: true })).map((row) => row.key)).toEqual([
+        'b-lapsed',
+        'c-unleased-old',
+      ]);
+      expect((await store.pendingKeys({ now: 110, limit: 2 })).map((row) => row.key)).toEqual([
+        'a-live',
+        'b-lapsed',
+      ]);
+      expect(await store.stats(110)).toMatchObject({
+        pending: 4,
+        done: 1,
+        lapsed: 1,
+        unrecorded: 0,
+      });
+      expect(await store.stats(200)).toMatchObject({ lapsed: 2 });
+    });
+
+    it('releasePending deletes a pending row whatever its lease, and refuses done, missing and other fingerprints', async () => {
+      await store.acquire('p', 'd', LEASE);
+      await store.acquire('q', 'd', LEASE);
+      await store.acquire('done', 'd', LEASE);
+      await store.finish('done', 'd', 1, 1);
+      expect(await store.releasePending('missing')).toBe('missing');
+      expect(await store.releasePending('done')).toBe('done');
+      expect(await store.releasePending('p', 'other')).toBe('mismatch');
+      expect(await store.releasePending('p', 'd')).toBe('released');
+      expect(await store.releasePending('q')).toBe('released');
+      expect((await h.rows()).map((row) => row.id)).toEqual(['done']);
+    });
+
+    it('refuses bad lease arguments with a typed error and changes nothing', async () => {
+      for (const leaseSeconds of [0, -1, Number.NaN, Infinity, '5', null]) {
+        await expect(
+          (async () =>
+            store.acquire('k', 'd', { ...LEASE, leaseSeconds: leaseSeconds as number }))(),
+        ).rejects.toBeInstanceOf(InvalidOptionError);
+      }
+      await expect(
+        (async () => store.acquire('k', 'd', { ...LEASE, now: Number.NaN }))(),
+      ).rejects.toBeInstanceOf(InvalidTimeError);
+      for (const attempt of [0, 1.5, -1, '1', Number.NaN]) {
+        await expect(
+          (async () => store.finish('k', 'd', 1, attempt as number))(),
+        ).rejects.toBeInstanceOf(InvalidOptionError);
+        await expect(
+          (async () => store.renew('k', 'd', attempt as number, 10))(),
+        ).rejects.toBeInstanceOf(InvalidOptionError);
+      }
+      await expect((async () => store.pendingKeys({ now: 1, limit: 0 }))()).rejects.toBeInstanceOf(
+        InvalidOptionError,
+      );
+      expect(await h.rows()).toEqual([]);
+    });
+
+    it('gives exactly one acquired among concurrent takeovers of a lapsed key', async () => {
+      await store.acquire('k', 'd', LEASE);
+      const results = await Promise.all(
+        Array.from({ length: 12 }, () => store.acquire('k', 'd', { ...LEASE, now: 200 })),
+      );
+      expect(results.filter((result) => result.status === 'acquired')).toEqual([
+        { status: 'acquired', attempt: 2, leaseUntil: 230, takenOver: true },
+      ]);
+      expect(results.filter((result) => result.status === 'inProgress')).toHaveLength(11);
+    });
+  });
+}

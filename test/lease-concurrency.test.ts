@@ -1,0 +1,48 @@
+import { describe, expect, it } from 'vitest';
+import { openSqliteStore } from '../src/sqlite/index.js';
+import { fixture } from './support/child.js';
+import { runTogether } from './support/rel-processes.js';
+import { freshDbPath, tempDir } from './support/temp.js';
+
+const dir = tempDir('idem-lease-');
+const PROCESSES = 4;
+const KEYS = 200;
+
+describe('lease takeovers across processes (SQLite)', () => {
+  it(`${PROCESSES} processes taking over the same ${KEYS} lapsed keys: exactly one winner each`, async () => {
+    const path = freshDbPath(dir);
+    const setup = openSqliteStore(path);
+    for (let i = 0; i < KEYS; i++) {
+      setup.acquire(`key-${i}`, 'd', { expires: 1000, now: 100, leaseSeconds: 30 });
+    }
+    setup.close();
+    const results = await runTogether(
+      Array.from({ length: PROCESSES }, (_, i) => ({
+        script: fixture('lease-contend.ts'),
+        args: [path, String(KEYS), String(i + 1)],
+      })),
+      dir,
+    );
+    const winners = new Map<string, number>();
+    for (const result of results) {
+      expect(result.stderr).toBe('');
+      expect(result.code).toBe(0);
+      const { won, errors } = JSON.parse(result.stdout) as {
+        won: [string, number][];
+        errors: string[];
+      };
+      expect(errors).toEqual([]);
+      for (const [key, attempt] of won) {
+        expect(winners.has(key)).toBe(false);
+        expect(attempt).toBe(2);
+        winners.set(key, attempt);
+      }
+    }
+    expect(winners.size).toBe(KEYS);
+    const store = openSqliteStore(path);
+    expect(store.pendingKeys({ now: 200, limit: KEYS }).map((row) => row.attempt)).toEqual(
+      Array(KEYS).fill(2),
+    );
+    store.close();
+  });
+});
