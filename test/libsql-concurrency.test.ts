@@ -1,10 +1,16 @@
 import Database from 'better-sqlite3';
+import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { describe, expect, it } from 'vitest';
 import { openLibsqlStore } from '../src/libsql/index.js';
 import { fixture } from './support/child.js';
 import { fileUrl } from './support/libsql-harness.js';
 import { runTogether } from './support/rel-processes.js';
 import { freshDbPath, tempDir } from './support/temp.js';
+
+// Every committed SQLite migration, each recorded once in the library's journal.
+const MIGRATIONS = readMigrationFiles({
+  migrationsFolder: new URL('../drizzle/sqlite', import.meta.url).pathname,
+}).length;
 
 const dir = tempDir('idem-libsql-race-');
 const PROCESSES = 4;
@@ -71,9 +77,38 @@ describe('libSQL store across processes', () => {
         .prepare('SELECT count(*) FROM __idempotency_migrations')
         .pluck()
         .get() as number;
-      expect(applied).toBe(1);
+      expect(applied).toBe(MIGRATIONS);
     } finally {
       client.close();
     }
+  }, 120_000);
+
+  it('gives each of 50 lapsed keys to exactly one of 4 processes taking them over at once', async () => {
+    const url = fileUrl(freshDbPath(dir));
+    const store = await openLibsqlStore(url);
+    // Leased until 30; the children take over at now = 100.
+    for (let i = 0; i < 50; i++) {
+      await store.acquire(`key-${i}`, 'd', { expires: 1_000, now: 0, leaseSeconds: 30 });
+    }
+    const results = await runTogether(
+      Array.from({ length: PROCESSES }, () => ({
+        script: fixture('libsql-takeover.ts'),
+        args: [url, '50'],
+      })),
+      dir,
+    );
+    const reports = results.map((result) => {
+      expect(result.stderr).toBe('');
+      expect(result.code).toBe(0);
+      return JSON.parse(result.stdout) as { won: string[]; errors: string[] };
+    });
+    expect(reports.flatMap((report) => report.errors)).toEqual([]);
+    const won = reports.flatMap((report) => report.won);
+    expect(won).toHaveLength(50);
+    expect(new Set(won).size).toBe(50);
+    for (let i = 0; i < 50; i++) {
+      expect(await store.get(`key-${i}`)).toMatchObject({ attempt: 2, leaseUntil: 130 });
+    }
+    await store.close();
   }, 120_000);
 });

@@ -1,7 +1,12 @@
 // Pins the public types of the libSQL store: the `expectTypeOf` assertions are checked by the
 // compiler (`npm run typecheck`); the runtime assertions check that the values agree with them.
 import { describe, expect, expectTypeOf, it } from 'vitest';
-import type { IdempotencyRecord, IdempotencyStore, RetentionStats } from '../src/index.js';
+import type {
+  AcquireResult,
+  IdempotencyRecord,
+  LeasedIdempotencyStore,
+  LeaseStats,
+} from '../src/index.js';
 import {
   type LibsqlIdempotencyStore,
   type OpenLibsqlStoreOptions,
@@ -19,7 +24,7 @@ const dir = tempDir('idem-libsql-types-');
 
 describe('the libSQL store types', () => {
   it('returns a promise from every operation and keeps the answer type', async () => {
-    expectTypeOf<LibsqlIdempotencyStore<Receipt>>().toExtend<IdempotencyStore<Receipt>>();
+    expectTypeOf<LibsqlIdempotencyStore<Receipt>>().toExtend<LeasedIdempotencyStore<Receipt>>();
     expectTypeOf<OpenLibsqlStoreOptions>().toEqualTypeOf<{
       readonly busyTimeoutMs?: number;
       readonly table?: SqliteKeysTable;
@@ -39,8 +44,16 @@ describe('the libSQL store types', () => {
     expectTypeOf(record).toEqualTypeOf<Promise<IdempotencyRecord<Receipt> | null>>();
     expect(await record).toMatchObject({ key: 'k', response: { charged: 1 } });
     const stats = store.stats(5);
-    expectTypeOf(stats).toEqualTypeOf<Promise<RetentionStats>>();
+    expectTypeOf(stats).toEqualTypeOf<Promise<LeaseStats>>();
     expect(await stats).toMatchObject({ pending: 0, done: 1, expired: 0 });
+    const acquired = store.acquire('j', 'd', { expires: 10, now: 0, leaseSeconds: 30 });
+    expectTypeOf(acquired).toEqualTypeOf<Promise<AcquireResult<Receipt>>>();
+    expect(await acquired).toEqual({
+      status: 'acquired',
+      attempt: 1,
+      leaseUntil: 30,
+      takenOver: false,
+    });
     const closed = store.close();
     expectTypeOf(closed).toEqualTypeOf<Promise<void>>();
     await closed;

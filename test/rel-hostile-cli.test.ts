@@ -77,12 +77,12 @@ const CASES: [string, string[], number, Record<string, string>?][] = [
   ['a flag given as --db=', ['purge', '--db=', '--now', '10'], ExitCode.usage],
   [
     'an unknown flag after a valid purge',
-    ['purge', ...db, '--now', '10', '--force'],
+    ['purge', ...db, '--now', '10', '--bogus'],
     ExitCode.usage,
   ],
   ['an unknown command with a huge name', ['x'.repeat(50_000)], ExitCode.usage],
   ['--url that is not a URL', ['stats', '--url', 'not a url'], ExitCode.usage],
-  ['--url of another scheme', ['stats', '--url', 'mysql://127.0.0.1/test'], ExitCode.usage],
+  ['--url of another scheme', ['stats', '--url', 'redis://127.0.0.1/0'], ExitCode.usage],
   [
     '--url and --db together',
     ['purge', ...db, '--url', 'postgres://127.0.0.1:1/test'],

@@ -13,6 +13,8 @@ export interface PaymentsAppOptions {
   readonly ttlSeconds: number;
   /** The clock in seconds, shared with the sweep. */
   readonly now: () => number;
+  /** The lease of a payment in flight, in seconds (default 30): a crashed request's key is retried after it. */
+  readonly leaseSeconds?: number;
 }
 
 interface PaymentRequest {
@@ -148,7 +150,11 @@ export function createPaymentsApp(
   app.post(
     '/payments',
     validatePayment,
-    expressIdempotency(store, { ttlSeconds: options.ttlSeconds, now: options.now }),
+    expressIdempotency(store, {
+      ttlSeconds: options.ttlSeconds,
+      now: options.now,
+      ...(options.leaseSeconds === undefined ? {} : { leaseSeconds: options.leaseSeconds }),
+    }),
     async (req, res) => {
       const body = req.body as PaymentRequest;
       if (body.delay_ms) await sleep(body.delay_ms);

@@ -2,6 +2,8 @@
 //   IDEM_DB                 the SQLite file (default ./idempotency.db)
 //   PORT                    the port on 127.0.0.1 (default 3000; 0 picks a free one)
 //   IDEM_TTL_SECONDS        how long answers are replayed (default 86400)
+//   IDEM_LEASE_SECONDS      the lease of a request in flight (default 30): the key of a request
+//                           whose process died is taken over by a retry once it lapses
 //   IDEM_SWEEP_INTERVAL_MS  how often expired answers are purged (default 60000)
 //   IDEM_SHUTDOWN_GRACE_MS  how long SIGTERM/SIGINT wait for requests in flight (default 10000)
 import type { AddressInfo } from 'node:net';
@@ -22,12 +24,13 @@ function numberFromEnv(name: string, fallback: number): number {
 const path = process.env.IDEM_DB || './idempotency.db';
 const port = numberFromEnv('PORT', 3000);
 const ttlSeconds = numberFromEnv('IDEM_TTL_SECONDS', 86_400);
+const leaseSeconds = numberFromEnv('IDEM_LEASE_SECONDS', 30);
 const sweepIntervalMs = numberFromEnv('IDEM_SWEEP_INTERVAL_MS', 60_000);
 const graceMs = numberFromEnv('IDEM_SHUTDOWN_GRACE_MS', 10_000);
 const now = () => Date.now() / 1000;
 
 const store = openSqliteStore(path);
-const app = createPaymentsApp(store, { ttlSeconds, now });
+const app = createPaymentsApp(store, { ttlSeconds, now, leaseSeconds });
 
 // Retention runs in the background: each sweep deletes expired answers in short batches of 100
 // and never touches a pending row.

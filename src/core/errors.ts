@@ -19,6 +19,7 @@ export const ErrorCode = {
   answerNotRecorded: 'IDEMPOTENCY_ANSWER_NOT_RECORDED',
   answerTooLarge: 'IDEMPOTENCY_ANSWER_TOO_LARGE',
   bodyRefused: 'IDEMPOTENCY_BODY_REFUSED',
+  requestSuperseded: 'IDEMPOTENCY_REQUEST_SUPERSEDED',
 } as const;
 
 /** One of the values of {@link ErrorCode}. */

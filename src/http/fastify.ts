@@ -1,7 +1,8 @@
 import type { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { IdempotencyStore } from '../core/store.js';
-import { type Execution, idempotent } from './idempotent.js';
+import type { Execution } from './execution.js';
+import { idempotent } from './idempotent.js';
 import type { IdempotentOptions } from './options.js';
 import type { IdempotencyProblem } from './problems.js';
 import { type HttpResponse, toWire } from './response.js';

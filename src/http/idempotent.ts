@@ -1,12 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KeyStatus } from '../core/status.js';
 import type { IdempotencyRecord, IdempotencyStore } from '../core/store.js';
+import { type Execution, isLeased, owned } from './execution.js';
 import { IDEMPOTENCY_KEY_HEADER, parseIdempotencyKey } from './key.js';
-import { type IdempotentOptions, type ResolvedOptions, resolveOptions } from './options.js';
-import { type IdempotentResult, Outcome, type OutcomeEvent, problemResult } from './outcome.js';
+import { type IdempotentOptions, resolveOptions } from './options.js';
+import { type IdempotentResult, Outcome, problemResult } from './outcome.js';
 import {
   AnswerExpiredError,
-  AnswerNotRecordedError,
   AnswerTooLargeError,
   BodyRefusedError,
   KeyMalformedError,
@@ -14,40 +14,13 @@ import {
   KeyReusedError,
   RequestInProgressError,
 } from './problems.js';
+import { type Report, reported, reporter } from './report.js';
 import { headerValue, type IdempotentRequest } from './request.js';
-import {
-  fromStoredAnswer,
-  type HttpResponse,
-  omittedSize,
-  toStoredAnswer,
-  toWire,
-  type WireResponse,
-} from './response.js';
+import { fromStoredAnswer, type HttpResponse, omittedSize, toWire } from './response.js';
 import { storedId } from './scope.js';
 
 /** The header that marks a replayed answer. */
 export const REPLAYED_HEADER = 'idempotent-replayed';
-
-/**
- * A request this layer let through to the handler. Exactly one of `complete` or `fail` must be
- * called once the handler is done.
- */
-export interface Execution {
-  /**
-   * Records the handler's answer: stores it (and returns `executed`) if its status is stored,
-   * otherwise releases the key (`notStored`), since the handler failed. If a stored status cannot
-   * be recorded (the store refuses or fails), the key is **not** released: the handler's effect
-   * happened, and a released key would let a retry run it again. It stays `pending` (retries get
-   * 409) and the result is an {@link AnswerNotRecordedError} problem carrying the answer: alert on
-   * it, have someone check the effect, then release the key. Never throws for a store failure.
-   */
-  complete(response: HttpResponse): Promise<IdempotentResult>;
-  /**
-   * The handler threw: releases the key this request reserved (its key and fingerprint checked),
-   * so a retry runs. Throws an `AggregateError` of `error` and the store's error if that fails.
-   */
-  fail(error: unknown): Promise<void>;
-}
 
 /**
  * What {@link IdempotentExecutor.begin} decided: answer now, run the handler under an
@@ -88,135 +61,6 @@ function replay(record: IdempotencyRecord<unknown>): IdempotentResult {
   return {
     outcome: Outcome.replayed,
     response: { ...response, headers: { ...response.headers, [REPLAYED_HEADER]: 'true' } },
-  };
-}
-
-/** Tells the `onOutcome` hook, if any; what it throws never reaches the request. */
-type Report = (result: Pick<OutcomeEvent, 'outcome' | 'status' | 'problem' | 'error'>) => void;
-
-function reporter(
-  settings: ResolvedOptions,
-  request: IdempotentRequest,
-  key: string | undefined,
-  started: number,
-): Report {
-  return (result) => {
-    const hook = settings.onOutcome;
-    if (hook === undefined) return;
-    try {
-      hook({
-        ...result,
-        method: request.method,
-        path: request.path,
-        key,
-        durationMs: performance.now() - started,
-      });
-    } catch {
-      // A broken hook (logging, metrics) must never change what the client gets.
-    }
-  };
-}
-
-function reported(report: Report, result: IdempotentResult): IdempotentResult {
-  report({
-    outcome: result.outcome,
-    status: result.response.status,
-    ...(result.outcome === 'problem' ? { problem: result.problem } : {}),
-  });
-  return result;
-}
-
-function owned(
-  store: IdempotencyStore<unknown>,
-  settings: ResolvedOptions,
-  id: string,
-  fingerprint: string,
-  report: Report,
-): Execution {
-  async function release(): Promise<void> {
-    // Deletes only the pending row with this fingerprint: never another request's row or answer.
-    await store.release(id, fingerprint);
-  }
-
-  async function notStored(response: WireResponse): Promise<IdempotentResult> {
-    try {
-      await release();
-    } catch (error) {
-      return problemResult(
-        new AnswerNotRecordedError(
-          'releasing the key of an answer not stored failed',
-          response,
-          error,
-        ),
-      );
-    }
-    return { outcome: Outcome.notStored, response };
-  }
-
-  async function record(response: WireResponse): Promise<IdempotentResult> {
-    const { status } = response;
-    if (!Number.isInteger(status) || status < 200 || status > 599) {
-      return problemResult(
-        new AnswerNotRecordedError(
-          `the handler answered status ${String(status)}, which is not an HTTP status from 200 to 599; the key stays pending`,
-          response,
-        ),
-      );
-    }
-    let finished: boolean;
-    try {
-      finished = await store.finish(
-        id,
-        fingerprint,
-        toStoredAnswer(response, settings.storedHeaders, settings.maxStoredBytes),
-      );
-    } catch (error) {
-      const reason = error instanceof Error ? error.message : String(error);
-      return problemResult(
-        new AnswerNotRecordedError(
-          `recording the answer failed, the key stays pending: ${reason}`,
-          response,
-          error,
-        ),
-      );
-    }
-    if (!finished) {
-      // Our pending row is gone or changed hands: someone released it. Nothing is ours to release.
-      return problemResult(
-        new AnswerNotRecordedError(
-          'finish found no pending row of this request: it was released or replaced while the handler ran',
-          response,
-        ),
-      );
-    }
-    return { outcome: Outcome.executed, response };
-  }
-
-  return {
-    async complete(answer) {
-      // One form from here on: the bytes that are sent are the bytes that are stored and replayed.
-      const response = toWire(answer);
-      // A status that is not stored means the handler failed: its effect did not complete, so the
-      // key is released and a retry runs. Otherwise the handler succeeded and its effect happened:
-      // an answer that cannot be recorded leaves the key pending, since releasing it would let a
-      // retry run the effect a second time.
-      const result = settings.shouldStore(response.status)
-        ? await record(response)
-        : await notStored(response);
-      return reported(report, result);
-    },
-    async fail(error) {
-      try {
-        await release();
-      } catch (releaseError) {
-        throw new AggregateError(
-          [error, releaseError],
-          'the handler failed and releasing its idempotency key failed too',
-        );
-      } finally {
-        report({ outcome: Outcome.failed, status: undefined, error });
-      }
-    },
   };
 }
 
@@ -286,7 +130,8 @@ export function idempotent(
     const parsed = parseIdempotencyKey(header);
     if (!parsed.ok) return respond(unkeyed, problemResult(new KeyMalformedError(parsed.reason)));
     const id = storedId(request.scope, parsed.key);
-    const report = reporter(settings, request, id, started);
+    const reportOf = [settings, request, id, started] as const;
+    const report = reporter(...reportOf);
     let fingerprint: string;
     try {
       fingerprint = await settings.fingerprint(request);
@@ -294,31 +139,57 @@ export function idempotent(
       if (error instanceof BodyRefusedError) return respond(report, problemResult(error));
       throw error;
     }
+    const leased = isLeased(store) ? store : undefined;
     const deadline = performance.now() + settings.waitTimeoutMs;
     let vanished = 0;
     for (;;) {
       const now = settings.now();
-      if (await store.reserve(id, fingerprint, now + settings.ttlSeconds)) {
-        return { action: 'run', execution: owned(store, settings, id, fingerprint, report) };
-      }
-      const record = await store.get(id);
-      if (record === null) {
-        vanished += 1;
-        if (vanished < MAX_VANISHED) continue;
-      } else if (record.fingerprint !== fingerprint) {
-        return respond(report, problemResult(new KeyReusedError(record)));
-      } else if (record.status === KeyStatus.done) {
-        return respond(
-          report,
-          record.expires > now ? replay(record) : problemResult(new AnswerExpiredError(record)),
-        );
+      const expires = now + settings.ttlSeconds;
+      // What is in the way when the key is someone else's, and how long until a retry may win it.
+      let holder: IdempotencyRecord<unknown> | null = null;
+      let retryAfter = settings.retryAfterSeconds;
+      if (leased) {
+        const { leaseSeconds } = settings;
+        const got = await leased.acquire(id, fingerprint, { expires, now, leaseSeconds });
+        if (got.status === 'acquired') {
+          const ownership = { store, id, fingerprint, attempt: got.attempt };
+          const execution = owned(ownership, settings, reporter(...reportOf, got.attempt));
+          return { action: 'run', execution };
+        }
+        if (got.status === 'mismatch') {
+          return respond(report, problemResult(new KeyReusedError(got.record)));
+        }
+        if (got.status === 'done') {
+          const { record } = got;
+          return respond(
+            report,
+            record.expires > now ? replay(record) : problemResult(new AnswerExpiredError(record)),
+          );
+        }
+        // In progress: a live lease says when it lapses; a row without one (unleased, or marked
+        // unrecorded) waits for its owner or an operator.
+        if (got.leaseUntil !== null) retryAfter = Math.max(1, Math.ceil(got.leaseUntil - now));
+      } else {
+        if (await store.reserve(id, fingerprint, expires)) {
+          const ownership = { store, id, fingerprint, attempt: undefined };
+          return { action: 'run', execution: owned(ownership, settings, report) };
+        }
+        holder = await store.get(id);
+        if (holder === null) {
+          vanished += 1;
+          if (vanished < MAX_VANISHED) continue;
+        } else if (holder.fingerprint !== fingerprint) {
+          return respond(report, problemResult(new KeyReusedError(holder)));
+        } else if (holder.status === KeyStatus.done) {
+          return respond(
+            report,
+            holder.expires > now ? replay(holder) : problemResult(new AnswerExpiredError(holder)),
+          );
+        }
       }
       // Pending, or a key that keeps changing hands: someone else is working on it.
       if (performance.now() + settings.waitIntervalMs > deadline) {
-        return respond(
-          report,
-          problemResult(new RequestInProgressError(settings.retryAfterSeconds, record)),
-        );
+        return respond(report, problemResult(new RequestInProgressError(retryAfter, holder)));
       }
       await sleep(settings.waitIntervalMs);
     }

@@ -1,11 +1,16 @@
+export type { Execution } from './execution.js';
 export type { FingerprintBody } from './fingerprint.js';
 export { canonicalJson, fingerprintBody, requestFingerprint } from './fingerprint.js';
-export type { Decision, Execution, IdempotentExecutor } from './idempotent.js';
+export type { Decision, IdempotentExecutor } from './idempotent.js';
 export { idempotent, REPLAYED_HEADER } from './idempotent.js';
 export type { ParsedKey } from './key.js';
 export { IDEMPOTENCY_KEY_HEADER, MAX_KEY_LENGTH, parseIdempotencyKey } from './key.js';
 export type { IdempotentOptions } from './options.js';
-export { DEFAULT_MAX_STORED_BYTES, DEFAULT_TTL_SECONDS } from './options.js';
+export {
+  DEFAULT_LEASE_SECONDS,
+  DEFAULT_MAX_STORED_BYTES,
+  DEFAULT_TTL_SECONDS,
+} from './options.js';
 export type { IdempotentResult, OutcomeEvent } from './outcome.js';
 export { Outcome } from './outcome.js';
 export type { ProblemDetails } from './problems.js';
@@ -21,6 +26,7 @@ export {
   PROBLEM_CONTENT_TYPE,
   ProblemType,
   RequestInProgressError,
+  RequestSupersededError,
 } from './problems.js';
 export type { HeaderValues, IdempotentRequest } from './request.js';
 export type { HttpResponse, StoredAnswer, WireResponse } from './response.js';

@@ -8,6 +8,15 @@ import { DEFAULT_STORED_HEADERS } from './response.js';
 /** The default retention of an answer: 24 hours, Stripe's minimum. */
 export const DEFAULT_TTL_SECONDS = 24 * 3600;
 
+/**
+ * The default lease of a request in flight: 30 s. Long enough that renewing it every 10 s keeps a
+ * live handler's key through a stalled event loop or a slow database; short enough that the key of
+ * a process that crashed or was killed is taken over by a retry within half a minute instead of
+ * answering 409 until its retention ends. Raise it if your handlers can freeze for longer (a long
+ * GC pause, a suspended VM); lower it if clients retry fast and the handler is cheap.
+ */
+export const DEFAULT_LEASE_SECONDS = 30;
+
 /** The default largest answer body kept for replay: 1 MiB. */
 export const DEFAULT_MAX_STORED_BYTES = 1024 * 1024;
 
@@ -30,6 +39,14 @@ export interface IdempotentOptions {
    * with an `InvalidOptionError` there, not on the first request.
    */
   readonly now?: () => number;
+  /**
+   * The lease of a request in flight, in seconds (default 30, see {@link DEFAULT_LEASE_SECONDS}),
+   * on a store with leases. The layer renews it every third of it while the handler runs, so only a
+   * dead or frozen owner lapses; the next retry with the same body then takes the key over and runs
+   * the handler once more. A 409 for a request in progress carries a `Retry-After` of the lease
+   * left.
+   */
+  readonly leaseSeconds?: number;
   /** Whether a request without `Idempotency-Key` gets 400 (default) or runs without the layer. */
   readonly required?: boolean;
   /** The methods the layer applies to; others pass through untouched. Default `POST`, `PATCH`. */
@@ -43,7 +60,11 @@ export interface IdempotentOptions {
   readonly shouldStore?: (status: number) => boolean;
   /** Response headers stored and replayed with the answer (case-insensitive). */
   readonly storedHeaders?: readonly string[];
-  /** The `Retry-After` of a 409 for a request in progress, in whole seconds. Default 1. */
+  /**
+   * The `Retry-After` of a 409 for a request in progress whose lease is not known (a row without a
+   * lease, or a store without leases), in whole seconds. Default 1. With a lease, the 409 carries
+   * the lease left instead.
+   */
   readonly retryAfterSeconds?: number;
   /**
    * Instead of answering 409 at once, wait up to `timeoutMs` for the first request to finish,
@@ -66,6 +87,7 @@ export interface IdempotentOptions {
 /** {@link IdempotentOptions} with every default applied and checked. */
 export interface ResolvedOptions {
   readonly ttlSeconds: number;
+  readonly leaseSeconds: number;
   readonly now: () => number;
   readonly required: boolean;
   readonly methods: ReadonlySet<string>;
@@ -123,6 +145,12 @@ export function resolveOptions(options: IdempotentOptions): ResolvedOptions {
       `ttlSeconds must be a finite number greater than 0, got ${String(ttlSeconds)}`,
     );
   }
+  const leaseSeconds = options.leaseSeconds ?? DEFAULT_LEASE_SECONDS;
+  if (typeof leaseSeconds !== 'number' || !Number.isFinite(leaseSeconds) || leaseSeconds <= 0) {
+    throw new InvalidOptionError(
+      `leaseSeconds must be a finite number greater than 0, got ${String(leaseSeconds)}`,
+    );
+  }
   const now = options.now ?? (() => Date.now() / 1000);
   assertFunction(now, 'now');
   assertSecondsClock(now);
@@ -154,6 +182,7 @@ export function resolveOptions(options: IdempotentOptions): ResolvedOptions {
   if (typeof required !== 'boolean') throw new InvalidOptionError('required must be a boolean');
   return {
     ttlSeconds,
+    leaseSeconds,
     now,
     required,
     methods: new Set(methods.map((method) => method.toUpperCase())),

@@ -12,6 +12,7 @@ import type { HttpResponse } from './response.js';
  * | `passedThrough` | ran | no key and none required, or a method the layer does not cover |
  * | `problem` | did not run, or ran without its answer being recorded (the key then stays pending) | see `problem` |
  * | `failed` | threw | released, so a retry runs (reported to `onOutcome` only) |
+ * | `superseded` | ran past its lease | a retry took it over; this answer is not stored (reported to `onOutcome` only; the result is a `problem`) |
  */
 export const Outcome = {
   executed: 'executed',
@@ -20,6 +21,7 @@ export const Outcome = {
   passedThrough: 'passedThrough',
   problem: 'problem',
   failed: 'failed',
+  superseded: 'superseded',
 } as const;
 
 /** One of the values of {@link Outcome}. */
@@ -56,6 +58,8 @@ export interface OutcomeEvent {
   readonly problem?: IdempotencyProblem;
   /** What the handler threw, for the `failed` outcome. */
   readonly error?: unknown;
+  /** The fencing token of this run of the handler, on a store with leases (2 and up: a takeover). */
+  readonly attempt?: number;
   /** Milliseconds from the layer seeing the request to this outcome. */
   readonly durationMs: number;
 }

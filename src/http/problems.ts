@@ -15,6 +15,7 @@ export const ProblemType = {
   answerNotRecorded: 'urn:drizzle-idempotency:problem:answer-not-recorded',
   answerTooLarge: 'urn:drizzle-idempotency:problem:answer-too-large',
   bodyRefused: 'urn:drizzle-idempotency:problem:body-refused',
+  requestSuperseded: 'urn:drizzle-idempotency:problem:request-superseded',
 } as const;
 
 /** One of the values of {@link ProblemType}. */
@@ -237,5 +238,28 @@ export class BodyRefusedError extends IdempotencyProblem {
   /** @param reason - why the body was refused */
   constructor(reason: string) {
     super(ErrorCode.bodyRefused, reason);
+  }
+}
+
+/**
+ * 409: this request's lease lapsed while its handler ran (the process froze, or renewing the lease
+ * failed), and a retry took the key over. Its answer is refused by the fencing token and not
+ * stored: the key's answer is the new owner's, which a retry gets. The handler's effect may have
+ * happened twice; the `onOutcome` hook hears this as `superseded`.
+ */
+export class RequestSupersededError extends IdempotencyProblem {
+  readonly status = 409;
+  readonly type = ProblemType.requestSuperseded;
+  readonly title = 'Request with this Idempotency-Key superseded';
+  /** The handler's answer, which was not stored. */
+  readonly response: HttpResponse;
+
+  /** @param response - the handler's answer, not stored */
+  constructor(response: HttpResponse) {
+    super(
+      ErrorCode.requestSuperseded,
+      'this request took longer than its lease and a retry took its Idempotency-Key over; retry it to get the answer of record',
+    );
+    this.response = response;
   }
 }

@@ -1,7 +1,12 @@
 import type { Client, InValue, Transaction } from '@libsql/client';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { SchemaMismatchError } from '../core/errors.js';
-import { type JournalRow, legacyJournalRows, pendingMigrations } from '../core/journal.js';
+import {
+  addedColumn,
+  type JournalRow,
+  legacyJournalRows,
+  pendingMigrations,
+} from '../core/journal.js';
 import { migrationsFolder } from '../core/migrations-folder.js';
 import {
   DEFAULT_TABLE_NAME,
@@ -147,7 +152,13 @@ export async function applyLibsqlMigrations(
     }
     for (const migration of pendingMigrations(migrations, await journalRows(tx, journal))) {
       for (const statement of migration.sql) {
-        await tx.execute(renameMigrationStatement(statement, name, '`'));
+        const renamed = renameMigrationStatement(statement, name, '`');
+        // A table made by the app's own drizzle-kit migrations already has the later columns.
+        const added = addedColumn(renamed, '`');
+        const present =
+          added !== undefined &&
+          (await columnsOf(tx, added.table)).some((column) => column.name === added.column);
+        if (!present) await tx.execute(renamed);
       }
       await record(migration.hash, migration.folderMillis);
     }

@@ -1,16 +1,29 @@
 import type { Client, InStatement, ResultSet } from '@libsql/client';
-import { and, asc, eq, gt, inArray, lte, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, isNull, lte, or, sql } from 'drizzle-orm';
 import type { LibSQLDatabase } from 'drizzle-orm/libsql';
 import { StoreClosedError } from '../core/errors.js';
 import { parseResponse, serializeResponse } from '../core/json.js';
+import {
+  acquiredOutcome,
+  assertAttempt,
+  existingOutcome,
+  leaseDeadline,
+  pendingLimit,
+  toPendingKey,
+} from '../core/lease.js';
 import { compareKeys } from '../core/order.js';
 import { type KeyRow, toRecord } from '../core/record.js';
 import { RETENTION_CYCLE } from '../core/retention-cycle.js';
 import { countByStatus, KeyStatus } from '../core/status.js';
 import type {
+  AcquireOptions,
+  AcquireResult,
   IdempotencyRecord,
-  IdempotencyStore,
-  RetentionStats,
+  LeasedIdempotencyStore,
+  LeaseStats,
+  PendingKey,
+  PendingKeysOptions,
+  ReleasePendingResult,
   StatusCounts,
 } from '../core/store.js';
 import {
@@ -53,6 +66,11 @@ function compileQueries(db: AnyLibsqlDatabase, keys: SqliteKeysTable) {
     eq(keys.fingerprint, p('fingerprint')),
     eq(keys.status, KeyStatus.pending),
   );
+  // The row an owner holds with its token, not handed to an operator: the fenced writes' target.
+  const ownedBy = and(ownPending, eq(keys.attempt, p('attempt')), eq(keys.unrecorded, false));
+  const isPending = eq(keys.status, KeyStatus.pending);
+  const pendingRows = (where: ReturnType<typeof and>) =>
+    db.select().from(keys).where(where).orderBy(asc(keys.id)).limit(p('limit'));
   const expiredIds = (order: ReturnType<typeof asc>[]) =>
     db
       .select({ id: keys.id })
@@ -73,12 +91,96 @@ function compileQueries(db: AnyLibsqlDatabase, keys: SqliteKeysTable) {
         .onConflictDoNothing(),
       ['id', 'fingerprint', 'expires'],
     ),
+    // One statement: inserts a missing key with attempt 1, or takes over a pending row of the
+    // same fingerprint whose lease lapsed, bumping its attempt; returns no row otherwise. A row
+    // without a lease (NULL) never compares as lapsed.
+    acquire: compileLibsqlStatement(
+      db
+        .insert(keys)
+        .values({
+          id: p('id'),
+          fingerprint: p('fingerprint'),
+          status: KeyStatus.pending,
+          expires: p('expires'),
+          leaseUntil: p('leaseUntil'),
+        })
+        .onConflictDoUpdate({
+          target: keys.id,
+          set: {
+            attempt: sql`${keys.attempt} + 1`,
+            leaseUntil: sql`excluded.lease_until`,
+            expires: sql`excluded.expires`,
+          },
+          setWhere: and(
+            sql`${keys.fingerprint} = excluded.fingerprint`,
+            isPending,
+            eq(keys.unrecorded, false),
+            lte(keys.leaseUntil, p('now')),
+          ),
+        })
+        .returning({ attempt: keys.attempt }),
+      ['id', 'fingerprint', 'expires', 'leaseUntil', 'now'],
+    ),
     finish: compileLibsqlStatement(
       db
         .update(keys)
         .set({ status: KeyStatus.done, response: sql<string>`${p('response')}` })
         .where(ownPending),
       ['id', 'fingerprint', 'response'],
+    ),
+    finishFenced: compileLibsqlStatement(
+      db
+        .update(keys)
+        .set({ status: KeyStatus.done, response: sql<string>`${p('response')}` })
+        .where(and(ownPending, eq(keys.attempt, p('attempt')))),
+      ['id', 'fingerprint', 'response', 'attempt'],
+    ),
+    renew: compileLibsqlStatement(
+      db
+        .update(keys)
+        .set({ leaseUntil: sql<number>`${p('leaseUntil')}` })
+        .where(ownedBy),
+      ['id', 'fingerprint', 'attempt', 'leaseUntil'],
+    ),
+    releaseFenced: compileLibsqlStatement(db.delete(keys).where(ownedBy), [
+      'id',
+      'fingerprint',
+      'attempt',
+    ]),
+    markUnrecorded: compileLibsqlStatement(
+      db
+        .update(keys)
+        .set({ unrecorded: true, leaseUntil: null })
+        .where(and(ownPending, eq(keys.attempt, p('attempt')))),
+      ['id', 'fingerprint', 'attempt'],
+    ),
+    pendingKeys: compileLibsqlStatement(pendingRows(isPending), ['limit']),
+    stalePendingKeys: compileLibsqlStatement(
+      pendingRows(
+        and(
+          isPending,
+          or(
+            eq(keys.unrecorded, true),
+            lte(keys.leaseUntil, p('now')),
+            and(isNull(keys.leaseUntil), lte(keys.expires, p('now'))),
+          ),
+        ),
+      ),
+      ['now', 'limit'],
+    ),
+    // The operator's release: whatever the lease and the attempt.
+    releasePending: compileLibsqlStatement(
+      db
+        .delete(keys)
+        .where(
+          and(
+            eq(keys.id, p('id')),
+            isPending,
+            sql`${keys.fingerprint} = coalesce(${p('fingerprint')}, ${keys.fingerprint})`,
+          ),
+        )
+        .returning({ id: keys.id }),
+      ['id', 'fingerprint'],
     ),
     fetch: compileLibsqlStatement(
       db
@@ -135,6 +237,11 @@ function compileQueries(db: AnyLibsqlDatabase, keys: SqliteKeysTable) {
           status: keys.status,
           count: sql<number>`count(*)`.as('count'),
           past: sql<number>`count(*) filter (where ${keys.expires} <= ${p('now')})`.as('past'),
+          lapsed:
+            sql<number>`count(*) filter (where ${keys.unrecorded} = 0 and ${keys.leaseUntil} <= ${p('now')})`.as(
+              'lapsed',
+            ),
+          unrecorded: sql<number>`count(*) filter (where ${keys.unrecorded} = 1)`.as('unrecorded'),
         })
         .from(keys)
         .groupBy(keys.status),
@@ -154,9 +261,10 @@ function rowsOf<Row>(result: ResultSet): Row[] {
  * `applyLibsqlMigrations`, or your own drizzle-kit migrations with the exported `keys` table (or
  * one built by `sqliteKeysTable(name)`, given as `{ table }`).
  *
- * Every operation is one statement, and a statement that writes runs in its own `write` batch
- * (`BEGIN IMMEDIATE`): it takes the write lock before it reads, so it waits for another process's
- * writer (up to the client's busy timeout) instead of failing. The store never keeps a
+ * Every write runs as one `write` batch (`BEGIN IMMEDIATE`) of one statement, or of two for
+ * `acquire` and `releasePending` (the write and the read of what it left): it takes the write lock
+ * before it reads, so it waits for another process's writer (up to the client's busy timeout)
+ * instead of failing. The store never keeps a
  * transaction open across an `await`: libSQL's local client waits for a lock synchronously, so a
  * transaction left open while the event loop ran another operation on a second connection of the
  * same client would block the process until the busy timeout.
@@ -177,7 +285,7 @@ function rowsOf<Row>(result: ResultSet): Row[] {
  * await store.fetch('order-42', now); // { receipt: 1 }
  * ```
  */
-export class LibsqlIdempotencyStore<T = unknown> implements IdempotencyStore<T> {
+export class LibsqlIdempotencyStore<T = unknown> implements LeasedIdempotencyStore<T> {
   readonly #db: AnyLibsqlDatabase;
   readonly #queries: ReturnType<typeof compileQueries>;
   readonly #closeConnection: boolean;
@@ -222,13 +330,101 @@ export class LibsqlIdempotencyStore<T = unknown> implements IdempotencyStore<T> 
     return (await this.#write(statement)).rowsAffected === 1;
   }
 
-  /** {@inheritDoc IdempotencyStore.finish} */
-  async finish(key: string, digest: string, response: T): Promise<boolean> {
+  /** {@inheritDoc LeasedIdempotencyStore.finish} */
+  async finish(key: string, digest: string, response: T, attempt?: number): Promise<boolean> {
     assertKey(key);
     assertDigest(digest);
+    if (attempt !== undefined) assertAttempt(attempt);
     const text = serializeResponse(response);
-    const statement = this.#open().finish.bind({ id: key, fingerprint: digest, response: text });
+    const queries = this.#open();
+    const owner = { id: key, fingerprint: digest, response: text };
+    const statement =
+      attempt === undefined
+        ? queries.finish.bind(owner)
+        : queries.finishFenced.bind({ ...owner, attempt });
     return (await this.#write(statement)).rowsAffected === 1;
+  }
+
+  /**
+   * {@inheritDoc LeasedIdempotencyStore.acquire}
+   *
+   * The insert-or-take-over statement and the read of what is there run in one `write` batch, so
+   * the row read is the one the statement left.
+   */
+  async acquire(key: string, digest: string, options: AcquireOptions): Promise<AcquireResult<T>> {
+    assertKey(key);
+    assertDigest(digest);
+    const leaseUntil = leaseDeadline(options);
+    const queries = this.#open();
+    const { expires, now } = options;
+    const [won, existing] = await this.#db.$client.batch(
+      [
+        queries.acquire.bind({ id: key, fingerprint: digest, expires, leaseUntil, now }),
+        queries.get.bind({ id: key }),
+      ],
+      'write',
+    );
+    const [owned] = won === undefined ? [] : rowsOf<{ attempt: number }>(won);
+    if (owned !== undefined) return acquiredOutcome(owned.attempt, leaseUntil);
+    const [row] = existing === undefined ? [] : rowsOf<KeyRow>(existing);
+    if (row === undefined) throw new Error('libSQL lost the row acquire conflicted with');
+    return existingOutcome<T>(row, digest);
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.renew} */
+  async renew(key: string, digest: string, attempt: number, leaseUntil: number): Promise<boolean> {
+    assertKey(key);
+    assertDigest(digest);
+    assertAttempt(attempt);
+    assertTime(leaseUntil, 'leaseUntil');
+    const statement = this.#open().renew.bind({
+      id: key,
+      fingerprint: digest,
+      attempt,
+      leaseUntil,
+    });
+    return (await this.#write(statement)).rowsAffected === 1;
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.markUnrecorded} */
+  async markUnrecorded(key: string, digest: string, attempt: number): Promise<boolean> {
+    assertKey(key);
+    assertDigest(digest);
+    assertAttempt(attempt);
+    const statement = this.#open().markUnrecorded.bind({ id: key, fingerprint: digest, attempt });
+    return (await this.#write(statement)).rowsAffected === 1;
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.pendingKeys} */
+  async pendingKeys(options: PendingKeysOptions): Promise<PendingKey[]> {
+    assertTime(options?.now, 'now');
+    const limit = pendingLimit(options.limit);
+    const queries = this.#open();
+    const { now } = options;
+    const statement = options.stale
+      ? queries.stalePendingKeys.bind({ now, limit })
+      : queries.pendingKeys.bind({ limit });
+    return rowsOf<KeyRow>(await this.#read(statement)).map((row) => toPendingKey(row, now));
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.releasePending} */
+  async releasePending(key: string, fingerprint?: string): Promise<ReleasePendingResult> {
+    assertKey(key);
+    if (fingerprint !== undefined) assertDigest(fingerprint);
+    const queries = this.#open();
+    // The delete and the read of what stayed run in one write batch: the verdict is about the row
+    // the delete saw.
+    const [deleted, left] = await this.#db.$client.batch(
+      [
+        queries.releasePending.bind({ id: key, fingerprint: fingerprint ?? null }),
+        queries.get.bind({ id: key }),
+      ],
+      'write',
+    );
+    if (deleted !== undefined && deleted.rows.length === 1) return 'released';
+    const [row] = left === undefined ? [] : rowsOf<KeyRow>(left);
+    if (row === undefined) return 'missing';
+    return row.status === KeyStatus.done ? 'done' : 'mismatch';
   }
 
   /** {@inheritDoc IdempotencyStore.fetch} */
@@ -284,21 +480,37 @@ export class LibsqlIdempotencyStore<T = unknown> implements IdempotencyStore<T> 
     return deleted;
   }
 
-  /** {@inheritDoc IdempotencyStore.stats} */
-  async stats(now: number): Promise<RetentionStats> {
+  /** {@inheritDoc LeasedIdempotencyStore.stats} */
+  async stats(now: number): Promise<LeaseStats> {
     assertTime(now, 'now');
-    const rows = rowsOf<{ status: string; count: number; past: number }>(
-      await this.#read(this.#open().stats.bind({ now })),
-    );
+    const rows = rowsOf<{
+      status: string;
+      count: number;
+      past: number;
+      lapsed: number;
+      unrecorded: number;
+    }>(await this.#read(this.#open().stats.bind({ now })));
     const past = countByStatus(rows.map((row) => ({ status: row.status, count: row.past })));
-    return { ...countByStatus(rows), expired: past.done, stalePending: past.pending };
+    const pending = rows.find((row) => row.status === KeyStatus.pending);
+    return {
+      ...countByStatus(rows),
+      expired: past.done,
+      stalePending: past.pending,
+      lapsed: pending?.lapsed ?? 0,
+      unrecorded: pending?.unrecorded ?? 0,
+    };
   }
 
-  /** {@inheritDoc IdempotencyStore.release} */
-  async release(key: string, digest: string): Promise<boolean> {
+  /** {@inheritDoc LeasedIdempotencyStore.release} */
+  async release(key: string, digest: string, attempt?: number): Promise<boolean> {
     assertKey(key);
     assertDigest(digest);
-    const statement = this.#open().release.bind({ id: key, fingerprint: digest });
+    if (attempt !== undefined) assertAttempt(attempt);
+    const queries = this.#open();
+    const statement =
+      attempt === undefined
+        ? queries.release.bind({ id: key, fingerprint: digest })
+        : queries.releaseFenced.bind({ id: key, fingerprint: digest, attempt });
     return (await this.#write(statement)).rowsAffected === 1;
   }
 

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPaymentsApp } from '../../examples/payments/app.js';
 import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/index.js';
 import { SWEEP_NOW, seedBacklog, tally } from '../support/backlog.js';
+import { spawnTs } from '../support/child.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
 
 const dir = tempDir('idem-service-');
@@ -189,6 +190,76 @@ describe('npm run idem -- sweep under SIGTERM', () => {
       await until(() => !groupAlive(run.child.pid as number), 'every process of npm run to end');
     } finally {
       if (groupAlive(run.child.pid as number)) process.kill(-(run.child.pid as number), 'SIGKILL');
+    }
+  });
+});
+
+describe('the payments service killed mid-request', () => {
+  const main = fileURLToPath(new URL('../../examples/payments/main.ts', import.meta.url));
+
+  function start(path: string): { child: ChildProcess; url: Promise<string> } {
+    const { child } = spawnTs(main, [], {
+      IDEM_DB: path,
+      PORT: '0',
+      IDEM_LEASE_SECONDS: '2',
+      IDEM_SWEEP_INTERVAL_MS: '3600000',
+      DATABASE_URL: '',
+    });
+    let output = '';
+    const url = new Promise<string>((resolve, reject) => {
+      child.stdout?.on('data', (chunk: Buffer) => {
+        output += chunk.toString();
+        const found = /listening on (http:\S+)/.exec(output)?.[1];
+        if (found) resolve(found);
+      });
+      child.on('close', () => reject(new Error(`the service ended: ${output}`)));
+    });
+    return { child, url };
+  }
+
+  function lease(path: string): { status: string; lease_until: number | null } | undefined {
+    const client = new Database(path, { readonly: true, fileMustExist: true });
+    try {
+      return client.prepare('SELECT status, lease_until FROM keys WHERE id = ?').get('crash') as
+        | { status: string; lease_until: number | null }
+        | undefined;
+    } finally {
+      client.close();
+    }
+  }
+
+  it('kill -9, restart, retry after the lease: the payment runs once more and is recorded', async () => {
+    const path = freshDbPath(dir);
+    openSqliteStore(path).close();
+    const pay = (url: string) =>
+      fetch(`${url}/payments`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'idempotency-key': 'crash' },
+        body: JSON.stringify({ amount: 7, currency: 'EUR', delay_ms: 5000 }),
+      });
+
+    const first = start(path);
+    const lost = pay(await first.url).catch((error: unknown) => error);
+    await until(() => lease(path)?.status === 'pending', 'the first request to start');
+    first.child.kill('SIGKILL');
+    expect(await lost).toBeInstanceOf(Error);
+
+    const second = start(path);
+    try {
+      const url = await second.url;
+      const deadline = lease(path)?.lease_until ?? Number.POSITIVE_INFINITY;
+      await until(() => Date.now() / 1000 > deadline, 'the dead owner to lose its lease');
+      const retry = await pay(url);
+      expect(retry.status).toBe(201);
+      const payment = (await retry.json()) as { id: string };
+      expect(lease(path)?.status).toBe('done');
+      const again = await pay(url);
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(((await again.json()) as { id: string }).id).toBe(payment.id);
+      const all = (await (await fetch(`${url}/payments`)).json()) as unknown[];
+      expect(all).toHaveLength(1);
+    } finally {
+      second.child.kill('SIGKILL');
     }
   });
 });

@@ -267,13 +267,13 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
       expect(calls).toBe(3);
     });
 
-    it('answers 409 with Retry-After while the first request runs, and never runs twice', async () => {
-      const url = await start({ retryAfterSeconds: 3 });
+    it('answers 409 with a Retry-After of the lease left while the first request runs, and never runs twice', async () => {
+      const url = await start({ retryAfterSeconds: 3, leaseSeconds: 20 });
       const first = send(url, 'k1', { gate: true });
       await until(async () => (await store.get('k1'))?.status === 'pending');
       const second = await send(url, 'k1', { gate: true });
       await expectProblem(second, 409, 'request-in-progress');
-      expect(second.headers.get('retry-after')).toBe('3');
+      expect(second.headers.get('retry-after')).toBe('20');
       gate.open();
       expect((await first).status).toBe(201);
       const third = await send(url, 'k1', { gate: true });

@@ -158,6 +158,8 @@ describe('idempotent options', () => {
       },
     ],
     ['maxStoredBytes -1', { maxStoredBytes: -1 }],
+    ['leaseSeconds 0', { leaseSeconds: 0 }],
+    ['leaseSeconds Infinity', { leaseSeconds: Number.POSITIVE_INFINITY }],
     ['maxStoredBytes 1.5', { maxStoredBytes: 1.5 }],
     ['onOutcome not a function', { onOutcome: 'log' }],
   ])('refuses %s when the layer is built', (_name, options) => {

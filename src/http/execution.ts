@@ -1,0 +1,185 @@
+import type { IdempotencyStore, LeasedIdempotencyStore } from '../core/store.js';
+import { type Heartbeat, heartbeat } from './heartbeat.js';
+import type { ResolvedOptions } from './options.js';
+import { type IdempotentResult, Outcome, problemResult } from './outcome.js';
+import { AnswerNotRecordedError, RequestSupersededError } from './problems.js';
+import { type Report, reported } from './report.js';
+import { type HttpResponse, toStoredAnswer, toWire, type WireResponse } from './response.js';
+
+/**
+ * A request this layer let through to the handler. Exactly one of `complete` or `fail` must be
+ * called once the handler is done.
+ */
+export interface Execution {
+  /**
+   * Records the handler's answer: stores it (and returns `executed`) if its status is stored,
+   * otherwise releases the key (`notStored`), since the handler failed. If a stored status cannot
+   * be recorded (the store refuses or fails), the key is **not** released: the handler's effect
+   * happened, and a released key would let a retry run it again. It stays `pending` (retries get
+   * 409; on a store with leases it is marked unrecorded, so no retry takes it over) and the result
+   * is an {@link AnswerNotRecordedError} problem carrying the answer: alert on it, have someone
+   * check the effect, then release the key. If the request's lease lapsed and a retry took the key
+   * over, its answer is refused: the result is a {@link RequestSupersededError} problem (the
+   * `superseded` outcome). Never throws for a store failure.
+   */
+  complete(response: HttpResponse): Promise<IdempotentResult>;
+  /**
+   * The handler threw: releases the key this request reserved (its key, fingerprint and fencing
+   * token checked), so a retry runs. Throws an `AggregateError` of `error` and the store's error if
+   * that fails.
+   */
+  fail(error: unknown): Promise<void>;
+}
+
+/** Whether the store offers fenced leases (every store of this package does). */
+export function isLeased(
+  store: IdempotencyStore<unknown>,
+): store is LeasedIdempotencyStore<unknown> {
+  const candidate = store as Partial<LeasedIdempotencyStore<unknown>>;
+  return typeof candidate.acquire === 'function' && typeof candidate.renew === 'function';
+}
+
+/** What a request owns: its key and fingerprint, and its fencing token on a leased store. */
+export interface Ownership {
+  readonly store: IdempotencyStore<unknown>;
+  readonly id: string;
+  readonly fingerprint: string;
+  /** The fencing token from `acquire`; `undefined` on a store without leases (`reserve`). */
+  readonly attempt: number | undefined;
+}
+
+/**
+ * The {@link Execution} of a request that owns its key. On a leased store it renews the lease in
+ * the background until the handler is done, and every write it makes carries the fencing token.
+ */
+export function owned(ownership: Ownership, settings: ResolvedOptions, report: Report): Execution {
+  const { store, id, fingerprint, attempt } = ownership;
+  const leased = attempt !== undefined && isLeased(store) ? store : undefined;
+  const beat: Heartbeat | undefined =
+    leased && attempt !== undefined
+      ? heartbeat(leased, settings, id, fingerprint, attempt)
+      : undefined;
+
+  async function release(): Promise<void> {
+    // Deletes only the pending row with this fingerprint (and token): never another request's.
+    if (leased) await leased.release(id, fingerprint, attempt);
+    else await store.release(id, fingerprint);
+  }
+
+  // The handler ran but its answer is not recorded: the row is marked so no retry takes it over
+  // (that would run the effect again) and an operator sees it. If even that fails, the lease
+  // lapses and the next retry runs the handler once more: the trade-off of a lease.
+  async function keepForOperator(): Promise<void> {
+    if (!leased || attempt === undefined) return;
+    try {
+      await leased.markUnrecorded(id, fingerprint, attempt);
+    } catch {
+      // See above.
+    }
+  }
+
+  // Whether a retry took the key over while the handler ran: the row has a newer token.
+  async function superseded(): Promise<boolean> {
+    if (!leased) return false;
+    try {
+      const row = await leased.get(id);
+      return row !== null && row.fingerprint === fingerprint && row.attempt !== attempt;
+    } catch {
+      return false;
+    }
+  }
+
+  async function notStored(response: WireResponse): Promise<IdempotentResult> {
+    try {
+      await release();
+    } catch (error) {
+      return problemResult(
+        new AnswerNotRecordedError(
+          'releasing the key of an answer not stored failed',
+          response,
+          error,
+        ),
+      );
+    }
+    return { outcome: Outcome.notStored, response };
+  }
+
+  async function notRecorded(
+    reason: string,
+    response: WireResponse,
+    cause?: unknown,
+  ): Promise<IdempotentResult> {
+    await keepForOperator();
+    return problemResult(new AnswerNotRecordedError(reason, response, cause));
+  }
+
+  async function record(response: WireResponse): Promise<IdempotentResult> {
+    const { status } = response;
+    if (!Number.isInteger(status) || status < 200 || status > 599) {
+      return notRecorded(
+        `the handler answered status ${String(status)}, which is not an HTTP status from 200 to 599; the key stays pending`,
+        response,
+      );
+    }
+    const stored = toStoredAnswer(response, settings.storedHeaders, settings.maxStoredBytes);
+    let finished: boolean;
+    try {
+      finished = leased
+        ? await leased.finish(id, fingerprint, stored, attempt)
+        : await store.finish(id, fingerprint, stored);
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      return notRecorded(
+        `recording the answer failed, the key stays pending: ${reason}`,
+        response,
+        error,
+      );
+    }
+    if (!finished) {
+      // Our pending row is gone or changed hands: nothing is ours to release or mark.
+      return problemResult(
+        new AnswerNotRecordedError(
+          'finish found no pending row of this request: it was released or replaced while the handler ran',
+          response,
+        ),
+      );
+    }
+    return { outcome: Outcome.executed, response };
+  }
+
+  return {
+    async complete(answer) {
+      beat?.stop();
+      // One form from here on: the bytes that are sent are the bytes that are stored and replayed.
+      const response = toWire(answer);
+      // A status that is not stored means the handler failed: its effect did not complete, so the
+      // key is released and a retry runs. Otherwise the handler succeeded and its effect happened:
+      // an answer that cannot be recorded leaves the key pending, since releasing it would let a
+      // retry run the effect a second time.
+      const result = settings.shouldStore(response.status)
+        ? await record(response)
+        : await notStored(response);
+      if (result.outcome === 'problem' && (await superseded())) {
+        return reported(
+          report,
+          problemResult(new RequestSupersededError(response)),
+          Outcome.superseded,
+        );
+      }
+      return reported(report, result);
+    },
+    async fail(error) {
+      beat?.stop();
+      try {
+        await release();
+      } catch (releaseError) {
+        throw new AggregateError(
+          [error, releaseError],
+          'the handler failed and releasing its idempotency key failed too',
+        );
+      } finally {
+        report({ outcome: Outcome.failed, status: undefined, error });
+      }
+    },
+  };
+}

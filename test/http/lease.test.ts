@@ -1,0 +1,182 @@
+import { once } from 'node:events';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { expressIdempotency } from '../../src/http/express.js';
+import {
+  AnswerNotRecordedError,
+  type IdempotentRequest,
+  idempotent,
+  type OutcomeEvent,
+  RequestSupersededError,
+} from '../../src/http/index.js';
+import type { LeasedIdempotencyStore } from '../../src/index.js';
+import { type StoreFactory, storeFactories } from '../support/store-factories.js';
+
+const request: IdempotentRequest = {
+  method: 'POST',
+  path: '/pay',
+  headers: { 'idempotency-key': 'k1' },
+  body: { amount: 1 },
+};
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The real store in every way but `finish`, which fails as when the database goes away. */
+function finishFails(store: LeasedIdempotencyStore<unknown>): LeasedIdempotencyStore<unknown> {
+  return new Proxy(store, {
+    get(target, property) {
+      if (property === 'finish') {
+        return async () => {
+          throw new Error('the connection to the database was lost');
+        };
+      }
+      const value = Reflect.get(target, property, target) as unknown;
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+function describeLeases(factory: StoreFactory): void {
+  describe(`leases through the HTTP layer on ${factory.name}`, () => {
+    let store: LeasedIdempotencyStore<unknown>;
+    let closeStore: () => Promise<void>;
+    let clock: number;
+    let events: OutcomeEvent[];
+    const now = () => clock;
+    const onOutcome = (event: OutcomeEvent) => {
+      events.push(event);
+    };
+
+    beforeEach(async () => {
+      const opened = await factory.open();
+      store = opened.store as LeasedIdempotencyStore<unknown>;
+      closeStore = opened.close;
+      clock = 1_000;
+      events = [];
+    });
+
+    afterEach(async () => {
+      await closeStore();
+    });
+
+    it('lets a retry take over a lapsed key, refuses the stalled owner and keeps one answer', async () => {
+      const layer = idempotent(store, { now, leaseSeconds: 30, onOutcome });
+      const first = await layer.begin(request);
+      if (first.action !== 'run') throw new Error(`expected to run, got ${first.action}`);
+      expect((await store.get('k1'))?.attempt).toBe(1);
+
+      // The first owner freezes past its lease (no renewal: the beat runs every 10 s of real time).
+      clock += 31;
+      const second = await layer.begin(request);
+      if (second.action !== 'run') throw new Error(`expected a takeover, got ${second.action}`);
+      expect((await store.get('k1'))?.attempt).toBe(2);
+
+      const stalled = await first.execution.complete({ status: 201, body: { by: 'first' } });
+      expect(stalled.outcome).toBe('problem');
+      if (stalled.outcome !== 'problem') return;
+      expect(stalled.problem).toBeInstanceOf(RequestSupersededError);
+      expect(stalled.response.status).toBe(409);
+      expect(await store.get('k1')).toMatchObject({ status: 'pending', attempt: 2 });
+      // Nor can the stalled owner release the new owner's key.
+      await first.execution.fail(new Error('late'));
+      expect(await store.get('k1')).toMatchObject({ status: 'pending', attempt: 2 });
+
+      const taken = await second.execution.complete({ status: 201, body: { by: 'second' } });
+      expect(taken.outcome).toBe('executed');
+      const replay = await layer.handle(request, () => ({ status: 500 }));
+      expect(replay.outcome).toBe('replayed');
+      expect(Buffer.from(replay.response.body as Uint8Array).toString()).toBe('{"by":"second"}');
+      expect(events.map((event) => [event.outcome, event.attempt])).toEqual([
+        ['superseded', 1],
+        ['failed', 1],
+        ['executed', 2],
+        ['replayed', undefined],
+      ]);
+    });
+
+    it('answers 409 with a Retry-After of the lease left, and never takes over a live lease', async () => {
+      const layer = idempotent(store, { now, leaseSeconds: 30 });
+      const first = await layer.begin(request);
+      expect(first.action).toBe('run');
+      clock += 10.5;
+      const busy = await layer.handle(request, () => ({ status: 201 }));
+      expect(busy.outcome).toBe('problem');
+      expect(busy.response.status).toBe(409);
+      expect(busy.response.headers?.['retry-after']).toBe('20');
+      expect((await store.get('k1'))?.attempt).toBe(1);
+      if (first.action === 'run') await first.execution.fail(new Error('done with it'));
+    });
+
+    it('marks an executed answer it could not record unrecorded: never taken over', async () => {
+      let runs = 0;
+      const layer = idempotent(finishFails(store), { now, leaseSeconds: 30 });
+      const result = await layer.handle(request, () => {
+        runs += 1;
+        return { status: 201, body: { id: 1 } };
+      });
+      expect(result.outcome).toBe('problem');
+      if (result.outcome !== 'problem') return;
+      expect(result.problem).toBeInstanceOf(AnswerNotRecordedError);
+      expect(await store.get('k1')).toMatchObject({ status: 'pending', unrecorded: true });
+
+      clock += 3_600;
+      const retry = await idempotent(store, { now, leaseSeconds: 30 }).handle(request, () => {
+        runs += 1;
+        return { status: 201 };
+      });
+      expect(retry.response.status).toBe(409);
+      expect(runs).toBe(1);
+    });
+
+    it('keeps the key of a live handler running three times its lease (Express, real clock)', async () => {
+      const leaseSeconds = 1;
+      let runs = 0;
+      const app = express();
+      app.use(express.json());
+      app.post('/pay', expressIdempotency(store, { leaseSeconds }), async (req, res) => {
+        runs += 1;
+        const until = Date.now() + 3.2 * leaseSeconds * 1000;
+        while (Date.now() < until) await sleep(50);
+        res.status(201).json({ paid: req.body });
+      });
+      const server: Server = app.listen(0, '127.0.0.1');
+      await once(server, 'listening');
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/pay`;
+      const send = () =>
+        fetch(url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'idempotency-key': 'slow' },
+          body: '{"amount":1}',
+        });
+      try {
+        const slow = send();
+        // Wait by condition until the handler has held its key past two whole leases.
+        let record = await store.get('slow');
+        while (record === null) {
+          await sleep(20);
+          record = await store.get('slow');
+        }
+        const started = Date.now() / 1000;
+        while (Date.now() / 1000 < started + 2 * leaseSeconds) await sleep(50);
+        const duplicate = await send();
+        expect(duplicate.status).toBe(409);
+        expect(Number(duplicate.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+        expect(await store.get('slow')).toMatchObject({ status: 'pending', attempt: 1 });
+
+        const answer = await slow;
+        expect(answer.status).toBe(201);
+        expect(await store.get('slow')).toMatchObject({ status: 'done', attempt: 1 });
+        const retry = await send();
+        expect(retry.headers.get('idempotent-replayed')).toBe('true');
+        expect(runs).toBe(1);
+      } finally {
+        server.closeAllConnections();
+        await new Promise((resolve) => server.close(resolve));
+      }
+    });
+  });
+}
+
+for (const factory of storeFactories()) describeLeases(factory);
