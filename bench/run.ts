@@ -1,5 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { functionTransactional } from './function-transactional.js';
 import { httpEndToEnd } from './http.js';
 import { mysqlOps } from './mysql.js';
 import { peers } from './peers.js';
@@ -57,6 +58,7 @@ const GROUPS: Record<string, (size: BenchSize) => Promise<GroupResult>> = {
   'sqlite-sweep-impact': sqliteSweepImpact,
   pg: pgOps,
   mysql: mysqlOps,
+  'function-transactional': functionTransactional,
   peers,
   http: httpEndToEnd,
 };

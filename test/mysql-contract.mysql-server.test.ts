@@ -1,4 +1,5 @@
 import { mysqlKeysTable } from '../src/mysql/index.js';
+import { describeLeaseContract } from './contract/lease-contract.js';
 import { describeStoreContract } from './contract/store-contract.js';
 import { mysqlHarness, mysqlUrl } from './support/mysql.js';
 
@@ -11,3 +12,9 @@ describeStoreContract(
 );
 // With a logger on the database, the store runs every statement through drizzle.
 describeStoreContract('MySQL server, through drizzle', mysqlHarness(url, { viaDrizzle: true }));
+describeLeaseContract('MySQL server', mysqlHarness(url));
+describeLeaseContract(
+  'MySQL server, table renamed',
+  mysqlHarness(url, { table: mysqlKeysTable('idem_keys') }),
+);
+describeLeaseContract('MySQL server, through drizzle', mysqlHarness(url, { viaDrizzle: true }));

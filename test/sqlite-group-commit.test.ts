@@ -2,6 +2,7 @@ import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { UnserializableResponseError } from '../src/index.js';
 import { openSqliteStore, SqliteGroupCommitStore } from '../src/sqlite/index.js';
+import { describeLeaseContract } from './contract/lease-contract.js';
 import { describeStoreContract } from './contract/store-contract.js';
 import { readRows, seedRows } from './support/sqlite-harness.js';
 import { freshDbPath, tempDir } from './support/temp.js';
@@ -14,15 +15,18 @@ function open(busyTimeoutMs?: number) {
   return { path, store: new SqliteGroupCommitStore(openSqliteStore(path, options)) };
 }
 
-describeStoreContract('SQLite file with group commit', async () => {
+const groupCommitHarness = async () => {
   const { path, store } = open();
   return {
     store,
     rows: async () => readRows(path),
-    seed: async (rows) => seedRows(path, rows),
+    seed: async (rows: Parameters<typeof seedRows>[1]) => seedRows(path, rows),
     close: () => store.close(),
   };
-});
+};
+
+describeStoreContract('SQLite file with group commit', groupCommitHarness);
+describeLeaseContract('SQLite file with group commit', groupCommitHarness);
 
 describe('group commit on SQLite', () => {
   it('commits a burst of concurrent reserves together, every one of them', async () => {

@@ -261,9 +261,10 @@ function rowsOf<Row>(result: ResultSet): Row[] {
  * `applyLibsqlMigrations`, or your own drizzle-kit migrations with the exported `keys` table (or
  * one built by `sqliteKeysTable(name)`, given as `{ table }`).
  *
- * Every operation is one statement, and a statement that writes runs in its own `write` batch
- * (`BEGIN IMMEDIATE`): it takes the write lock before it reads, so it waits for another process's
- * writer (up to the client's busy timeout) instead of failing. The store never keeps a
+ * Every write runs as one `write` batch (`BEGIN IMMEDIATE`) of one statement, or of two for
+ * `acquire` and `releasePending` (the write and the read of what it left): it takes the write lock
+ * before it reads, so it waits for another process's writer (up to the client's busy timeout)
+ * instead of failing. The store never keeps a
  * transaction open across an `await`: libSQL's local client waits for a lock synchronously, so a
  * transaction left open while the event loop ran another operation on a second connection of the
  * same client would block the process until the busy timeout.

@@ -27,6 +27,8 @@ export const StoreMetric = {
   sweepDeleted: 'idempotency.sweep.deleted',
   /** Counter of retention batches that deleted at least one row. */
   sweepBatches: 'idempotency.sweep.batches',
+  /** Counter of `acquire` calls that took over a pending key whose lease had lapsed. */
+  takeovers: 'idempotency.lease.takeovers',
 } as const;
 
 // Operations whose first argument is the idempotency key.
@@ -64,13 +66,26 @@ function deletedRows(operation: string, result: unknown): number | undefined {
   return undefined;
 }
 
-// A short, key-free summary of a result for the span: a boolean answer, or a status name.
+// Whether an `acquire` took over a lapsed lease: the handler of its key may have run before.
+function tookOver(result: unknown): boolean {
+  return (
+    typeof result === 'object' &&
+    result !== null &&
+    (result as { takenOver?: unknown }).takenOver === true
+  );
+}
+
+// A short, key-free summary of a result for the span: a boolean answer, or a status name (and a
+// takeover).
 function resultAttributes(result: unknown): Attributes {
   if (typeof result === 'boolean') return { 'idempotency.result': result };
   if (typeof result === 'string') return { 'idempotency.result': result };
   if (typeof result === 'object' && result !== null) {
     const { status } = result as { status?: unknown };
-    if (typeof status === 'string') return { 'idempotency.result': status };
+    if (typeof status !== 'string') return {};
+    return tookOver(result)
+      ? { 'idempotency.result': status, 'idempotency.taken_over': true }
+      : { 'idempotency.result': status };
   }
   return {};
 }
@@ -81,7 +96,9 @@ function resultAttributes(result: unknown): Attributes {
  * `idempotency.dialect`, `idempotency.result` for a boolean or status answer, `error.type` when it
  * throws), the latency histogram {@link StoreMetric.duration} by operation and dialect, and the
  * retention counters {@link StoreMetric.sweepDeleted} and {@link StoreMetric.sweepBatches} from
- * every `sweepBatch` and `purge` (so a `sweep` over the wrapped store is counted).
+ * every `sweepBatch` and `purge` (so a `sweep` over the wrapped store is counted), and on a store
+ * with leases {@link StoreMetric.takeovers} (with `idempotency.taken_over` on the span) for every
+ * `acquire` that took over a lapsed lease.
  *
  * The wrapper has the store's own type and keeps it synchronous where it is (a SQLite store still
  * answers without a promise). Calls the store makes to itself are not traced twice. Keys are not
@@ -129,6 +146,10 @@ export function instrumentStore<S extends object>(store: S, options: InstrumentS
     description: 'Retention batches that deleted at least one row',
     unit: '{batch}',
   });
+  const takeovers = meter.createCounter(StoreMetric.takeovers, {
+    description: 'Pending keys taken over after their lease lapsed',
+    unit: '{key}',
+  });
 
   function traced(operation: string, call: () => unknown, key: unknown): unknown {
     const attributes: Attributes = {
@@ -150,6 +171,7 @@ export function instrumentStore<S extends object>(store: S, options: InstrumentS
         sweepDeleted.add(deleted, attributes);
         sweepBatches.add(1, attributes);
       }
+      if (tookOver(result)) takeovers.add(1, attributes);
       span.setAttributes(resultAttributes(result));
       span.end();
       return result;

@@ -49,7 +49,7 @@ const OUTCOMES: Readonly<Record<string, string>> = {
 
 /**
  * The outcome name recorded for an event: `executed`, `replayed`, `not-stored`,
- * `passed-through`, `failed`, or for a problem `mismatch` (key reused with another request),
+ * `passed-through`, `failed`, `superseded`, or for a problem `mismatch` (key reused with another request),
  * `in-progress`, `not-recorded`, or the problem's own name (`key-missing`, `key-malformed`,
  * `answer-expired`, …).
  */
@@ -66,7 +66,9 @@ export function outcomeName(event: Pick<OutcomeEvent, 'outcome' | 'problem'>): s
  * OpenTelemetry: a span `idempotency.request` spanning the layer's time (attributes
  * `idempotency.outcome`, `http.request.method`, `http.response.status_code`), the counter
  * {@link RequestMetric.outcomes} and the histogram {@link RequestMetric.duration}, both by
- * `idempotency.outcome`. Alert on `not-recorded`: each such answer needs a human.
+ * `idempotency.outcome`, with `idempotency.taken_over` when the run took over a lapsed lease.
+ * Alert on `not-recorded`: each such answer needs a human; `superseded` means a handler ran past
+ * its lease and a retry took its key over.
  *
  * `@opentelemetry/api` is an optional peer dependency: without it only `next` is called.
  *
@@ -112,10 +114,12 @@ export function requestTelemetry(
   return (event) => {
     try {
       const outcome = outcomeName(event);
-      const metricAttributes: Attributes =
-        dialect === undefined
-          ? { 'idempotency.outcome': outcome }
-          : { 'idempotency.outcome': outcome, 'idempotency.dialect': dialect };
+      const metricAttributes: Attributes = { 'idempotency.outcome': outcome };
+      if (dialect !== undefined) metricAttributes['idempotency.dialect'] = dialect;
+      // A run with a fencing token past 1 took the key over from an owner whose lease lapsed.
+      if (event.attempt !== undefined && event.attempt > 1) {
+        metricAttributes['idempotency.taken_over'] = true;
+      }
       outcomes.add(1, metricAttributes);
       duration.record(event.durationMs / 1000, metricAttributes);
       const attributes: Attributes = {
@@ -131,7 +135,7 @@ export function requestTelemetry(
         startTime: end - event.durationMs,
         attributes,
       });
-      if (outcome === 'not-recorded' || outcome === 'failed') {
+      if (outcome === 'not-recorded' || outcome === 'failed' || outcome === 'superseded') {
         span.setStatus({ code: api.SpanStatusCode.ERROR, message: outcome });
       }
       span.end(end);

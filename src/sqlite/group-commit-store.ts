@@ -1,8 +1,13 @@
 import { GroupCommit } from '../core/group-commit.js';
 import type {
+  AcquireOptions,
+  AcquireResult,
   IdempotencyRecord,
-  IdempotencyStore,
-  RetentionStats,
+  LeasedIdempotencyStore,
+  LeaseStats,
+  PendingKey,
+  PendingKeysOptions,
+  ReleasePendingResult,
   StatusCounts,
 } from '../core/store.js';
 import type { SqliteIdempotencyStore } from './store.js';
@@ -26,7 +31,7 @@ import type { SqliteIdempotencyStore } from './store.js';
  * }
  * ```
  */
-export class SqliteGroupCommitStore<T = unknown> implements IdempotencyStore<T> {
+export class SqliteGroupCommitStore<T = unknown> implements LeasedIdempotencyStore<T> {
   readonly #store: SqliteIdempotencyStore<T>;
   readonly #group: GroupCommit;
 
@@ -51,9 +56,34 @@ export class SqliteGroupCommitStore<T = unknown> implements IdempotencyStore<T> 
     return this.#group.run(() => this.#store.reserve(key, digest, expires));
   }
 
-  /** {@inheritDoc IdempotencyStore.finish} */
-  finish(key: string, digest: string, response: T): Promise<boolean> {
-    return this.#group.run(() => this.#store.finish(key, digest, response));
+  /** {@inheritDoc LeasedIdempotencyStore.finish} */
+  finish(key: string, digest: string, response: T, attempt?: number): Promise<boolean> {
+    return this.#group.run(() => this.#store.finish(key, digest, response, attempt));
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.acquire} */
+  acquire(key: string, digest: string, options: AcquireOptions): Promise<AcquireResult<T>> {
+    return this.#group.run(() => this.#store.acquire(key, digest, options));
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.renew} */
+  renew(key: string, digest: string, attempt: number, leaseUntil: number): Promise<boolean> {
+    return this.#group.run(() => this.#store.renew(key, digest, attempt, leaseUntil));
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.markUnrecorded} */
+  markUnrecorded(key: string, digest: string, attempt: number): Promise<boolean> {
+    return this.#group.run(() => this.#store.markUnrecorded(key, digest, attempt));
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.pendingKeys} */
+  pendingKeys(options: PendingKeysOptions): Promise<PendingKey[]> {
+    return this.#group.read(() => this.#store.pendingKeys(options));
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.releasePending} */
+  releasePending(key: string, fingerprint?: string): Promise<ReleasePendingResult> {
+    return this.#group.run(() => this.#store.releasePending(key, fingerprint));
   }
 
   /** {@inheritDoc IdempotencyStore.fetch} */
@@ -81,14 +111,14 @@ export class SqliteGroupCommitStore<T = unknown> implements IdempotencyStore<T> 
     return this.#group.run(() => this.#store.sweepBatch(now, batchSize));
   }
 
-  /** {@inheritDoc IdempotencyStore.stats} */
-  stats(now: number): Promise<RetentionStats> {
+  /** {@inheritDoc LeasedIdempotencyStore.stats} */
+  stats(now: number): Promise<LeaseStats> {
     return this.#group.read(() => this.#store.stats(now));
   }
 
-  /** {@inheritDoc IdempotencyStore.release} */
-  release(key: string, digest: string): Promise<boolean> {
-    return this.#group.run(() => this.#store.release(key, digest));
+  /** {@inheritDoc LeasedIdempotencyStore.release} */
+  release(key: string, digest: string, attempt?: number): Promise<boolean> {
+    return this.#group.run(() => this.#store.release(key, digest, attempt));
   }
 
   /** {@inheritDoc IdempotencyStore.get} */

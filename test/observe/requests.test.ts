@@ -146,6 +146,39 @@ describe('requestTelemetry', () => {
     ]);
   });
 
+  it('counts a superseded owner and marks the run that took its key over', async () => {
+    let clock = 1_000;
+    const layer = idempotent(store, {
+      now: () => clock,
+      leaseSeconds: 30,
+      onOutcome: requestTelemetry({
+        tracerProvider: otel.tracerProvider,
+        meterProvider: otel.meterProvider,
+      }),
+    });
+    const first = await layer.begin(request('k1', { a: 1 }));
+    if (first.action !== 'run') throw new Error(`expected to run, got ${first.action}`);
+    clock += 31;
+    const second = await layer.begin(request('k1', { a: 1 }));
+    if (second.action !== 'run') throw new Error(`expected a takeover, got ${second.action}`);
+    expect((await first.execution.complete({ status: 201 })).response.status).toBe(409);
+    expect((await second.execution.complete({ status: 201 })).outcome).toBe('executed');
+
+    const points = (await otel.metrics()).get(RequestMetric.outcomes) ?? [];
+    expect(
+      points
+        .map((point) => [point.attributes, point.value])
+        .sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b))),
+    ).toEqual([
+      [{ 'idempotency.outcome': 'executed', 'idempotency.taken_over': true }, 1],
+      [{ 'idempotency.outcome': 'superseded' }, 1],
+    ]);
+    const superseded = otel
+      .spans()
+      .find((s) => s.attributes['idempotency.outcome'] === 'superseded');
+    expect(superseded?.status.code).toBe(SpanStatusCode.ERROR);
+  });
+
   it('refuses bad options', () => {
     expect(() => requestTelemetry({ dialect: '' })).toThrow(InvalidOptionError);
     expect(() => requestTelemetry({ recordKeys: 1 as never })).toThrow(InvalidOptionError);

@@ -130,6 +130,33 @@ describe('instrumentStore', () => {
     expect(histogramCount(collected.get(StoreMetric.duration), 'stats')).toBe(2);
   });
 
+  it('counts an acquire that takes over a lapsed lease, and marks its span', async () => {
+    const store = instrumentStore(sqlite, {
+      dialect: 'sqlite',
+      tracerProvider: otel.tracerProvider,
+      meterProvider: otel.meterProvider,
+    });
+    expect(store.acquire('k1', 'd1', { expires: 1_000, now: 10, leaseSeconds: 5 })).toMatchObject({
+      status: 'acquired',
+      takenOver: false,
+    });
+    expect(store.acquire('k1', 'd1', { expires: 1_000, now: 12, leaseSeconds: 5 }).status).toBe(
+      'inProgress',
+    );
+    expect(store.acquire('k1', 'd1', { expires: 1_000, now: 20, leaseSeconds: 5 })).toMatchObject({
+      status: 'acquired',
+      attempt: 2,
+      takenOver: true,
+    });
+    expect(otel.spans().map((span) => span.attributes)).toEqual([
+      expect.objectContaining({ 'idempotency.result': 'acquired' }),
+      expect.objectContaining({ 'idempotency.result': 'inProgress' }),
+      expect.objectContaining({ 'idempotency.result': 'acquired', 'idempotency.taken_over': true }),
+    ]);
+    expect(otel.spans()[0]?.attributes['idempotency.taken_over']).toBeUndefined();
+    expect(counterSum((await otel.metrics()).get(StoreMetric.takeovers))).toBe(1);
+  });
+
   it('traces an asynchronous PostgreSQL store (PGlite) the same way', async () => {
     const harness = await pgliteHarness()();
     try {

@@ -4,12 +4,12 @@
 import fc from 'fast-check';
 import { expect } from 'vitest';
 import {
-  type IdempotencyStore,
   InvalidDigestError,
   InvalidKeyError,
   InvalidLimitError,
   InvalidOptionError,
   InvalidTimeError,
+  type LeasedIdempotencyStore,
   UnserializableResponseError,
 } from '../../src/index.js';
 import { sweep } from '../../src/sweep.js';
@@ -18,7 +18,7 @@ import { byteOrder, type ReferenceModel } from './model.js';
 
 /** What the commands run against: a store and a direct view of its table. */
 export interface ModelTarget {
-  store: IdempotencyStore;
+  store: LeasedIdempotencyStore;
   /** Every row of the table, read without the store. */
   rows(): Promise<RawRow[]>;
   /** Empties the table, so one store serves every sequence. */
@@ -33,7 +33,7 @@ export interface ModelState {
 class StoreCommand implements fc.AsyncCommand<ModelState, ModelTarget> {
   constructor(
     private readonly label: string,
-    private readonly body: (ref: ReferenceModel, store: IdempotencyStore) => Promise<void>,
+    private readonly body: (ref: ReferenceModel, store: LeasedIdempotencyStore) => Promise<void>,
   ) {}
 
   check(): boolean {
@@ -68,6 +68,8 @@ const time = fc.constantFrom(-1, 0, 1, 2, 2.5, 3, 1e9);
 const limit = fc.oneof(fc.integer({ min: 1, max: 4 }), fc.constantFrom(100, undefined));
 const batchSize = fc.oneof(fc.integer({ min: 1, max: 4 }), fc.constant(10_000));
 const response = fc.jsonValue({ maxDepth: 2 });
+const attempt = fc.integer({ min: 1, max: 3 });
+const leaseSeconds = fc.constantFrom(0.5, 1, 2);
 
 const BAD_KEYS: unknown[] = ['', 'a\u0000b', '\uD800', 42, null, undefined];
 const BAD_TIMES: unknown[] = [Number.NaN, Number.POSITIVE_INFINITY, '1', null, 1n];
@@ -95,7 +97,7 @@ const BAD_SWEEP_OPTIONS: [string, unknown, new (...args: never[]) => Error][] = 
 
 // Calls with a wrong-typed argument go through `unknown` on purpose: they are the hostile input.
 type Loose = Record<string, (...args: unknown[]) => unknown>;
-const loose = (store: IdempotencyStore): Loose => store as unknown as Loose;
+const loose = (store: LeasedIdempotencyStore): Loose => store as unknown as Loose;
 
 async function refused(call: () => unknown, error: new (...args: never[]) => Error) {
   await expect(Promise.resolve().then(call)).rejects.toBeInstanceOf(error);
@@ -187,6 +189,7 @@ const good: fc.WeightedArbitrary<StoreCommand>[] = [
     arbitrary: time.map(
       (now) =>
         new StoreCommand(`stats(${now})`, async (ref, store) => {
+          // The model counts the leases too: lapsed and unrecorded are compared as well.
           expect(await store.stats(now)).toEqual(ref.stats(now));
         }),
     ),
@@ -219,6 +222,87 @@ const good: fc.WeightedArbitrary<StoreCommand>[] = [
             );
           }
         }),
+    ),
+  },
+];
+
+// The fenced leases: acquire and takeover, renew, fenced finish and release, unrecorded rows and
+// the operator's tools, on the same keys and times as the rest, so they interleave with them.
+const leases: fc.WeightedArbitrary<StoreCommand>[] = [
+  {
+    weight: 4,
+    arbitrary: fc.tuple(key, digest, time, time, leaseSeconds).map(
+      ([k, d, e, now, lease]) =>
+        new StoreCommand(
+          `acquire(${show(k)}, ${d}, { expires: ${e}, now: ${now}, leaseSeconds: ${lease} })`,
+          async (ref, store) => {
+            const actual = await store.acquire(k, d, { expires: e, now, leaseSeconds: lease });
+            const expected = ref.acquire(k, d, e, now, lease);
+            if (expected.status === 'done' || expected.status === 'mismatch') {
+              const { response, ...rest } = expected.record;
+              expect(actual).toMatchObject({ status: expected.status, record: rest });
+            } else expect(actual).toEqual(expected);
+          },
+        ),
+    ),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.tuple(key, digest, attempt, time).map(
+      ([k, d, a, until]) =>
+        new StoreCommand(`renew(${show(k)}, ${d}, ${a}, ${until})`, async (ref, store) => {
+          expect(await store.renew(k, d, a, until)).toBe(ref.renew(k, d, a, until));
+        }),
+    ),
+  },
+  {
+    weight: 3,
+    arbitrary: fc.tuple(key, digest, response, attempt).map(
+      ([k, d, r, a]) =>
+        new StoreCommand(`finish(${show(k)}, ${d}, ${show(r)}, ${a})`, async (ref, store) => {
+          expect(await store.finish(k, d, r, a)).toBe(ref.finish(k, d, JSON.stringify(r), a));
+        }),
+    ),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.tuple(key, digest, attempt).map(
+      ([k, d, a]) =>
+        new StoreCommand(`release(${show(k)}, ${d}, ${a})`, async (ref, store) => {
+          expect(await store.release(k, d, a)).toBe(ref.release(k, d, a));
+        }),
+    ),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.tuple(key, digest, attempt).map(
+      ([k, d, a]) =>
+        new StoreCommand(`markUnrecorded(${show(k)}, ${d}, ${a})`, async (ref, store) => {
+          expect(await store.markUnrecorded(k, d, a)).toBe(ref.markUnrecorded(k, d, a));
+        }),
+    ),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.tuple(key, fc.option(digest, { nil: undefined })).map(
+      ([k, f]) =>
+        new StoreCommand(`releasePending(${show(k)}, ${f})`, async (ref, store) => {
+          expect(await store.releasePending(k, f)).toBe(ref.releasePending(k, f));
+        }),
+    ),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.tuple(time, fc.boolean(), fc.integer({ min: 1, max: 4 })).map(
+      ([now, stale, n]) =>
+        new StoreCommand(
+          `pendingKeys({ now: ${now}, stale: ${stale}, limit: ${n} })`,
+          async (ref, store) => {
+            expect(await store.pendingKeys({ now, stale, limit: n })).toEqual(
+              ref.pendingKeys(now, stale, n),
+            );
+          },
+        ),
     ),
   },
 ];
@@ -316,7 +400,10 @@ const bad = fc.oneof(
 );
 
 /** Random sequences of every operation, valid and invalid, over a small pool of keys. */
-export const storeCommands = fc.commands([fc.oneof(...good, { arbitrary: bad, weight: 1 })], {
-  maxCommands: 60,
-  size: 'large',
-});
+export const storeCommands = fc.commands(
+  [fc.oneof(...good, ...leases, { arbitrary: bad, weight: 1 })],
+  {
+    maxCommands: 60,
+    size: 'large',
+  },
+);

@@ -3,13 +3,22 @@
 // that a disagreement points at the store.
 import type { RawRow } from '../contract/harness.js';
 
-/** A row of the model: the same five columns, the response kept as the JSON text stored. */
+/** A row of the model: the same columns, the response kept as the JSON text stored. */
 export interface ModelRow {
   fingerprint: string;
   status: 'pending' | 'done';
   response: string | null;
   expires: number;
+  leaseUntil: number | null;
+  attempt: number;
+  unrecorded: boolean;
 }
+
+/** What `acquire` answers, with a record reduced to the fields the model keeps. */
+export type ModelAcquire =
+  | { status: 'acquired'; attempt: number; leaseUntil: number; takenOver: boolean }
+  | { status: 'done' | 'mismatch'; record: ModelRow & { key: string } }
+  | { status: 'inProgress'; attempt: number; leaseUntil: number | null; unrecorded: boolean };
 
 /** Ids compared as the contract orders them: by their UTF-8 bytes. */
 export function byteOrder(a: string, b: string): number {
@@ -22,16 +31,108 @@ export class ReferenceModel {
 
   reserve(key: string, digest: string, expires: number): boolean {
     if (this.rows.has(key)) return false;
-    this.rows.set(key, { fingerprint: digest, status: 'pending', response: null, expires });
+    this.rows.set(key, {
+      fingerprint: digest,
+      status: 'pending',
+      response: null,
+      expires,
+      leaseUntil: null,
+      attempt: 1,
+      unrecorded: false,
+    });
     return true;
   }
 
-  finish(key: string, digest: string, responseText: string): boolean {
+  /** Insert, take over a lapsed lease of the same fingerprint, or report what is there. */
+  acquire(key: string, digest: string, expires: number, now: number, lease: number): ModelAcquire {
+    const leaseUntil = now + lease;
     const row = this.rows.get(key);
-    if (row?.status !== 'pending' || row.fingerprint !== digest) return false;
+    if (row === undefined) {
+      this.rows.set(key, {
+        fingerprint: digest,
+        status: 'pending',
+        response: null,
+        expires,
+        leaseUntil,
+        attempt: 1,
+        unrecorded: false,
+      });
+      return { status: 'acquired', attempt: 1, leaseUntil, takenOver: false };
+    }
+    if (row.fingerprint !== digest) return { status: 'mismatch', record: { key, ...row } };
+    if (row.status === 'done') return { status: 'done', record: { key, ...row } };
+    if (!row.unrecorded && row.leaseUntil !== null && row.leaseUntil <= now) {
+      row.attempt += 1;
+      row.leaseUntil = leaseUntil;
+      row.expires = expires;
+      return { status: 'acquired', attempt: row.attempt, leaseUntil, takenOver: true };
+    }
+    const { attempt, unrecorded } = row;
+    return { status: 'inProgress', attempt, leaseUntil: row.leaseUntil, unrecorded };
+  }
+
+  // The pending row `attempt` owns (any attempt when none is given, as the token-less calls).
+  #owned(key: string, digest: string, attempt?: number): ModelRow | undefined {
+    const row = this.rows.get(key);
+    if (row?.status !== 'pending' || row.fingerprint !== digest) return undefined;
+    return attempt === undefined || row.attempt === attempt ? row : undefined;
+  }
+
+  finish(key: string, digest: string, responseText: string, attempt?: number): boolean {
+    const row = this.#owned(key, digest, attempt);
+    if (row === undefined) return false;
     row.status = 'done';
     row.response = responseText;
     return true;
+  }
+
+  renew(key: string, digest: string, attempt: number, leaseUntil: number): boolean {
+    const row = this.#owned(key, digest, attempt);
+    if (row === undefined || row.unrecorded) return false;
+    row.leaseUntil = leaseUntil;
+    return true;
+  }
+
+  markUnrecorded(key: string, digest: string, attempt: number): boolean {
+    const row = this.#owned(key, digest, attempt);
+    if (row === undefined) return false;
+    row.unrecorded = true;
+    row.leaseUntil = null;
+    return true;
+  }
+
+  releasePending(key: string, fingerprint?: string): string {
+    const row = this.rows.get(key);
+    if (row === undefined) return 'missing';
+    if (row.status === 'done') return 'done';
+    if (fingerprint !== undefined && row.fingerprint !== fingerprint) return 'mismatch';
+    this.rows.delete(key);
+    return 'released';
+  }
+
+  pendingKeys(now: number, stale: boolean, limit: number) {
+    return [...this.rows]
+      .filter(([, row]) => row.status === 'pending')
+      .map(([key, row]) => {
+        const state = row.unrecorded
+          ? 'unrecorded'
+          : row.leaseUntil === null
+            ? 'unleased'
+            : row.leaseUntil <= now
+              ? 'lapsed'
+              : 'live';
+        const { fingerprint, expires, leaseUntil, attempt } = row;
+        return { key, fingerprint, expires, leaseUntil, attempt, state };
+      })
+      .filter(
+        (row) =>
+          !stale ||
+          row.state === 'lapsed' ||
+          row.state === 'unrecorded' ||
+          (row.state === 'unleased' && row.expires <= now),
+      )
+      .sort((a, b) => byteOrder(a.key, b.key))
+      .slice(0, limit);
   }
 
   /** The stored JSON text a fetch replays, or null. */
@@ -102,17 +203,24 @@ export class ReferenceModel {
   stats(now: number) {
     let expired = 0;
     let stalePending = 0;
+    let lapsed = 0;
+    let unrecorded = 0;
     for (const row of this.rows.values()) {
+      if (row.status === 'pending') {
+        if (row.unrecorded) unrecorded++;
+        else if (row.leaseUntil !== null && row.leaseUntil <= now) lapsed++;
+      }
       if (row.expires > now) continue;
       if (row.status === 'done') expired++;
       else stalePending++;
     }
-    return { ...this.counts(), expired, stalePending };
+    return { ...this.counts(), expired, stalePending, lapsed, unrecorded };
   }
 
-  release(key: string, digest: string): boolean {
-    const row = this.rows.get(key);
-    if (row?.status !== 'pending' || row.fingerprint !== digest) return false;
+  /** Without `attempt`, the 0.1.0 release; with it, only the owner of that attempt, not unrecorded. */
+  release(key: string, digest: string, attempt?: number): boolean {
+    const row = this.#owned(key, digest, attempt);
+    if (row === undefined || (attempt !== undefined && row.unrecorded)) return false;
     this.rows.delete(key);
     return true;
   }
@@ -122,8 +230,16 @@ export class ReferenceModel {
     return row ? { key, ...row } : null;
   }
 
-  /** The whole table as raw rows, in byte order of id. */
+  /** The whole table as raw rows (the contract's five columns), in byte order of id. */
   table(): RawRow[] {
-    return [...this.rows].sort(([a], [b]) => byteOrder(a, b)).map(([id, row]) => ({ id, ...row }));
+    return [...this.rows]
+      .sort(([a], [b]) => byteOrder(a, b))
+      .map(([id, row]) => ({
+        id,
+        fingerprint: row.fingerprint,
+        status: row.status,
+        response: row.response,
+        expires: row.expires,
+      }));
   }
 }
