@@ -125,5 +125,11 @@ describe('npm run demo', () => {
     expect(after).toMatch(/ 201 +- +pay_/);
     expect(after).not.toContain(firstId);
     expect(stdout).toContain('GET /payments: 3 payments actually executed');
+    expect(stdout).toContain('died by SIGKILL before committing: connection dropped, no answer');
+    expect(stdout).toContain('in the file after the crash: 0 payments, key pending');
+    const crashRetry = /retry after restart and lease: 201 (pay_[\w-]+)/.exec(stdout)?.[1];
+    expect(crashRetry).toMatch(id);
+    expect(stdout).toContain(`retry once more: 201 replayed true ${crashRetry}`);
+    expect(stdout).toContain('in the file now: 1 payment, key done');
   });
 });
