@@ -1,5 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { functionTransactional } from './function-transactional.js';
 import { mysqlOps } from './mysql.js';
 import { peers } from './peers.js';
 import { pgOps } from './pg.js';
@@ -35,6 +36,8 @@ const TARGETS: Record<string, Target | undefined> = {
   'peer.cycle1.vsNodeIdempotencyRedis': { op: '>=', value: 5 },
   'peer.cycle32.vsNodeIdempotencyRedis': { op: '>=', value: 1 },
   'peer.cycle32.vsPowertoolsRedis': undefined,
+  'sqlite.function.transactional.ratio': undefined,
+  'pg.function.transactional.ratio': undefined,
 };
 
 const GROUPS: Record<string, (size: BenchSize) => Promise<GroupResult>> = {
@@ -44,6 +47,7 @@ const GROUPS: Record<string, (size: BenchSize) => Promise<GroupResult>> = {
   pg: pgOps,
   mysql: mysqlOps,
   peers,
+  'function-transactional': functionTransactional,
 };
 
 function format(value: number): string {

@@ -35,6 +35,7 @@ export type {
   StatusCounts,
 } from './core/store.js';
 export { DEFAULT_LIMIT, MAX_BATCH_SIZE, MAX_LIMIT } from './core/validation.js';
+export * from './function/index.js';
 export * from './http/index.js';
 export type {
   SweepableStore,

@@ -142,9 +142,9 @@ describe('MySQL under real concurrency', () => {
     const all = byPurger.flat();
     expect(new Set(all).size).toBe(all.length);
     for (const id of all) expect(id).toMatch(/^e-/);
-    expect(all.length).toBeGreaterThan(0);
-    expect(swept).toBeGreaterThan(0);
-    // Every expired row deleted exactly once, by one purger or one sweeper.
+    // Every expired row deleted exactly once, by one purger or one sweeper. How they split the
+    // rows depends on timing and on the plan MySQL picks (a purger or sweeper that finds every
+    // remaining row locked by another stops early), so only the sum is fixed.
     expect(all.length + swept).toBe(expired.length);
 
     const won = byWriter.flatMap((w) => w.won);

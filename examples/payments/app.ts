@@ -2,9 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { asc, sql } from 'drizzle-orm';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { expressIdempotency } from '../../src/http/express.js';
+import { expressTransaction } from '../../src/http/express.js';
+import type { HttpResponse } from '../../src/http/index.js';
 import { PROMETHEUS_CONTENT_TYPE, prometheusStats } from '../../src/observe/index.js';
-import type { SqliteIdempotencyStore } from '../../src/sqlite/index.js';
+import { type SqliteIdempotencyStore, sqliteTransaction } from '../../src/sqlite/index.js';
 import { type Payment, payments } from './schema.js';
 
 /** Options of {@link createPaymentsApp}. */
@@ -15,6 +16,11 @@ export interface PaymentsAppOptions {
   readonly now: () => number;
   /** The lease of a payment in flight, in seconds (default 30): a crashed request's key is retried after it. */
   readonly leaseSeconds?: number;
+  /**
+   * Kill this process with SIGKILL right after the payment row is written and before its
+   * transaction commits: the crash the demo and the tests make, between effect and answer.
+   */
+  readonly crashAfterEffect?: boolean;
 }
 
 interface PaymentRequest {
@@ -147,26 +153,37 @@ export function createPaymentsApp(
   app.disable('x-powered-by');
   app.use(express.json());
 
+  // The payment row and the stored answer commit in one SQLite transaction, fenced by the key's
+  // attempt token: a crash at any point leaves both or neither, so a retry never charges twice.
   app.post(
     '/payments',
     validatePayment,
-    expressIdempotency(store, {
-      ttlSeconds: options.ttlSeconds,
-      now: options.now,
-      ...(options.leaseSeconds === undefined ? {} : { leaseSeconds: options.leaseSeconds }),
-    }),
-    async (req, res) => {
-      const body = req.body as PaymentRequest;
-      if (body.delay_ms) await sleep(body.delay_ms);
-      const payment: Payment = {
-        id: `pay_${randomUUID()}`,
-        amount: body.amount,
-        currency: body.currency.toUpperCase(),
-        createdAt: options.now(),
-      };
-      db.insert(payments).values(payment).run();
-      res.status(201).location(`/payments/${payment.id}`).json(payment);
-    },
+    expressTransaction(
+      sqliteTransaction(store),
+      (req): HttpResponse => {
+        const body = req.body as PaymentRequest;
+        const payment: Payment = {
+          id: `pay_${randomUUID()}`,
+          amount: body.amount,
+          currency: body.currency.toUpperCase(),
+          createdAt: options.now(),
+        };
+        req.tx.insert(payments).values(payment).run();
+        if (options.crashAfterEffect) process.kill(process.pid, 'SIGKILL');
+        return { status: 201, headers: { location: `/payments/${payment.id}` }, body: payment };
+      },
+      {
+        ttlSeconds: options.ttlSeconds,
+        now: options.now,
+        ...(options.leaseSeconds === undefined ? {} : { leaseSeconds: options.leaseSeconds }),
+        // Slow processing after the key is claimed (duplicates get 409 meanwhile), outside the
+        // transaction: a better-sqlite3 transaction cannot span an await.
+        prepare: async (req) => {
+          const { delay_ms: delayMs } = req.body as PaymentRequest;
+          if (delayMs) await sleep(delayMs);
+        },
+      },
+    ),
   );
 
   app.get('/payments', (_req, res) => {

@@ -6,6 +6,8 @@
 //                           whose process died is taken over by a retry once it lapses
 //   IDEM_SWEEP_INTERVAL_MS  how often expired answers are purged (default 60000)
 //   IDEM_SHUTDOWN_GRACE_MS  how long SIGTERM/SIGINT wait for requests in flight (default 10000)
+//   IDEM_CRASH_AFTER_EFFECT set to 1 to die by SIGKILL inside the first payment's transaction,
+//                           after its row is written: what `npm run demo` shows surviving
 import type { AddressInfo } from 'node:net';
 import { sweep } from '../../src/index.js';
 import { openSqliteStore } from '../../src/sqlite/index.js';
@@ -30,7 +32,8 @@ const graceMs = numberFromEnv('IDEM_SHUTDOWN_GRACE_MS', 10_000);
 const now = () => Date.now() / 1000;
 
 const store = openSqliteStore(path);
-const app = createPaymentsApp(store, { ttlSeconds, now, leaseSeconds });
+const crashAfterEffect = process.env.IDEM_CRASH_AFTER_EFFECT === '1';
+const app = createPaymentsApp(store, { ttlSeconds, now, leaseSeconds, crashAfterEffect });
 
 // Retention runs in the background: each sweep deletes expired answers in short batches of 100
 // and never touches a pending row.

@@ -1,5 +1,7 @@
 import type { IdempotencyStore } from '../../src/index.js';
+import { openLibsqlStore } from '../../src/libsql/index.js';
 import { openSqliteStore } from '../../src/sqlite/index.js';
+import { fileUrl } from './libsql-harness.js';
 import { mysqlHarness, mysqlUrl } from './mysql.js';
 import { serverHarness, serverUrl } from './pg.js';
 import { freshDbPath, tempDir } from './temp.js';
@@ -11,9 +13,10 @@ export interface StoreFactory {
 }
 
 /**
- * Every dialect the HTTP layer is tested on: a SQLite file, the real PostgreSQL server whenever
- * `DATABASE_URL` is set and the real MySQL server whenever `MYSQL_URL` is set (CI sets both; if
- * one is set but unreachable, the tests fail rather than skip). Call it at the top level of a test file: it makes a temporary directory and a pool
+ * Every dialect the HTTP layer is tested on: a SQLite file through better-sqlite3 and through
+ * libSQL, the real PostgreSQL server whenever `DATABASE_URL` is set and the real MySQL server
+ * whenever `MYSQL_URL` is set (CI sets both; if one is set but unreachable, the tests fail rather
+ * than skip). Call it at the top level of a test file: it makes a temporary directory and a pool
  * that are cleaned up when the file ends. A dialect is one more entry.
  */
 export function storeFactories(): StoreFactory[] {
@@ -28,6 +31,13 @@ export function storeFactories(): StoreFactory[] {
       name: 'SQLite file',
       open: async () => {
         const store = openSqliteStore(freshDbPath(dir));
+        return { store, close: async () => store.close() };
+      },
+    },
+    {
+      name: 'libSQL file',
+      open: async () => {
+        const store = await openLibsqlStore(fileUrl(freshDbPath(dir)));
         return { store, close: async () => store.close() };
       },
     },

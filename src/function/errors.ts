@@ -1,0 +1,136 @@
+import { ErrorCode, IdempotencyError } from '../core/errors.js';
+import type { IdempotencyRecord } from '../core/store.js';
+
+/**
+ * Another call with the same key and payload is running and the wrapper was not configured to
+ * wait for it (or waited its whole budget). Nothing ran; call again later.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await charge(order);
+ * } catch (error) {
+ *   if (error instanceof CallInProgressError) requeueLater(order);
+ * }
+ * ```
+ */
+export class CallInProgressError extends IdempotencyError {
+  /** The idempotency key the other call holds. */
+  readonly key: string;
+  /** The row as last seen, or `null` when it kept changing hands. */
+  readonly record: IdempotencyRecord<unknown> | null;
+  /** When the other call's lease runs out (seconds on the wrapper's clock), when known. */
+  readonly leaseUntil: number | null;
+
+  /**
+   * @param key - the idempotency key
+   * @param record - the row as last seen
+   * @param leaseUntil - the lease deadline of the running call, when known
+   * @param message - a sentence for a human, when not the default
+   */
+  constructor(
+    key: string,
+    record: IdempotencyRecord<unknown> | null,
+    leaseUntil: number | null = null,
+    message = `a call with idempotency key ${JSON.stringify(key)} is still in progress`,
+  ) {
+    super(ErrorCode.requestInProgress, message);
+    this.key = key;
+    this.record = record;
+    this.leaseUntil = leaseUntil;
+  }
+}
+
+/**
+ * The key was first used with a different payload. Nothing ran: a key names one operation, and
+ * replaying another payload's result would be wrong.
+ */
+export class PayloadMismatchError extends IdempotencyError {
+  /** The idempotency key. */
+  readonly key: string;
+  /** The row that holds the key, with the other payload's fingerprint. */
+  readonly record: IdempotencyRecord<unknown>;
+
+  /**
+   * @param key - the idempotency key
+   * @param record - the row holding the key
+   */
+  constructor(key: string, record: IdempotencyRecord<unknown>) {
+    super(
+      ErrorCode.keyReused,
+      `idempotency key ${JSON.stringify(key)} was used with a different payload`,
+    );
+    this.key = key;
+    this.record = record;
+  }
+}
+
+/**
+ * The key's result is stored but its retention deadline has passed and it was not purged yet: it
+ * is neither replayed nor run again. Once retention deletes it, the key is new again.
+ */
+export class ResultExpiredError extends IdempotencyError {
+  /** The idempotency key. */
+  readonly key: string;
+  /** The expired row. */
+  readonly record: IdempotencyRecord<unknown>;
+
+  /**
+   * @param key - the idempotency key
+   * @param record - the expired row
+   */
+  constructor(key: string, record: IdempotencyRecord<unknown>) {
+    super(
+      ErrorCode.answerExpired,
+      `the stored result of idempotency key ${JSON.stringify(key)} expired at ${record.expires}`,
+    );
+    this.key = key;
+    this.record = record;
+  }
+}
+
+/**
+ * The function ran (its effect may have happened) but its result could not be recorded: the
+ * serialiser or the store failed, or the key was taken from this call while it ran. The key is
+ * **not** released, so no retry runs the effect a second time on its own: alert on this error,
+ * check the effect, then release the key by hand. `result` holds what the function returned.
+ */
+export class ResultNotRecordedError extends IdempotencyError {
+  /** The idempotency key. */
+  readonly key: string;
+  /** What the function returned. */
+  readonly result: unknown;
+
+  /**
+   * @param key - the idempotency key
+   * @param result - what the function returned
+   * @param reason - why it was not recorded
+   * @param cause - the underlying error, when there is one
+   */
+  constructor(key: string, result: unknown, reason: string, cause?: unknown) {
+    super(
+      ErrorCode.answerNotRecorded,
+      `the result of idempotency key ${JSON.stringify(key)} was not recorded: ${reason}`,
+      { cause },
+    );
+    this.key = key;
+    this.result = result;
+  }
+}
+
+/**
+ * The call lost its key while it ran (its lease lapsed and another call took the key over, or the
+ * key was released by hand), and its transaction rolled back: none of its writes and no result
+ * were committed. The call that holds the key now runs the work; call again to get its result.
+ */
+export class CallSupersededError extends CallInProgressError {
+  /** @param key - the idempotency key */
+  constructor(key: string) {
+    super(
+      key,
+      null,
+      null,
+      `the call with idempotency key ${JSON.stringify(key)} lost its key while it ran and was rolled back`,
+    );
+  }
+}

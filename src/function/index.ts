@@ -1,0 +1,12 @@
+export {
+  CallInProgressError,
+  CallSupersededError,
+  PayloadMismatchError,
+  ResultExpiredError,
+  ResultNotRecordedError,
+} from './errors.js';
+export { payloadFingerprint } from './fingerprint.js';
+export { makeIdempotent } from './make-idempotent.js';
+export type { MakeIdempotentOptions, ResultCodec, TransactionalOptions } from './options.js';
+export { DEFAULT_FUNCTION_LEASE_SECONDS, DEFAULT_FUNCTION_TTL_SECONDS } from './options.js';
+export type { KeyOwner, TransactionOutcome, TransactionRunner } from './transaction.js';

@@ -1,0 +1,160 @@
+import { InvalidOptionError } from '../core/errors.js';
+import type { JsonValue } from '../core/json.js';
+import type { IdempotencyStore } from '../core/store.js';
+import { assertIntegerOption } from '../core/validation.js';
+import { payloadFingerprint } from './fingerprint.js';
+import type { TransactionRunner } from './transaction.js';
+
+/** The default retention of a result: 24 hours. */
+export const DEFAULT_FUNCTION_TTL_SECONDS = 24 * 3600;
+
+/**
+ * The default lease of a running call: 30 seconds. Long enough that a call paused by a garbage
+ * collection or a slow query keeps its key (the lease is renewed every third of it while the
+ * function runs), short enough that a retry after a crash waits half a minute, not hours.
+ */
+export const DEFAULT_FUNCTION_LEASE_SECONDS = 30;
+
+/** How a result is turned into the stored JSON and back. */
+export interface ResultCodec<R> {
+  /** The JSON value stored for `result`. Anything JSON cannot represent exactly is refused. */
+  serialize(result: R): JsonValue;
+  /** The result replayed from the stored JSON value. */
+  deserialize(stored: JsonValue): R;
+}
+
+/** Options of {@link makeIdempotent}. `A` are the function's arguments, `R` its result. */
+export interface MakeIdempotentOptions<A extends unknown[], R> {
+  /** Where keys and results are kept: any {@link IdempotencyStore}. */
+  readonly store: IdempotencyStore<unknown>;
+  /**
+   * The idempotency key of a call, from its arguments (a message id, an event id, a job name and
+   * date). Calls with the same key run once. Prefix it if the store is shared with other code.
+   */
+  readonly key: (...args: A) => string;
+  /**
+   * The part of the arguments that must match for a call to count as a repeat, fingerprinted as
+   * canonical JSON. Default: all the arguments. A repeat with another payload throws
+   * {@link PayloadMismatchError}. Leave out what legitimately varies between deliveries
+   * (a redelivery counter, a trace id).
+   */
+  readonly payload?: (...args: A) => unknown;
+  /** How long a result is replayed, in seconds. Default 24 h; choose it to outlast every retry. */
+  readonly ttlSeconds?: number;
+  /**
+   * How long a running call owns its key without renewing it, in seconds; renewed every third of
+   * it while the function runs, so only a dead or frozen call loses it. Default 30. Used by stores
+   * with leases; ignored by the others.
+   */
+  readonly leaseSeconds?: number;
+  /** The clock, in seconds: the same clock your retention sweep uses. Default: the wall clock. */
+  readonly now?: () => number;
+  /**
+   * How results are stored and replayed. Default: the result as JSON, exactly (a result JSON
+   * cannot represent is refused, see {@link ResultNotRecordedError}); `undefined` is kept.
+   */
+  readonly result?: ResultCodec<R>;
+  /**
+   * What a call does while another call with the same key runs: throw {@link CallInProgressError}
+   * at once (the default), or wait up to `timeoutMs`, looking again every `intervalMs` (default
+   * 50), and then return the other call's result (or run, if that call failed and released the key).
+   */
+  readonly wait?: { readonly timeoutMs: number; readonly intervalMs?: number };
+}
+
+/**
+ * Options of the transactional form of {@link makeIdempotent}: those of
+ * {@link MakeIdempotentOptions}, with the store given by the transaction runner.
+ */
+export interface TransactionalOptions<TX, A extends unknown[], R>
+  extends Omit<MakeIdempotentOptions<A, R>, 'store'> {
+  /**
+   * Runs the function's writes and the recording of its result in one transaction:
+   * `sqliteTransaction(store)` or `pgTransaction(store)`.
+   */
+  readonly transaction: TransactionRunner<TX>;
+}
+
+/** {@link MakeIdempotentOptions} with every default applied and checked. */
+export interface ResolvedFunctionOptions<A extends unknown[], R> {
+  readonly store: IdempotencyStore<unknown>;
+  readonly key: (...args: A) => string;
+  readonly fingerprint: (...args: A) => string;
+  readonly ttlSeconds: number;
+  readonly leaseSeconds: number;
+  readonly now: () => number;
+  readonly codec: ResultCodec<R>;
+  readonly waitTimeoutMs: number;
+  readonly waitIntervalMs: number;
+}
+
+const MAX_WAIT_MS = 10 * 60 * 1000;
+
+// `undefined` (a function with no result, the common case for jobs) is not JSON: the default
+// codec wraps every result so it survives the round trip.
+function defaultCodec<R>(): ResultCodec<R> {
+  return {
+    serialize: (result): JsonValue => (result === undefined ? {} : { value: result as JsonValue }),
+    deserialize: (stored) => {
+      const envelope = stored as { value?: JsonValue };
+      return ('value' in envelope ? envelope.value : undefined) as R;
+    },
+  };
+}
+
+function assertFunction(value: unknown, name: string): void {
+  if (typeof value !== 'function') throw new InvalidOptionError(`${name} must be a function`);
+}
+
+function assertPositiveSeconds(value: unknown, name: string): asserts value is number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
+    throw new InvalidOptionError(
+      `${name} must be a finite number greater than 0, got ${String(value)}`,
+    );
+  }
+}
+
+/**
+ * Applies the defaults and checks every option, so a misconfiguration fails when the wrapper is
+ * made, not on the first call.
+ *
+ * @throws {@link InvalidOptionError} for an option of the wrong type or out of range
+ */
+export function resolveFunctionOptions<A extends unknown[], R>(
+  options: MakeIdempotentOptions<A, R>,
+): ResolvedFunctionOptions<A, R> {
+  if (typeof options !== 'object' || options === null) {
+    throw new InvalidOptionError('options must be an object with at least store and key');
+  }
+  const store = options.store;
+  if (typeof store !== 'object' || store === null || typeof store.reserve !== 'function') {
+    throw new InvalidOptionError('store must be an IdempotencyStore');
+  }
+  assertFunction(options.key, 'key');
+  const payload = options.payload ?? ((...args: A) => args);
+  assertFunction(payload, 'payload');
+  const ttlSeconds = options.ttlSeconds ?? DEFAULT_FUNCTION_TTL_SECONDS;
+  assertPositiveSeconds(ttlSeconds, 'ttlSeconds');
+  const leaseSeconds = options.leaseSeconds ?? DEFAULT_FUNCTION_LEASE_SECONDS;
+  assertPositiveSeconds(leaseSeconds, 'leaseSeconds');
+  const now = options.now ?? (() => Date.now() / 1000);
+  assertFunction(now, 'now');
+  const codec = options.result ?? defaultCodec<R>();
+  assertFunction(codec.serialize, 'result.serialize');
+  assertFunction(codec.deserialize, 'result.deserialize');
+  const waitTimeoutMs = options.wait?.timeoutMs ?? 0;
+  assertIntegerOption(waitTimeoutMs, 'wait.timeoutMs', 0, MAX_WAIT_MS);
+  const waitIntervalMs = options.wait?.intervalMs ?? 50;
+  assertIntegerOption(waitIntervalMs, 'wait.intervalMs', 1, MAX_WAIT_MS);
+  return {
+    store,
+    key: options.key,
+    fingerprint: (...args) => payloadFingerprint(payload(...args)),
+    ttlSeconds,
+    leaseSeconds,
+    now,
+    codec,
+    waitTimeoutMs,
+    waitIntervalMs,
+  };
+}

@@ -1,0 +1,55 @@
+import type { IdempotencyStore } from '../core/store.js';
+
+/** The call that owns a key: its key, its payload fingerprint and, with leases, its attempt. */
+export interface KeyOwner {
+  /** The idempotency key. */
+  readonly key: string;
+  /** The fingerprint the key was claimed with. */
+  readonly digest: string;
+  /** The fencing token of the claim, on stores with leases. */
+  readonly attempt?: number;
+}
+
+/** What {@link TransactionRunner.run} committed. */
+export type TransactionOutcome<R> =
+  | { readonly committed: true; readonly result: R }
+  | {
+      /**
+       * The key's row was no longer this owner's pending row (taken over, or released by hand),
+       * so the transaction rolled back: none of the handler's writes and no answer were committed.
+       */
+      readonly committed: false;
+    };
+
+/**
+ * Runs a handler's database writes and the recording of its answer in **one** transaction: either
+ * both commit or neither does. Made per dialect over the store's own database
+ * (`sqliteTransaction(store)` from `drizzle-idempotency/sqlite`, `pgTransaction(store)` from
+ * `drizzle-idempotency/pg`); {@link makeIdempotent} and the HTTP layer drive it.
+ *
+ * The key must already be claimed (pending, owned by `owner`) in its own earlier commit, so
+ * duplicates see it as in progress instead of waiting on a lock.
+ *
+ * @typeParam TX - the drizzle transaction the handler receives
+ */
+export interface TransactionRunner<TX> {
+  /** The store whose table the answer is recorded in; phase 1, replays and releases go through it. */
+  readonly store: IdempotencyStore<unknown>;
+  /**
+   * Whether handlers must be synchronous: better-sqlite3 transactions cannot span an `await`.
+   * A synchronous runner refuses (and rolls back) a handler that returns a promise.
+   */
+  readonly synchronous: boolean;
+  /**
+   * Opens a transaction, runs `handler(tx)`, turns its result into the stored JSON text with
+   * `record`, and marks the owner's pending row done with it, then commits. If the row is no
+   * longer the owner's pending row (a takeover bumped its attempt, or it was released), rolls
+   * back and returns `{ committed: false }`. If `handler` or `record` throws, rolls back and
+   * rethrows: nothing of the handler's is committed and the key is still pending.
+   */
+  run<R>(
+    owner: KeyOwner,
+    handler: (tx: TX) => R | Promise<R>,
+    record: (result: R) => string,
+  ): Promise<TransactionOutcome<R>>;
+}

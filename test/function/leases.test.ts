@@ -1,0 +1,198 @@
+import { eq, sql } from 'drizzle-orm';
+import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  CallInProgressError,
+  CallSupersededError,
+  type IdempotencyStore,
+  type LeasedIdempotencyStore,
+  makeIdempotent,
+  payloadFingerprint,
+  ResultNotRecordedError,
+} from '../../src/index.js';
+import { openSqliteStore, sqliteTransaction } from '../../src/sqlite/index.js';
+import { storeFactories } from '../support/store-factories.js';
+import { freshDbPath, tempDir } from '../support/temp.js';
+
+function deferred<T = void>() {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((res) => {
+    resolve = res;
+  });
+  return { promise, resolve };
+}
+
+async function until(condition: () => Promise<boolean> | boolean): Promise<void> {
+  while (!(await condition())) await new Promise((resolve) => setTimeout(resolve, 5));
+}
+
+describe.each(storeFactories())('makeIdempotent with leases on $name', (factory) => {
+  let store: LeasedIdempotencyStore<unknown>;
+  let close: () => Promise<void>;
+
+  beforeEach(async () => {
+    let opened: IdempotencyStore<unknown>;
+    ({ store: opened, close } = await factory.open());
+    store = opened as LeasedIdempotencyStore<unknown>;
+  });
+  afterEach(async () => {
+    await close();
+  });
+
+  it('takes over the key of a call that died, once its lease lapsed', async () => {
+    let clock = 1000;
+    const digest = payloadFingerprint(['k']);
+    // A call that claimed the key and died: its lease runs until 1010.
+    const dead = await store.acquire('k', digest, { expires: 9999, now: clock, leaseSeconds: 10 });
+    expect(dead.status).toBe('acquired');
+    let runs = 0;
+    const job = makeIdempotent(
+      async (_id: string) => {
+        runs += 1;
+        return 'ran';
+      },
+      { store, key: (id) => id, leaseSeconds: 10, now: () => clock },
+    );
+    const error = await job('k').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CallInProgressError);
+    expect((error as CallInProgressError).leaseUntil).toBe(1010);
+    expect(runs).toBe(0);
+    clock = 1010;
+    expect(await job('k')).toBe('ran');
+    expect(await job('k')).toBe('ran');
+    expect(runs).toBe(1);
+    const record = await store.get('k');
+    expect(record).toMatchObject({ status: 'done', attempt: 2 });
+  });
+
+  it('refuses the result of a stalled call whose key was taken over: the answer is the new owner’s', async () => {
+    let clock = 1000;
+    const gate = deferred();
+    const started = deferred();
+    let runs = 0;
+    const job = makeIdempotent(
+      async (_id: string) => {
+        runs += 1;
+        const run = runs;
+        if (run === 1) {
+          started.resolve();
+          await gate.promise;
+        }
+        return `run ${run}`;
+      },
+      { store, key: (id) => id, leaseSeconds: 10, now: () => clock },
+    );
+    const stalled = job('k').catch((e: unknown) => e);
+    await started.promise;
+    clock = 1020;
+    expect(await job('k')).toBe('run 2');
+    gate.resolve();
+    const error = await stalled;
+    expect(error).toBeInstanceOf(ResultNotRecordedError);
+    expect((error as ResultNotRecordedError).result).toBe('run 1');
+    expect(await store.get('k')).toMatchObject({
+      status: 'done',
+      attempt: 2,
+      response: { value: 'run 2' },
+    });
+    expect(await job('k')).toBe('run 2');
+  });
+
+  it('marks a key whose result could not be recorded, so it is never taken over', async () => {
+    let clock = 1000;
+    let runs = 0;
+    const job = makeIdempotent(
+      async (_id: string) => {
+        runs += 1;
+        return { total: 10n };
+      },
+      // Waiting is pointless for a key that waits for an operator: the call must not wait.
+      { store, key: (id) => id, leaseSeconds: 10, now: () => clock, wait: { timeoutMs: 600_000 } },
+    );
+    await expect(job('k')).rejects.toBeInstanceOf(ResultNotRecordedError);
+    expect(await store.get('k')).toMatchObject({ status: 'pending', unrecorded: true });
+    clock = 5000;
+    await expect(job('k')).rejects.toBeInstanceOf(CallInProgressError);
+    expect(runs).toBe(1);
+  });
+
+  it('renews the lease of a call that runs past it, so it keeps its key', async () => {
+    const gate = deferred();
+    let runs = 0;
+    const slow = makeIdempotent(
+      async (_id: string) => {
+        runs += 1;
+        await gate.promise;
+        return 'slow';
+      },
+      { store, key: (id) => id, leaseSeconds: 0.3 },
+    );
+    const first = slow('k');
+    await until(async () => (await store.get('k')) !== null);
+    const claimed = (await store.get('k'))?.leaseUntil as number;
+    // Three renewals past the first deadline: the call has outlived its lease three times over.
+    await until(async () => ((await store.get('k'))?.leaseUntil as number) > claimed + 0.9);
+    await expect(slow('k')).rejects.toBeInstanceOf(CallInProgressError);
+    gate.resolve();
+    expect(await first).toBe('slow');
+    expect(await store.get('k')).toMatchObject({ status: 'done', attempt: 1 });
+    expect(runs).toBe(1);
+  });
+});
+
+describe('transactional makeIdempotent with leases on SQLite', () => {
+  const dir = tempDir('idem-lease-tx-');
+
+  it('rolls back a stalled call whose key was taken over: only the new owner’s effect stays', async () => {
+    const store = openSqliteStore(freshDbPath(dir));
+    store.db.run(sql`CREATE TABLE effects (run INTEGER NOT NULL, key TEXT NOT NULL)`);
+    const effects = sqliteTable('effects', { run: integer('run').notNull(), key: text('key') });
+    let clock = 1000;
+    // The stalled call pauses after claiming its key, before its transaction begins.
+    const claimed = deferred();
+    const gate = deferred();
+    let acquires = 0;
+    const stalling = new Proxy(store, {
+      get(target, property) {
+        if (property !== 'acquire') {
+          const value = Reflect.get(target, property);
+          return typeof value === 'function' ? value.bind(target) : value;
+        }
+        return async (...args: Parameters<typeof store.acquire>) => {
+          const result = store.acquire(...args);
+          acquires += 1;
+          if (acquires === 1) {
+            claimed.resolve();
+            await gate.promise;
+          }
+          return result;
+        };
+      },
+    });
+    let runs = 0;
+    const job = makeIdempotent(
+      (tx, id: string) => {
+        runs += 1;
+        tx.insert(effects).values({ run: runs, key: id }).run();
+        return runs;
+      },
+      {
+        transaction: sqliteTransaction(stalling),
+        key: (id) => id,
+        leaseSeconds: 10,
+        now: () => clock,
+      },
+    );
+    const stalled = job('k').catch((e: unknown) => e);
+    await claimed.promise;
+    clock = 1020;
+    expect(await job('k')).toBe(1);
+    gate.resolve();
+    expect(await stalled).toBeInstanceOf(CallSupersededError);
+    expect(store.db.select().from(effects).where(eq(effects.key, 'k')).all()).toEqual([
+      { run: 1, key: 'k' },
+    ]);
+    expect(store.get('k')).toMatchObject({ status: 'done', attempt: 2, response: { value: 1 } });
+    store.close();
+  });
+});

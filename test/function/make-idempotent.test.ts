@@ -1,0 +1,306 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  CallInProgressError,
+  type IdempotencyStore,
+  InvalidKeyError,
+  InvalidOptionError,
+  makeIdempotent,
+  PayloadMismatchError,
+  ResultExpiredError,
+  ResultNotRecordedError,
+} from '../../src/index.js';
+import { openLibsqlStore } from '../../src/libsql/index.js';
+import { type StoreFactory, storeFactories } from '../support/store-factories.js';
+import { freshDbPath, tempDir } from '../support/temp.js';
+
+function deferred<T>() {
+  let resolve!: (value: T) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+async function until(condition: () => boolean): Promise<void> {
+  while (!condition()) await new Promise((resolve) => setTimeout(resolve, 5));
+}
+
+interface Order {
+  readonly id: string;
+  readonly amount: number;
+  readonly attempt?: number;
+}
+
+const dir = tempDir('idem-fn-');
+const factories: StoreFactory[] = [
+  ...storeFactories(),
+  {
+    name: 'libSQL file',
+    open: async () => {
+      const store = await openLibsqlStore(`file:${freshDbPath(dir)}`);
+      return { store, close: async () => store.close() };
+    },
+  },
+];
+
+describe.each(factories)('makeIdempotent on $name', (factory) => {
+  let store: IdempotencyStore<unknown>;
+  let close: () => Promise<void>;
+
+  beforeEach(async () => {
+    ({ store, close } = await factory.open());
+  });
+  afterEach(async () => {
+    await close();
+  });
+
+  it('runs once and replays the stored result to later calls', async () => {
+    let runs = 0;
+    const charge = makeIdempotent(
+      async (order: Order) => {
+        runs += 1;
+        return { charged: order.amount, run: runs };
+      },
+      { store, key: (order) => `charge:${order.id}` },
+    );
+    expect(await charge({ id: 'o1', amount: 5 })).toEqual({ charged: 5, run: 1 });
+    expect(await charge({ id: 'o1', amount: 5 })).toEqual({ charged: 5, run: 1 });
+    expect(await charge({ id: 'o2', amount: 7 })).toEqual({ charged: 7, run: 2 });
+    expect(runs).toBe(2);
+    expect((await store.get('charge:o1'))?.status).toBe('done');
+  });
+
+  it('replays a function without a result as undefined', async () => {
+    let runs = 0;
+    const job = makeIdempotent(
+      async (_day: string) => {
+        runs += 1;
+      },
+      { store, key: (day) => `nightly:${day}` },
+    );
+    expect(await job('2026-11-30')).toBeUndefined();
+    expect(await job('2026-11-30')).toBeUndefined();
+    expect(runs).toBe(1);
+  });
+
+  it('refuses the key with a different payload and runs nothing', async () => {
+    let runs = 0;
+    const charge = makeIdempotent(
+      async (order: Order) => {
+        runs += 1;
+        return order.amount;
+      },
+      { store, key: (order) => order.id },
+    );
+    await charge({ id: 'o1', amount: 5 });
+    const error = await charge({ id: 'o1', amount: 6 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PayloadMismatchError);
+    expect((error as PayloadMismatchError).code).toBe('IDEMPOTENCY_KEY_REUSED');
+    expect((error as PayloadMismatchError).record.status).toBe('done');
+    expect(runs).toBe(1);
+  });
+
+  it('fingerprints only the chosen payload, in canonical JSON', async () => {
+    let runs = 0;
+    const charge = makeIdempotent(
+      async (order: Order) => {
+        runs += 1;
+        return order.amount;
+      },
+      {
+        store,
+        key: (order) => order.id,
+        payload: (order) => ({ amount: order.amount, id: order.id }),
+      },
+    );
+    expect(await charge({ id: 'o1', amount: 5, attempt: 1 })).toBe(5);
+    expect(await charge({ attempt: 2, amount: 5, id: 'o1' })).toBe(5);
+    expect(runs).toBe(1);
+  });
+
+  it('releases the key when the function throws, so the next call runs', async () => {
+    let runs = 0;
+    const flaky = makeIdempotent(
+      async (id: string) => {
+        runs += 1;
+        if (runs === 1) throw new Error('provider down');
+        return `ok:${id}`;
+      },
+      { store, key: (id) => id },
+    );
+    await expect(flaky('k')).rejects.toThrow('provider down');
+    expect(await store.get('k')).toBeNull();
+    expect(await flaky('k')).toBe('ok:k');
+    expect(await flaky('k')).toBe('ok:k');
+    expect(runs).toBe(2);
+  });
+
+  it('throws CallInProgressError to a duplicate while the first call runs', async () => {
+    const gate = deferred<string>();
+    let runs = 0;
+    const slow = makeIdempotent(
+      (_id: string) => {
+        runs += 1;
+        return gate.promise;
+      },
+      { store, key: (id) => id },
+    );
+    const first = slow('k');
+    await until(() => runs === 1);
+    const error = await slow('k').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CallInProgressError);
+    expect((error as CallInProgressError).key).toBe('k');
+    expect((error as CallInProgressError).code).toBe('IDEMPOTENCY_REQUEST_IN_PROGRESS');
+    gate.resolve('done');
+    expect(await first).toBe('done');
+    expect(await slow('k')).toBe('done');
+    expect(runs).toBe(1);
+  });
+
+  it('lets a duplicate wait for the first call and return its result', async () => {
+    const gate = deferred<string>();
+    let runs = 0;
+    const slow = makeIdempotent(
+      (_id: string) => {
+        runs += 1;
+        return gate.promise;
+      },
+      { store, key: (id) => id, wait: { timeoutMs: 60_000, intervalMs: 10 } },
+    );
+    const first = slow('k');
+    await until(() => runs === 1);
+    const second = slow('k');
+    gate.resolve('first');
+    expect(await Promise.all([first, second])).toEqual(['first', 'first']);
+    expect(runs).toBe(1);
+  });
+
+  it('lets a waiting duplicate run when the first call fails', async () => {
+    const gate = deferred<string>();
+    let runs = 0;
+    const slow = makeIdempotent(
+      (_id: string) => {
+        runs += 1;
+        return runs === 1 ? gate.promise : Promise.resolve('second');
+      },
+      { store, key: (id) => id, wait: { timeoutMs: 60_000, intervalMs: 10 } },
+    );
+    const first = slow('k').catch((e: unknown) => e);
+    await until(() => runs === 1);
+    const second = slow('k');
+    gate.reject(new Error('boom'));
+    expect(await first).toEqual(new Error('boom'));
+    expect(await second).toBe('second');
+    expect(runs).toBe(2);
+  });
+
+  it('gives up waiting after its budget with CallInProgressError', async () => {
+    const gate = deferred<string>();
+    let runs = 0;
+    const slow = makeIdempotent(
+      (_id: string) => {
+        runs += 1;
+        return gate.promise;
+      },
+      { store, key: (id) => id, wait: { timeoutMs: 30, intervalMs: 10 } },
+    );
+    const first = slow('k');
+    await until(() => runs === 1);
+    await expect(slow('k')).rejects.toBeInstanceOf(CallInProgressError);
+    gate.resolve('x');
+    await first;
+    expect(runs).toBe(1);
+  });
+
+  it('keeps the key pending when the result cannot be recorded', async () => {
+    let runs = 0;
+    const bad = makeIdempotent(
+      async (_id: string) => {
+        runs += 1;
+        return { total: 10n };
+      },
+      { store, key: (id) => id },
+    );
+    const error = await bad('k').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ResultNotRecordedError);
+    expect((error as ResultNotRecordedError).result).toEqual({ total: 10n });
+    expect((await store.get('k'))?.status).toBe('pending');
+    await expect(bad('k')).rejects.toBeInstanceOf(CallInProgressError);
+    expect(runs).toBe(1);
+  });
+
+  it('neither replays nor runs a result past its retention', async () => {
+    let clock = 1000;
+    let runs = 0;
+    const job = makeIdempotent(
+      async (_id: string) => {
+        runs += 1;
+        return runs;
+      },
+      { store, key: (id) => id, ttlSeconds: 60, now: () => clock },
+    );
+    expect(await job('k')).toBe(1);
+    clock = 1059;
+    expect(await job('k')).toBe(1);
+    clock = 1060;
+    const error = await job('k').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ResultExpiredError);
+    expect((error as ResultExpiredError).record.expires).toBe(1060);
+    expect(runs).toBe(1);
+  });
+
+  it('stores and replays through a custom result codec', async () => {
+    const stamp = makeIdempotent(async (_id: string) => new Date(Date.UTC(2026, 10, 30)), {
+      store,
+      key: (id) => id,
+      result: {
+        serialize: (date) => date.toISOString(),
+        deserialize: (text) => new Date(text as string),
+      },
+    });
+    const first = await stamp('k');
+    const replayed = await stamp('k');
+    expect(replayed).toBeInstanceOf(Date);
+    expect(replayed.getTime()).toBe(first.getTime());
+    expect((await store.get('k'))?.response).toBe('2026-11-30T00:00:00.000Z');
+  });
+
+  it('refuses a bad key before running anything', async () => {
+    let runs = 0;
+    const job = makeIdempotent(
+      async (id: unknown) => {
+        runs += 1;
+        return id;
+      },
+      { store, key: (id) => id as string },
+    );
+    await expect(job('')).rejects.toBeInstanceOf(InvalidKeyError);
+    await expect(job(42)).rejects.toBeInstanceOf(InvalidKeyError);
+    expect(runs).toBe(0);
+    expect(await store.counts()).toEqual({ pending: 0, done: 0 });
+  });
+});
+
+describe('makeIdempotent options', () => {
+  it('refuses bad options when the wrapper is made', async () => {
+    const [factory] = storeFactories();
+    const { store, close } = await (factory as NonNullable<typeof factory>).open();
+    const fn = async () => 1;
+    const key = () => 'k';
+    expect(() => makeIdempotent(fn, { store, key: 'k' as never })).toThrow(InvalidOptionError);
+    expect(() => makeIdempotent(fn, { store: {} as never, key })).toThrow(InvalidOptionError);
+    expect(() => makeIdempotent(fn, { store, key, ttlSeconds: 0 })).toThrow(InvalidOptionError);
+    expect(() => makeIdempotent(fn, { store, key, leaseSeconds: Number.NaN })).toThrow(
+      InvalidOptionError,
+    );
+    expect(() => makeIdempotent(fn, { store, key, wait: { timeoutMs: -1 } })).toThrow(
+      InvalidOptionError,
+    );
+    expect(() => makeIdempotent(fn, { store, key, payload: 1 as never })).toThrow(
+      InvalidOptionError,
+    );
+    await close();
+  });
+});
