@@ -7,6 +7,7 @@ import { gzipSync } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPaymentsApp } from '../../examples/payments/app.js';
+import { sqlitePayments } from '../../examples/payments/backend.js';
 import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/index.js';
 import { SWEEP_NOW, seedBacklog, tally } from '../support/backlog.js';
 import { spawnTs } from '../support/child.js';
@@ -23,10 +24,10 @@ describe('the payments service answers unreadable bodies with problems', () => {
 
   beforeAll(async () => {
     store = openSqliteStore(freshDbPath(dir));
-    server = createPaymentsApp(store, { ttlSeconds: 60, now: () => Date.now() / 1000 }).listen(
-      0,
-      '127.0.0.1',
-    );
+    server = createPaymentsApp(sqlitePayments(store), {
+      ttlSeconds: 60,
+      now: () => Date.now() / 1000,
+    }).listen(0, '127.0.0.1');
     await once(server, 'listening');
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   });
