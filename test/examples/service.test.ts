@@ -138,6 +138,7 @@ describe('npm start under SIGTERM and SIGINT', () => {
       openSqliteStore(path).close();
       const run = npm(['start'], {
         IDEM_DB: path,
+        IDEM_URL: '',
         PORT: '0',
         IDEM_SWEEP_INTERVAL_MS: '3600000',
         IDEM_SHUTDOWN_GRACE_MS: '30000',
@@ -201,6 +202,7 @@ describe('the payments service killed mid-request', () => {
   function start(path: string): { child: ChildProcess; url: Promise<string> } {
     const { child } = spawnTs(main, [], {
       IDEM_DB: path,
+      IDEM_URL: '',
       PORT: '0',
       IDEM_LEASE_SECONDS: '2',
       IDEM_SWEEP_INTERVAL_MS: '3600000',
