@@ -58,6 +58,8 @@ describe('expressTransaction on SQLite: the writes and the answer commit togethe
         const { amount, answer } = req.body as { amount: number; answer?: number };
         req.tx.run(sql`INSERT INTO payments (amount) VALUES (${amount})`);
         if (answer === 0) throw new Error('the handler failed after writing');
+        // better-sqlite3 cannot keep the transaction open across an await: refused, rolled back.
+        if (answer === -1) return Promise.resolve({ status: 201, body: { amount } });
         return { status: answer ?? 201, body: { amount } };
       },
       {
@@ -103,6 +105,13 @@ describe('expressTransaction on SQLite: the writes and the answer commit togethe
     expect(unavailable.status).toBe(503);
     expect(payments().filter((row) => row.amount === 8)).toEqual([]);
     expect(store.get('busy')).toBeNull();
+  });
+
+  it('an async handler is refused on SQLite: no row, the key released', async () => {
+    const url = await listening(server);
+    expect((await post(url, 'async', { amount: 11, answer: -1 })).status).toBe(500);
+    expect(payments().filter((row) => row.amount === 11)).toEqual([]);
+    expect(store.get('async')).toBeNull();
   });
 
   it('a stalled owner taken over after its lease rolls back whole: one row, one answer', async () => {
