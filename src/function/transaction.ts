@@ -24,8 +24,10 @@ export type TransactionOutcome<R> =
 /**
  * Runs a handler's database writes and the recording of its answer in **one** transaction: either
  * both commit or neither does. Made per dialect over the store's own database
- * (`sqliteTransaction(store)` from `drizzle-idempotency/sqlite`, `pgTransaction(store)` from
- * `drizzle-idempotency/pg`); {@link makeIdempotent} and the HTTP layer drive it.
+ * (`sqliteTransaction(store)` from `drizzle-idempotency/sqlite`, `libsqlTransaction(store)` from
+ * `drizzle-idempotency/libsql`, `pgTransaction(store)` from `drizzle-idempotency/pg`,
+ * `mysqlTransaction(store)` from `drizzle-idempotency/mysql`); {@link makeIdempotent} and the
+ * HTTP layer drive it.
  *
  * The key must already be claimed (pending, owned by `owner`) in its own earlier commit, so
  * duplicates see it as in progress instead of waiting on a lock.
@@ -40,6 +42,12 @@ export interface TransactionRunner<TX> {
    * A synchronous runner refuses (and rolls back) a handler that returns a promise.
    */
   readonly synchronous: boolean;
+  /**
+   * Whether the transaction holds the database's write lock from its start (libSQL's
+   * `BEGIN IMMEDIATE`): no takeover can happen while it runs, and a lease renewal from another
+   * connection would only wait for that lock, so the lease is not renewed during it.
+   */
+  readonly holdsWriteLock?: boolean;
   /**
    * Opens a transaction, runs `handler(tx)`, turns its result into the stored JSON text with
    * `record`, and marks the owner's pending row done with it, then commits. If the row is no
