@@ -1,6 +1,8 @@
 // A process that applies transactional makeIdempotent calls in a loop until it is killed:
 //   crash-worker.ts sqlite <file> <prefix>
+//   crash-worker.ts libsql <file> <prefix>
 //   crash-worker.ts pg <url> <schema> <prefix>
+//   crash-worker.ts mysql <url> <prefix>
 // Each call `<prefix>-<n>` writes an effect row, then lingers a moment inside the transaction, so a
 // SIGKILL at a random time most often lands between the effect and the commit. Prints `go` once
 // the first call has committed.
@@ -31,6 +33,42 @@ if (dialect === 'sqlite') {
       return { applied: key };
     },
     { transaction: sqliteTransaction(store), key: (key) => key },
+  );
+  await loop(call, prefix);
+} else if (dialect === 'libsql') {
+  const [prefix] = rest as [string];
+  const [{ libsqlTransaction, openLibsqlStore }, { pathToFileURL }] = await Promise.all([
+    import('../../src/libsql/index.js'),
+    import('node:url'),
+  ]);
+  const store = await openLibsqlStore(pathToFileURL(target as string).href);
+  const call = makeIdempotent(
+    async (tx, key: string) => {
+      await tx.run(sql`INSERT INTO effects (key) VALUES (${key})`);
+      linger();
+      return { applied: key };
+    },
+    { transaction: libsqlTransaction(store), key: (key) => key },
+  );
+  await loop(call, prefix);
+} else if (dialect === 'mysql') {
+  const [prefix] = rest as [string];
+  const [{ drizzle }, { default: mysql }, { MysqlIdempotencyStore, mysqlTransaction }] =
+    await Promise.all([
+      import('drizzle-orm/mysql2'),
+      import('mysql2/promise'),
+      import('../../src/mysql/index.js'),
+    ]);
+  const store = new MysqlIdempotencyStore(
+    drizzle(mysql.createPool({ uri: target as string, connectionLimit: 2 })),
+  );
+  const call = makeIdempotent(
+    async (tx, key: string) => {
+      await tx.execute(sql`INSERT INTO effects (\`key\`) VALUES (${key})`);
+      await tx.execute(sql`DO SLEEP(${0.001 + Math.random() * 0.003})`);
+      return { applied: key };
+    },
+    { transaction: mysqlTransaction(store), key: (key) => key },
   );
   await loop(call, prefix);
 } else {
