@@ -239,4 +239,37 @@ describe('transactional makeIdempotent with leases on SQLite', () => {
     });
     await store.close();
   });
+
+  it('does not renew the lease from another connection while a libSQL transaction holds the write lock', async () => {
+    const store = await openLibsqlStore(fileUrl(freshDbPath(dir)));
+    await store.db.run(sql`CREATE TABLE effects (run INTEGER NOT NULL, key TEXT NOT NULL)`);
+    let renewals = 0;
+    const counting = new Proxy(store, {
+      get(target, property) {
+        const value = Reflect.get(target, property);
+        if (property === 'renew') {
+          return (...args: Parameters<typeof store.renew>) => {
+            renewals += 1;
+            return store.renew(...args);
+          };
+        }
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const start = Date.now() / 1000;
+    const job = makeIdempotent(
+      async (tx, id: string) => {
+        await tx.insert(effects).values({ run: 1, key: id });
+        // Outlive several heartbeat periods (a third of the lease each) inside the transaction.
+        await until(() => Date.now() / 1000 > start + 0.5);
+        return 'ran';
+      },
+      { transaction: libsqlTransaction(counting), key: (id) => id, leaseSeconds: 0.15 },
+    );
+    expect(await job('k')).toBe('ran');
+    // A renewal would have waited, blocking the process, on the lock the transaction held.
+    expect(renewals).toBe(0);
+    expect(await store.get('k')).toMatchObject({ status: 'done', attempt: 1 });
+    await store.close();
+  });
 });
