@@ -7,6 +7,7 @@ import type { IdempotentOptions } from './options.js';
 import type { IdempotentResult } from './outcome.js';
 import type { IdempotencyProblem } from './problems.js';
 import { type HttpResponse, toWire } from './response.js';
+import { prepareAndTransact } from './transactional.js';
 
 /** Options of {@link expressIdempotency}: the core's, plus Express-shaped hooks. */
 export interface ExpressIdempotencyOptions extends IdempotentOptions {
@@ -262,16 +263,12 @@ export function expressTransaction<TX, P = undefined>(
       if (decision.action === 'respond') {
         result = decision.result;
       } else {
-        const { execution } = decision;
-        let prepared: P;
-        try {
-          prepared = (options.prepare ? await options.prepare(req) : undefined) as P;
-        } catch (error) {
-          await execution.fail(error);
-          throw error;
-        }
-        result = await execution.transact(runner, (tx) =>
-          handler(Object.assign(req, { tx }) as TransactionalRequest<TX>, prepared),
+        const { prepare } = options;
+        result = await prepareAndTransact(
+          decision.execution,
+          runner,
+          prepare && (() => prepare(req)),
+          (tx, prepared) => handler(Object.assign(req, { tx }) as TransactionalRequest<TX>, prepared),
         );
       }
       if (result.outcome === 'problem' && options.onError) {
