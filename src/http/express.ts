@@ -268,7 +268,8 @@ export function expressTransaction<TX, P = undefined>(
           decision.execution,
           runner,
           prepare && (() => prepare(req)),
-          (tx, prepared) => handler(Object.assign(req, { tx }) as TransactionalRequest<TX>, prepared),
+          (tx, prepared) =>
+            handler(Object.assign(req, { tx }) as TransactionalRequest<TX>, prepared),
         );
       }
       if (result.outcome === 'problem' && options.onError) {

@@ -280,7 +280,10 @@ export function fastifyTransaction<TX, P = undefined>(
               runner,
               prepare && (() => prepare(request)),
               (tx, prepared) =>
-                handler(Object.assign(request, { tx }) as TransactionalFastifyRequest<TX>, prepared),
+                handler(
+                  Object.assign(request, { tx }) as TransactionalFastifyRequest<TX>,
+                  prepared,
+                ),
             );
       const response =
         result.outcome === 'problem'
