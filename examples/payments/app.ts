@@ -1,12 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { asc, sql } from 'drizzle-orm';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { expressTransaction } from '../../src/http/express.js';
-import type { HttpResponse } from '../../src/http/index.js';
 import { PROMETHEUS_CONTENT_TYPE, prometheusStats } from '../../src/observe/index.js';
-import { type SqliteIdempotencyStore, sqliteTransaction } from '../../src/sqlite/index.js';
-import { type Payment, payments } from './schema.js';
+import type { PaymentsBackend } from './backend.js';
+import type { Payment } from './schema.js';
 
 /** Options of {@link createPaymentsApp}. */
 export interface PaymentsAppOptions {
@@ -134,45 +131,37 @@ function validatePayment(req: Request, res: Response, next: NextFunction): void 
 
 /**
  * The payments API: `POST /payments` (requires `Idempotency-Key`), `GET /payments`, and the
- * store's gauges for Prometheus on `GET /metrics`. Payments live in the store's own SQLite file
- * and connection, in the `payments` table.
+ * store's gauges for Prometheus on `GET /metrics`. Payments live in the same database as the keys
+ * (see {@link PaymentsBackend}): SQLite, PostgreSQL or MySQL.
  */
 export function createPaymentsApp(
-  store: SqliteIdempotencyStore<unknown>,
+  backend: PaymentsBackend,
   options: PaymentsAppOptions,
 ): express.Express {
-  const { db } = store;
-  db.run(sql`CREATE TABLE IF NOT EXISTS payments (
-    id TEXT PRIMARY KEY,
-    amount INTEGER NOT NULL,
-    currency TEXT NOT NULL,
-    created_at REAL NOT NULL
-  )`);
-
   const app = express();
   app.disable('x-powered-by');
   app.use(express.json());
 
-  // The payment row and the stored answer commit in one SQLite transaction, fenced by the key's
-  // attempt token: a crash at any point leaves both or neither, so a retry never charges twice.
+  // Where the database has a transaction runner, the payment row and the stored answer commit in
+  // one transaction, fenced by the key's attempt token: a crash at any point leaves both or
+  // neither, so a retry never charges twice.
   app.post(
     '/payments',
     validatePayment,
-    expressTransaction(
-      sqliteTransaction(store),
-      (req): HttpResponse => {
+    ...backend.postPayment({
+      create: (req) => {
         const body = req.body as PaymentRequest;
-        const payment: Payment = {
+        return {
           id: `pay_${randomUUID()}`,
           amount: body.amount,
           currency: body.currency.toUpperCase(),
           createdAt: options.now(),
         };
-        req.tx.insert(payments).values(payment).run();
-        if (options.crashAfterEffect) process.kill(process.pid, 'SIGKILL');
-        return { status: 201, headers: { location: `/payments/${payment.id}` }, body: payment };
       },
-      {
+      afterWrite: () => {
+        if (options.crashAfterEffect) process.kill(process.pid, 'SIGKILL');
+      },
+      options: {
         ttlSeconds: options.ttlSeconds,
         now: options.now,
         ...(options.leaseSeconds === undefined ? {} : { leaseSeconds: options.leaseSeconds }),
@@ -183,15 +172,16 @@ export function createPaymentsApp(
           if (delayMs) await sleep(delayMs);
         },
       },
-    ),
+    }),
   );
 
-  app.get('/payments', (_req, res) => {
-    res.json(db.select().from(payments).orderBy(asc(payments.createdAt), asc(payments.id)).all());
+  app.get('/payments', async (_req, res) => {
+    const all: Payment[] = await backend.listPayments();
+    res.json(all);
   });
 
   app.get('/metrics', async (_req, res) => {
-    res.type(PROMETHEUS_CONTENT_TYPE).send(await prometheusStats(store, options.now()));
+    res.type(PROMETHEUS_CONTENT_TYPE).send(await prometheusStats(backend.store, options.now()));
   });
 
   app.use((_req, res) => {

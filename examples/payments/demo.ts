@@ -28,6 +28,8 @@ function startService(
     env: {
       ...process.env,
       PORT: '0',
+      // The demo reads its SQLite file directly: a server URL in the shell must not move the data.
+      IDEM_URL: '',
       IDEM_DB: db,
       IDEM_TTL_SECONDS: String(TTL_SECONDS),
       IDEM_SWEEP_INTERVAL_MS: String(SWEEP_INTERVAL_MS),

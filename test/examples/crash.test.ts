@@ -13,6 +13,7 @@ const TRIALS = 20;
 function start(path: string, env: NodeJS.ProcessEnv = {}) {
   const { child, result } = spawnTs(main, [], {
     IDEM_DB: path,
+    IDEM_URL: '',
     PORT: '0',
     IDEM_LEASE_SECONDS: '1',
     IDEM_SWEEP_INTERVAL_MS: '3600000',
