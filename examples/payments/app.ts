@@ -1,11 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { asc, sql } from 'drizzle-orm';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { expressIdempotency } from '../../src/http/express.js';
 import { PROMETHEUS_CONTENT_TYPE, prometheusStats } from '../../src/observe/index.js';
-import type { SqliteIdempotencyStore } from '../../src/sqlite/index.js';
-import { type Payment, payments } from './schema.js';
+import type { PaymentsBackend } from './backend.js';
+import type { Payment } from './schema.js';
 
 /** Options of {@link createPaymentsApp}. */
 export interface PaymentsAppOptions {
@@ -15,6 +13,11 @@ export interface PaymentsAppOptions {
   readonly now: () => number;
   /** The lease of a payment in flight, in seconds (default 30): a crashed request's key is retried after it. */
   readonly leaseSeconds?: number;
+  /**
+   * Kill this process with SIGKILL right after the payment row is written and before its
+   * transaction commits: the crash the demo and the tests make, between effect and answer.
+   */
+  readonly crashAfterEffect?: boolean;
 }
 
 interface PaymentRequest {
@@ -128,53 +131,57 @@ function validatePayment(req: Request, res: Response, next: NextFunction): void 
 
 /**
  * The payments API: `POST /payments` (requires `Idempotency-Key`), `GET /payments`, and the
- * store's gauges for Prometheus on `GET /metrics`. Payments live in the store's own SQLite file
- * and connection, in the `payments` table.
+ * store's gauges for Prometheus on `GET /metrics`. Payments live in the same database as the keys
+ * (see {@link PaymentsBackend}): SQLite, PostgreSQL or MySQL.
  */
 export function createPaymentsApp(
-  store: SqliteIdempotencyStore<unknown>,
+  backend: PaymentsBackend,
   options: PaymentsAppOptions,
 ): express.Express {
-  const { db } = store;
-  db.run(sql`CREATE TABLE IF NOT EXISTS payments (
-    id TEXT PRIMARY KEY,
-    amount INTEGER NOT NULL,
-    currency TEXT NOT NULL,
-    created_at REAL NOT NULL
-  )`);
-
   const app = express();
   app.disable('x-powered-by');
   app.use(express.json());
 
+  // Where the database has a transaction runner, the payment row and the stored answer commit in
+  // one transaction, fenced by the key's attempt token: a crash at any point leaves both or
+  // neither, so a retry never charges twice.
   app.post(
     '/payments',
     validatePayment,
-    expressIdempotency(store, {
-      ttlSeconds: options.ttlSeconds,
-      now: options.now,
-      ...(options.leaseSeconds === undefined ? {} : { leaseSeconds: options.leaseSeconds }),
+    ...backend.postPayment({
+      create: (req) => {
+        const body = req.body as PaymentRequest;
+        return {
+          id: `pay_${randomUUID()}`,
+          amount: body.amount,
+          currency: body.currency.toUpperCase(),
+          createdAt: options.now(),
+        };
+      },
+      afterWrite: () => {
+        if (options.crashAfterEffect) process.kill(process.pid, 'SIGKILL');
+      },
+      options: {
+        ttlSeconds: options.ttlSeconds,
+        now: options.now,
+        ...(options.leaseSeconds === undefined ? {} : { leaseSeconds: options.leaseSeconds }),
+        // Slow processing after the key is claimed (duplicates get 409 meanwhile), outside the
+        // transaction: a better-sqlite3 transaction cannot span an await.
+        prepare: async (req) => {
+          const { delay_ms: delayMs } = req.body as PaymentRequest;
+          if (delayMs) await sleep(delayMs);
+        },
+      },
     }),
-    async (req, res) => {
-      const body = req.body as PaymentRequest;
-      if (body.delay_ms) await sleep(body.delay_ms);
-      const payment: Payment = {
-        id: `pay_${randomUUID()}`,
-        amount: body.amount,
-        currency: body.currency.toUpperCase(),
-        createdAt: options.now(),
-      };
-      db.insert(payments).values(payment).run();
-      res.status(201).location(`/payments/${payment.id}`).json(payment);
-    },
   );
 
-  app.get('/payments', (_req, res) => {
-    res.json(db.select().from(payments).orderBy(asc(payments.createdAt), asc(payments.id)).all());
+  app.get('/payments', async (_req, res) => {
+    const all: Payment[] = await backend.listPayments();
+    res.json(all);
   });
 
   app.get('/metrics', async (_req, res) => {
-    res.type(PROMETHEUS_CONTENT_TYPE).send(await prometheusStats(store, options.now()));
+    res.type(PROMETHEUS_CONTENT_TYPE).send(await prometheusStats(backend.store, options.now()));
   });
 
   app.use((_req, res) => {

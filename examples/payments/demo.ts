@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { sql } from 'drizzle-orm';
 import { openSqliteStore } from '../../src/sqlite/index.js';
 
 const TTL_SECONDS = 2;
@@ -18,15 +19,21 @@ interface Row {
   result: string;
 }
 
-function startService(db: string): Promise<{ child: ChildProcess; url: string }> {
+function startService(
+  db: string,
+  env: Record<string, string> = {},
+): Promise<{ child: ChildProcess; url: string }> {
   const main = fileURLToPath(new URL('./main.ts', import.meta.url));
   const child = spawn(process.execPath, ['--import', 'tsx', main], {
     env: {
       ...process.env,
       PORT: '0',
+      // The demo reads its SQLite file directly: a server URL in the shell must not move the data.
+      IDEM_URL: '',
       IDEM_DB: db,
       IDEM_TTL_SECONDS: String(TTL_SECONDS),
       IDEM_SWEEP_INTERVAL_MS: String(SWEEP_INTERVAL_MS),
+      ...env,
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -79,6 +86,65 @@ function print(rows: Row[]): void {
   );
   for (const { step, status, replayed, result } of rows) {
     console.log(`${step.padEnd(52)} ${String(status).padEnd(6)} ${replayed.padEnd(9)} ${result}`);
+  }
+}
+
+function exited(child: ChildProcess): Promise<NodeJS.Signals | null> {
+  return new Promise((resolve) => {
+    child.removeAllListeners('exit');
+    if (child.exitCode !== null || child.signalCode !== null) resolve(child.signalCode);
+    else child.once('exit', (_code, signal) => resolve(signal));
+  });
+}
+
+// What the database file holds, read by a connection of its own.
+function inFile(db: string, key: string): { payments: number; key: string } {
+  const store = openSqliteStore(db);
+  try {
+    const { count } = store.db.get<{ count: number }>(sql`SELECT count(*) AS count FROM payments`);
+    return { payments: count, key: store.get(key)?.status ?? 'none' };
+  } finally {
+    store.close();
+  }
+}
+
+// A real crash between effect and answer: the service is told to SIGKILL itself inside the
+// payment's transaction, right after writing the payment row and before the answer is recorded.
+async function crashBetweenEffectAndAnswer(db: string): Promise<void> {
+  const lease = { IDEM_LEASE_SECONDS: '1' };
+  const order = { amount: 4200, currency: 'EUR' };
+  console.log('\nA crash between effect and answer (key order-3, lease 1 s):');
+  const crashing = await startService(db, { ...lease, IDEM_CRASH_AFTER_EFFECT: '1' });
+  const dropped = await pay(crashing.url, 'order-3', order).then(
+    (response) => `answered ${response.status}`,
+    () => 'connection dropped, no answer',
+  );
+  const signal = await exited(crashing.child);
+  const after = inFile(db, 'order-3');
+  console.log(
+    `  the service wrote the payment row and died by ${signal} before committing: ${dropped}`,
+  );
+  console.log(`  in the file after the crash: ${after.payments} payments, key ${after.key}`);
+  const { child, url } = await startService(db, lease);
+  try {
+    let response = await pay(url, 'order-3', order);
+    const deadline = Date.now() + 15_000;
+    while (response.status === 409 && Date.now() < deadline) {
+      await sleep(250);
+      response = await pay(url, 'order-3', order);
+    }
+    const retried = await row('retry after restart and lease', response);
+    const again = await row('retry once more', await pay(url, 'order-3', order));
+    const final = inFile(db, 'order-3');
+    console.log(`  ${retried.step}: ${retried.status} ${retried.result}`);
+    console.log(`  ${again.step}: ${again.status} replayed ${again.replayed} ${again.result}`);
+    console.log(
+      `  in the file now: ${final.payments} payment, key ${final.key}: the crash could not charge twice, because the payment row and its answer commit together or not at all.`,
+    );
+  } finally {
+    child.removeAllListeners('exit');
+    child.kill('SIGTERM');
+    await exited(child);
   }
 }
 
@@ -135,6 +201,7 @@ try {
   console.log(
     'The last request shows the limit of retention: once an answer is swept, its key is a new request.',
   );
+  await crashBetweenEffectAndAnswer(join(dir, 'crash.db'));
 } finally {
   child.removeAllListeners('exit');
   child.kill('SIGTERM');

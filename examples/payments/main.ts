@@ -1,15 +1,20 @@
 // The payments service: `npm start`. Configuration comes from the environment:
-//   IDEM_DB                 the SQLite file (default ./idempotency.db)
+//   IDEM_URL                a postgres://, postgresql:// or mysql:// URL: keys and payments live
+//                           in that database instead of a SQLite file (DATABASE_URL is not read)
+//   IDEM_DB                 the SQLite file when IDEM_URL is not set (default ./idempotency.db)
 //   PORT                    the port on 127.0.0.1 (default 3000; 0 picks a free one)
 //   IDEM_TTL_SECONDS        how long answers are replayed (default 86400)
 //   IDEM_LEASE_SECONDS      the lease of a request in flight (default 30): the key of a request
 //                           whose process died is taken over by a retry once it lapses
 //   IDEM_SWEEP_INTERVAL_MS  how often expired answers are purged (default 60000)
 //   IDEM_SHUTDOWN_GRACE_MS  how long SIGTERM/SIGINT wait for requests in flight (default 10000)
+//   IDEM_CRASH_AFTER_EFFECT set to 1 to die by SIGKILL inside the first payment's transaction,
+//                           after its row is written: what `npm run demo` shows surviving
+//                           (refused where the row and the answer are two commits)
 import type { AddressInfo } from 'node:net';
 import { sweep } from '../../src/index.js';
-import { openSqliteStore } from '../../src/sqlite/index.js';
 import { createPaymentsApp } from './app.js';
+import { openPaymentsBackend } from './backend.js';
 
 function numberFromEnv(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -21,7 +26,6 @@ function numberFromEnv(name: string, fallback: number): number {
   return value;
 }
 
-const path = process.env.IDEM_DB || './idempotency.db';
 const port = numberFromEnv('PORT', 3000);
 const ttlSeconds = numberFromEnv('IDEM_TTL_SECONDS', 86_400);
 const leaseSeconds = numberFromEnv('IDEM_LEASE_SECONDS', 30);
@@ -29,8 +33,16 @@ const sweepIntervalMs = numberFromEnv('IDEM_SWEEP_INTERVAL_MS', 60_000);
 const graceMs = numberFromEnv('IDEM_SHUTDOWN_GRACE_MS', 10_000);
 const now = () => Date.now() / 1000;
 
-const store = openSqliteStore(path);
-const app = createPaymentsApp(store, { ttlSeconds, now, leaseSeconds });
+const crashAfterEffect = process.env.IDEM_CRASH_AFTER_EFFECT === '1';
+const backend = await openPaymentsBackend(process.env);
+if (crashAfterEffect && !backend.transactional) {
+  await backend.close();
+  throw new Error(
+    `IDEM_CRASH_AFTER_EFFECT needs the transactional route, which ${backend.location} does not have here`,
+  );
+}
+const { store } = backend;
+const app = createPaymentsApp(backend, { ttlSeconds, now, leaseSeconds, crashAfterEffect });
 
 // Retention runs in the background: each sweep deletes expired answers in short batches of 100
 // and never touches a pending row.
@@ -41,7 +53,7 @@ const sweeper = setInterval(() => {
 const server = app.listen(port, '127.0.0.1', () => {
   const { port: actual } = server.address() as AddressInfo;
   console.log(
-    `payments service listening on http://127.0.0.1:${actual} (db ${path}, ttl ${ttlSeconds} s, pid ${process.pid})`,
+    `payments service listening on http://127.0.0.1:${actual} (db ${backend.location}, ttl ${ttlSeconds} s, pid ${process.pid})`,
   );
 });
 
@@ -60,9 +72,16 @@ function shutdown(signal: NodeJS.Signals): void {
   server.close(() => {
     clearInterval(idle);
     clearTimeout(grace);
-    store.close();
-    console.log('stopped');
-    process.exit(0);
+    backend.close().then(
+      () => {
+        console.log('stopped');
+        process.exit(0);
+      },
+      (error: unknown) => {
+        console.error('closing the store failed:', error);
+        process.exit(1);
+      },
+    );
   });
   server.closeIdleConnections();
 }

@@ -1,3 +1,5 @@
+import { double, bigint as mysqlBigint, mysqlTable, varchar } from 'drizzle-orm/mysql-core';
+import { doublePrecision, bigint as pgBigint, pgTable, text as pgText } from 'drizzle-orm/pg-core';
 import { integer, real, sqliteTable, text } from 'drizzle-orm/sqlite-core';
 
 /** Every payment the service actually executed, in the same SQLite file as the keys. */
@@ -6,6 +8,22 @@ export const payments = sqliteTable('payments', {
   amount: integer('amount').notNull(),
   currency: text('currency').notNull(),
   createdAt: real('created_at').notNull(),
+});
+
+/** The same table on PostgreSQL, in the database the keys are kept in. */
+export const pgPayments = pgTable('payments', {
+  id: pgText('id').primaryKey(),
+  amount: pgBigint('amount', { mode: 'number' }).notNull(),
+  currency: pgText('currency').notNull(),
+  createdAt: doublePrecision('created_at').notNull(),
+});
+
+/** The same table on MySQL or MariaDB, in the database the keys are kept in. */
+export const mysqlPayments = mysqlTable('payments', {
+  id: varchar('id', { length: 64 }).primaryKey(),
+  amount: mysqlBigint('amount', { mode: 'number' }).notNull(),
+  currency: varchar('currency', { length: 3 }).notNull(),
+  createdAt: double('created_at').notNull(),
 });
 
 /** A payment as the API returns it. */

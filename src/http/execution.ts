@@ -1,4 +1,6 @@
+import { serializeResponse } from '../core/json.js';
 import type { IdempotencyStore, LeasedIdempotencyStore } from '../core/store.js';
+import type { TransactionRunner } from '../function/transaction.js';
 import { type Heartbeat, heartbeat } from './heartbeat.js';
 import type { ResolvedOptions } from './options.js';
 import { type IdempotentResult, Outcome, problemResult } from './outcome.js';
@@ -29,6 +31,24 @@ export interface Execution {
    * that fails.
    */
   fail(error: unknown): Promise<void>;
+  /**
+   * The transactional form, instead of `complete`/`fail`: runs `handler(tx)` in one transaction of
+   * `runner` that also records its answer, fenced by the attempt token, and commits before this
+   * returns. A stored status commits the handler's writes with the answer (`executed`); a status
+   * that is not stored, or a throw, rolls the writes back and releases the key (`notStored`, or the
+   * error rethrown after release); a takeover meanwhile rolls everything back (`superseded`).
+   */
+  transact<TX>(
+    runner: TransactionRunner<TX>,
+    handler: (tx: TX) => HttpResponse | Promise<HttpResponse>,
+  ): Promise<IdempotentResult>;
+}
+
+// Thrown from inside the transaction to roll back an answer whose status is not stored.
+class NotStoredAnswer extends Error {
+  constructor(readonly response: WireResponse) {
+    super('the answer is not stored');
+  }
 }
 
 /** Whether the store offers fenced leases (every store of this package does). */
@@ -147,7 +167,67 @@ export function owned(ownership: Ownership, settings: ResolvedOptions, report: R
     return { outcome: Outcome.executed, response };
   }
 
+  async function fail(error: unknown): Promise<void> {
+    beat?.stop();
+    try {
+      await release();
+    } catch (releaseError) {
+      throw new AggregateError(
+        [error, releaseError],
+        'the handler failed and releasing its idempotency key failed too',
+      );
+    } finally {
+      report({ outcome: Outcome.failed, status: undefined, error });
+    }
+  }
+
   return {
+    async transact(runner, handler) {
+      let sent: WireResponse = toWire({ status: 500 });
+      let outcome: Awaited<ReturnType<typeof runner.run<HttpResponse>>>;
+      try {
+        outcome = await runner.run(
+          { key: id, digest: fingerprint, ...(attempt === undefined ? {} : { attempt }) },
+          handler,
+          (answer) => {
+            // Decided inside the transaction: an answer that is not stored takes the writes with it.
+            sent = toWire(answer);
+            const { status } = sent;
+            if (!Number.isInteger(status) || status < 200 || status > 599) {
+              throw new AnswerNotRecordedError(
+                `the handler answered status ${String(status)}, which is not an HTTP status from 200 to 599; its writes were rolled back and the key released`,
+                sent,
+              );
+            }
+            if (!settings.shouldStore(status)) throw new NotStoredAnswer(sent);
+            return serializeResponse(
+              toStoredAnswer(sent, settings.storedHeaders, settings.maxStoredBytes),
+            );
+          },
+        );
+      } catch (error) {
+        beat?.stop();
+        // Rolled back: nothing of the handler's was committed, so the key is released and a retry runs.
+        if (error instanceof NotStoredAnswer)
+          return reported(report, await notStored(error.response));
+        if (error instanceof AnswerNotRecordedError) {
+          const released = await notStored(sent);
+          return reported(report, released.outcome === 'problem' ? released : problemResult(error));
+        }
+        await fail(error);
+        throw error;
+      }
+      beat?.stop();
+      if (!outcome.committed) {
+        // The row was taken over (or released by hand) while the handler ran: rolled back whole.
+        return reported(
+          report,
+          problemResult(new RequestSupersededError(sent)),
+          Outcome.superseded,
+        );
+      }
+      return reported(report, { outcome: Outcome.executed, response: sent });
+    },
     async complete(answer) {
       beat?.stop();
       // One form from here on: the bytes that are sent are the bytes that are stored and replayed.
@@ -168,18 +248,6 @@ export function owned(ownership: Ownership, settings: ResolvedOptions, report: R
       }
       return reported(report, result);
     },
-    async fail(error) {
-      beat?.stop();
-      try {
-        await release();
-      } catch (releaseError) {
-        throw new AggregateError(
-          [error, releaseError],
-          'the handler failed and releasing its idempotency key failed too',
-        );
-      } finally {
-        report({ outcome: Outcome.failed, status: undefined, error });
-      }
-    },
+    fail,
   };
 }

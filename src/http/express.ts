@@ -1,11 +1,13 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { IdempotencyStore } from '../core/store.js';
+import type { TransactionRunner } from '../function/transaction.js';
 import type { Execution } from './execution.js';
 import { idempotent } from './idempotent.js';
 import type { IdempotentOptions } from './options.js';
 import type { IdempotentResult } from './outcome.js';
 import type { IdempotencyProblem } from './problems.js';
-import { toWire } from './response.js';
+import { type HttpResponse, toWire } from './response.js';
+import { prepareAndTransact } from './transactional.js';
 
 /** Options of {@link expressIdempotency}: the core's, plus Express-shaped hooks. */
 export interface ExpressIdempotencyOptions extends IdempotentOptions {
@@ -170,6 +172,110 @@ export function expressIdempotency(
         options.onError(decision.result.problem, req, res);
       } else {
         sendResult(res, decision.result, res.end, before);
+      }
+    } catch (error) {
+      next(error);
+    }
+  };
+}
+
+/** Options of {@link expressTransaction}: those of {@link expressIdempotency}, plus `prepare`. */
+export interface ExpressTransactionOptions<P> extends ExpressIdempotencyOptions {
+  /**
+   * Asynchronous work after the key is claimed and before the transaction opens (a call to
+   * another service, a slow computation); its result is the handler's second argument. It is
+   * what lets a synchronous SQLite handler depend on an `await`. A throw releases the key. Its
+   * effects are not in the transaction: make them idempotent on their own (pass the key on).
+   */
+  readonly prepare?: (req: Request) => P | Promise<P>;
+}
+
+/** An Express request in a transactional route: `req.tx` is the open Drizzle transaction. */
+export type TransactionalRequest<TX> = Request & {
+  /** The transaction the handler's writes go through; it also records the answer. */
+  readonly tx: TX;
+};
+
+/**
+ * The transactional form for Express: a route handler whose database writes and stored answer
+ * commit in **one** transaction, fenced by the key's attempt token, before the response leaves.
+ * The key is claimed first in its own short commit, so a concurrent duplicate gets 409 at once.
+ * The handler reads `req.tx` and **returns** its answer (an {@link HttpResponse}) instead of
+ * writing to `res`: the answer has to be known inside the transaction that records it.
+ *
+ * - a stored status commits the writes and the answer together (`executed`);
+ * - a throw, or a status that is not stored (5xx by default), rolls the writes back and releases
+ *   the key, so a retry runs cleanly;
+ * - if the key was taken over meanwhile (this request outlived its lease), the whole transaction
+ *   rolls back and the request gets 409 `request-superseded`: nothing of it was written;
+ * - if the process dies, nothing of the handler's is committed and the retry, once the lease
+ *   lapses, runs it once.
+ *
+ * With `sqliteTransaction(store)` (better-sqlite3) the handler must be synchronous, since such a
+ * transaction cannot span an `await`; a handler returning a promise is rolled back and answered
+ * with 500. With `pgTransaction(store)` it may be async. A request the layer does not cover (a
+ * method outside `methods`, or no key when `required: false`) goes on to the next handler.
+ *
+ * @param runner - `sqliteTransaction(store)` or `pgTransaction(store)`; its store keeps the keys
+ * @param handler - runs inside the transaction, `req.tx` its only database access; its second
+ *   argument is what `prepare` returned
+ * @param options - see {@link ExpressTransactionOptions}
+ * @example
+ * ```ts
+ * import express from 'express';
+ * import { expressTransaction } from 'drizzle-idempotency/express';
+ * import { openSqliteStore, sqliteTransaction } from 'drizzle-idempotency/sqlite';
+ *
+ * const store = openSqliteStore('./app.db');
+ * const app = express();
+ * app.post(
+ *   '/payments',
+ *   express.json(),
+ *   expressTransaction(sqliteTransaction(store), (req) => {
+ *     const payment = req.tx.insert(payments).values(req.body).returning().get();
+ *     return { status: 201, body: payment };
+ *   }),
+ * );
+ * ```
+ * @throws {@link InvalidOptionError} for a bad option, when called
+ */
+export function expressTransaction<TX, P = undefined>(
+  runner: TransactionRunner<TX>,
+  handler: (req: TransactionalRequest<TX>, prepared: P) => HttpResponse | Promise<HttpResponse>,
+  options: ExpressTransactionOptions<P> = {},
+): RequestHandler {
+  const layer = idempotent(runner.store, options);
+  return async function idempotentTransaction(req, res, next) {
+    const before = res.getHeaders();
+    try {
+      const decision = await layer.begin({
+        method: req.method,
+        path: req.baseUrl + req.path,
+        headers: req.headers,
+        body: req.body,
+        scope: options.scope ? await options.scope(req) : undefined,
+      });
+      if (decision.action === 'pass') {
+        next();
+        return;
+      }
+      let result: IdempotentResult;
+      if (decision.action === 'respond') {
+        result = decision.result;
+      } else {
+        const { prepare } = options;
+        result = await prepareAndTransact(
+          decision.execution,
+          runner,
+          prepare && (() => prepare(req)),
+          (tx, prepared) =>
+            handler(Object.assign(req, { tx }) as TransactionalRequest<TX>, prepared),
+        );
+      }
+      if (result.outcome === 'problem' && options.onError) {
+        options.onError(result.problem, req, res);
+      } else {
+        sendResult(res, result, res.end, before);
       }
     } catch (error) {
       next(error);

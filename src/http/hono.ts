@@ -1,9 +1,10 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import type { IdempotencyStore } from '../core/store.js';
+import type { TransactionRunner } from '../function/transaction.js';
 import { idempotent } from './idempotent.js';
 import type { IdempotentOptions } from './options.js';
 import type { IdempotencyProblem } from './problems.js';
-import { toWire, type WireResponse } from './response.js';
+import { type HttpResponse, toWire, type WireResponse } from './response.js';
 
 /** Options of {@link honoIdempotency}: the core's, plus Hono-shaped hooks. */
 export interface HonoIdempotencyOptions extends IdempotentOptions {
@@ -122,5 +123,81 @@ export function honoIdempotency(
             statusText: answer.statusText,
             headers: answer.headers,
           });
+  };
+}
+
+/** The Hono environment of a transactional route: `c.var.tx` is the open Drizzle transaction. */
+export interface TransactionEnv<TX> {
+  Variables: {
+    /** The transaction the handler's writes go through; it also records the answer. */
+    tx: TX;
+  };
+}
+
+/**
+ * The transactional form for Hono: a route handler whose database writes and stored answer commit
+ * in **one** transaction, fenced by the key's attempt token, before the response leaves. The key is
+ * claimed first in its own short commit, so a concurrent duplicate gets 409 at once. The handler
+ * reads `c.var.tx` and **returns** its answer (an {@link HttpResponse}), which is recorded inside
+ * that transaction. A throw or a status that is not stored rolls the writes back and releases the
+ * key; a takeover meanwhile (the request outlived its lease) rolls everything back and answers 409
+ * `request-superseded`.
+ *
+ * With `sqliteTransaction(store)` (better-sqlite3) the handler must be synchronous, since such a
+ * transaction cannot span an `await`: read the body before it, with a validator middleware, and
+ * take it with the synchronous `c.req.valid('json')`. With `pgTransaction(store)` it may be async.
+ * A request the layer does not cover (a method outside `methods`, or no key when
+ * `required: false`) goes on to the next handler.
+ *
+ * @param runner - `sqliteTransaction(store)` or `pgTransaction(store)`; its store keeps the keys
+ * @param handler - runs inside the transaction, `c.var.tx` its only database access
+ * @param options - see {@link HonoIdempotencyOptions}
+ * @example
+ * ```ts
+ * import { Hono } from 'hono';
+ * import { honoTransaction } from 'drizzle-idempotency/hono';
+ * import { openPgStore, pgTransaction } from 'drizzle-idempotency/pg';
+ *
+ * const store = await openPgStore(process.env.DATABASE_URL ?? '');
+ * const app = new Hono();
+ * app.post(
+ *   '/payments',
+ *   honoTransaction(pgTransaction(store), async (c) => {
+ *     const [payment] = await c.var.tx.insert(payments).values(await c.req.json()).returning();
+ *     return { status: 201, body: payment };
+ *   }),
+ * );
+ * ```
+ * @throws {@link InvalidOptionError} for a bad option, when called
+ */
+export function honoTransaction<TX>(
+  runner: TransactionRunner<TX>,
+  handler: (c: Context<TransactionEnv<TX>>) => HttpResponse | Promise<HttpResponse>,
+  options: HonoIdempotencyOptions = {},
+): MiddlewareHandler {
+  const layer = idempotent(runner.store, options);
+  return async function idempotentTransaction(c, next) {
+    const decision = await layer.begin({
+      method: c.req.method,
+      path: c.req.path,
+      headers: c.req.header(),
+      body: await readBody(c),
+      scope: options.scope ? await options.scope(c) : undefined,
+    });
+    if (decision.action === 'pass') {
+      await next();
+      return;
+    }
+    const result =
+      decision.action === 'respond'
+        ? decision.result
+        : await decision.execution.transact(runner, (tx) => {
+            const context = c as unknown as Context<TransactionEnv<TX>>;
+            context.set('tx', tx);
+            return handler(context);
+          });
+    return result.outcome === 'problem' && options.onError
+      ? options.onError(result.problem, c)
+      : send(c, toWire(result.response));
   };
 }

@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createPaymentsApp } from '../../examples/payments/app.js';
+import { sqlitePayments } from '../../examples/payments/backend.js';
 import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/index.js';
 import { runTs } from '../support/child.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
@@ -17,10 +18,10 @@ describe('payments example service', () => {
 
   beforeEach(async () => {
     store = openSqliteStore(freshDbPath(dir));
-    server = createPaymentsApp(store, { ttlSeconds: 60, now: () => Date.now() / 1000 }).listen(
-      0,
-      '127.0.0.1',
-    );
+    server = createPaymentsApp(sqlitePayments(store), {
+      ttlSeconds: 60,
+      now: () => Date.now() / 1000,
+    }).listen(0, '127.0.0.1');
     await once(server, 'listening');
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   });
@@ -125,5 +126,11 @@ describe('npm run demo', () => {
     expect(after).toMatch(/ 201 +- +pay_/);
     expect(after).not.toContain(firstId);
     expect(stdout).toContain('GET /payments: 3 payments actually executed');
+    expect(stdout).toContain('died by SIGKILL before committing: connection dropped, no answer');
+    expect(stdout).toContain('in the file after the crash: 0 payments, key pending');
+    const crashRetry = /retry after restart and lease: 201 (pay_[\w-]+)/.exec(stdout)?.[1];
+    expect(crashRetry).toMatch(id);
+    expect(stdout).toContain(`retry once more: 201 replayed true ${crashRetry}`);
+    expect(stdout).toContain('in the file now: 1 payment, key done');
   });
 });

@@ -7,6 +7,7 @@ import { gzipSync } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPaymentsApp } from '../../examples/payments/app.js';
+import { sqlitePayments } from '../../examples/payments/backend.js';
 import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/index.js';
 import { SWEEP_NOW, seedBacklog, tally } from '../support/backlog.js';
 import { spawnTs } from '../support/child.js';
@@ -23,10 +24,10 @@ describe('the payments service answers unreadable bodies with problems', () => {
 
   beforeAll(async () => {
     store = openSqliteStore(freshDbPath(dir));
-    server = createPaymentsApp(store, { ttlSeconds: 60, now: () => Date.now() / 1000 }).listen(
-      0,
-      '127.0.0.1',
-    );
+    server = createPaymentsApp(sqlitePayments(store), {
+      ttlSeconds: 60,
+      now: () => Date.now() / 1000,
+    }).listen(0, '127.0.0.1');
     await once(server, 'listening');
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   });
@@ -137,6 +138,7 @@ describe('npm start under SIGTERM and SIGINT', () => {
       openSqliteStore(path).close();
       const run = npm(['start'], {
         IDEM_DB: path,
+        IDEM_URL: '',
         PORT: '0',
         IDEM_SWEEP_INTERVAL_MS: '3600000',
         IDEM_SHUTDOWN_GRACE_MS: '30000',
@@ -200,6 +202,7 @@ describe('the payments service killed mid-request', () => {
   function start(path: string): { child: ChildProcess; url: Promise<string> } {
     const { child } = spawnTs(main, [], {
       IDEM_DB: path,
+      IDEM_URL: '',
       PORT: '0',
       IDEM_LEASE_SECONDS: '2',
       IDEM_SWEEP_INTERVAL_MS: '3600000',

@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createPaymentsApp } from '../../examples/payments/app.js';
+import { sqlitePayments } from '../../examples/payments/backend.js';
 import { openSqliteStore } from '../../src/sqlite/index.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
 
@@ -15,10 +16,10 @@ afterEach(async () => {
 describe('payments example /metrics', () => {
   it('serves the store gauges in the Prometheus text format', async () => {
     const store = openSqliteStore(freshDbPath(dir));
-    const server = createPaymentsApp(store, { ttlSeconds: 60, now: () => 1_000 }).listen(
-      0,
-      '127.0.0.1',
-    );
+    const server = createPaymentsApp(sqlitePayments(store), {
+      ttlSeconds: 60,
+      now: () => 1_000,
+    }).listen(0, '127.0.0.1');
     cleanups.push(async () => {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));

@@ -208,6 +208,10 @@ const EXPECTED_FLOW = {
     status: 'done',
     response: '{"charged":5}',
     expires: 100,
+    // Made by reserve, which takes no lease: attempt 1, never taken over automatically.
+    leaseUntil: null,
+    attempt: 1,
+    unrecorded: false,
   },
   replayed: { charged: 5 },
   again: false,

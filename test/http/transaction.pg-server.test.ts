@@ -1,0 +1,92 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
+import { sql } from 'drizzle-orm';
+import { Hono } from 'hono';
+import { afterAll, describe, expect, it } from 'vitest';
+import { honoTransaction } from '../../src/http/hono.js';
+import {
+  applyPgMigrations,
+  PgIdempotencyStore,
+  pgKeysTable,
+  pgTransaction,
+} from '../../src/pg/index.js';
+import { freshServerSchema, type ServerSchema } from '../support/pg.js';
+
+// Runs only when DATABASE_URL is set (see vitest.config.ts); then an unreachable server fails it.
+const url = process.env.DATABASE_URL as string;
+
+function deferred() {
+  let resolve!: () => void;
+  const promise = new Promise<void>((res) => {
+    resolve = res;
+  });
+  return { promise, resolve };
+}
+
+describe('honoTransaction on the PostgreSQL server', () => {
+  let server: ServerSchema | undefined;
+  let http: ReturnType<typeof serve> | undefined;
+  afterAll(async () => {
+    http?.close();
+    await server?.drop();
+  });
+
+  it('rolls back a stalled owner’s open transaction once a retry took its key over', async () => {
+    server = await freshServerSchema(url, 4);
+    const { schema, pool, db } = server;
+    await applyPgMigrations(db, { schema });
+    await pool.query(`CREATE TABLE "${schema}".payments (run integer NOT NULL)`);
+    const store = new PgIdempotencyStore(db, { schema });
+    let clock = 1000;
+    let runs = 0;
+    const wrote = deferred();
+    const gate = deferred();
+    const app = new Hono();
+    app.post(
+      '/payments',
+      honoTransaction(
+        pgTransaction(store, { table: pgKeysTable({ schema }) }),
+        async (c) => {
+          runs += 1;
+          const run = runs;
+          await c.var.tx.execute(
+            sql`INSERT INTO ${sql.identifier(schema)}.payments (run) VALUES (${run})`,
+          );
+          if (run === 1) {
+            // The first owner stalls with its payment written and its transaction open.
+            wrote.resolve();
+            await gate.promise;
+          }
+          return { status: 201, body: { run } };
+        },
+        { now: () => clock, leaseSeconds: 30 },
+      ),
+    );
+    http = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
+    await new Promise((resolve) => (http as Server).once('listening', resolve));
+    const base = `http://127.0.0.1:${((http as Server).address() as AddressInfo).port}`;
+    const pay = () =>
+      fetch(`${base}/payments`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'idempotency-key': '"stall"' },
+        body: '{"amount":1}',
+      });
+
+    const stalled = pay();
+    await wrote.promise;
+    clock += 31;
+    const takeover = await pay();
+    expect(takeover.status).toBe(201);
+    expect(await takeover.json()).toEqual({ run: 2 });
+    gate.resolve();
+    const late = await stalled;
+    expect(late.status).toBe(409);
+    expect(((await late.json()) as { type: string }).type).toMatch(/request-superseded$/);
+    const rows = await pool.query(`SELECT run FROM "${schema}".payments`);
+    expect(rows.rows).toEqual([{ run: 2 }]);
+    const replay = await pay();
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect(await replay.json()).toEqual({ run: 2 });
+  });
+});
