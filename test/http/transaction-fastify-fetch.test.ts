@@ -190,6 +190,25 @@ const databases: readonly { name: string; open: () => Database<never> }[] = [
 ];
 
 describe.each(adapters)('$name', ({ start }) => {
+  it('answers 404 to a request it does not cover (no key, not required): nothing is written', async () => {
+    const database = sqliteDatabase();
+    const control: Control = { clock: 1000, gate: Promise.resolve(), runs: 0 };
+    const server = await start(database, control, { required: false });
+    try {
+      const unkeyed = await fetch(`${server.url}/payments`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ amount: 5 }),
+      });
+      expect(unkeyed.status).toBe(404);
+      expect(control.runs).toBe(0);
+      expect(await database.runs(5)).toEqual([]);
+    } finally {
+      await server.close();
+      await database.close();
+    }
+  });
+
   describe.each(databases)('on $name: the writes and the answer commit together', ({ open }) => {
     const database = open();
     const control: Control = { clock: 1000, gate: Promise.resolve(), runs: 0 };
