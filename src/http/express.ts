@@ -216,7 +216,8 @@ export type TransactionalRequest<TX> = Request & {
  * with 500. With `pgTransaction(store)` it may be async. A request the layer does not cover (a
  * method outside `methods`, or no key when `required: false`) goes on to the next handler.
  *
- * @param runner - `sqliteTransaction(store)` or `pgTransaction(store)`; its store keeps the keys
+ * @param runner - `sqliteTransaction`, `libsqlTransaction`, `pgTransaction` or
+ *   `mysqlTransaction` over the store that keeps the keys
  * @param handler - runs inside the transaction, `req.tx` its only database access; its second
  *   argument is what `prepare` returned
  * @param options - see {@link ExpressTransactionOptions}

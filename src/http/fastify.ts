@@ -226,7 +226,8 @@ export interface FastifyTransactionRoute {
  * outside `methods`, or no key when `required: false`) has no key to record its answer under: it
  * is answered as not found.
  *
- * @param runner - `sqliteTransaction(store)` or `pgTransaction(store)`; its store keeps the keys
+ * @param runner - `sqliteTransaction`, `libsqlTransaction`, `pgTransaction` or
+ *   `mysqlTransaction` over the store that keeps the keys
  * @param handler - runs inside the transaction, `request.tx` its only database access; its second
  *   argument is what `prepare` returned
  * @param options - see {@link FastifyTransactionOptions}

@@ -185,7 +185,8 @@ export type FetchTransactionHandler<TX, P, Rest extends unknown[] = []> = (
  * request the layer does not cover (a method outside `methods`, or no key when
  * `required: false`) has no key to record its answer under: it is answered 404.
  *
- * @param runner - `sqliteTransaction(store)` or `pgTransaction(store)`; its store keeps the keys
+ * @param runner - `sqliteTransaction`, `libsqlTransaction`, `pgTransaction` or
+ *   `mysqlTransaction` over the store that keeps the keys
  * @param handler - see {@link FetchTransactionHandler}
  * @param options - see {@link FetchTransactionOptions}
  * @returns a Fetch API handler: a Next.js route handler, a `Bun.serve` or `Deno.serve` handler

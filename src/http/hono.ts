@@ -149,7 +149,8 @@ export interface TransactionEnv<TX> {
  * A request the layer does not cover (a method outside `methods`, or no key when
  * `required: false`) goes on to the next handler.
  *
- * @param runner - `sqliteTransaction(store)` or `pgTransaction(store)`; its store keeps the keys
+ * @param runner - `sqliteTransaction`, `libsqlTransaction`, `pgTransaction` or
+ *   `mysqlTransaction` over the store that keeps the keys
  * @param handler - runs inside the transaction, `c.var.tx` its only database access
  * @param options - see {@link HonoIdempotencyOptions}
  * @example
