@@ -5,7 +5,8 @@
 //   crash-worker.ts mysql <url> <prefix>
 // Each call `<prefix>-<n>` writes an effect row, then lingers a moment inside the transaction, so a
 // SIGKILL at a random time most often lands between the effect and the commit. Prints `go` once
-// the first call has committed.
+// the first call has committed. On a server, prints `session <id>` for each connection it opens,
+// so the test can wait for the server to finish what the dead process had already sent.
 import { sql } from 'drizzle-orm';
 import { makeIdempotent } from '../../src/function/index.js';
 
@@ -59,9 +60,10 @@ if (dialect === 'sqlite') {
       import('mysql2/promise'),
       import('../../src/mysql/index.js'),
     ]);
-  const store = new MysqlIdempotencyStore(
-    drizzle(mysql.createPool({ uri: target as string, connectionLimit: 2 })),
-  );
+  const pool = mysql.createPool({ uri: target as string, connectionLimit: 2 });
+  // Written to the pipe (synchronous on Linux) before the connection runs a statement.
+  pool.on('connection', (connection) => console.log(`session ${connection.threadId}`));
+  const store = new MysqlIdempotencyStore(drizzle(pool));
   const call = makeIdempotent(
     async (tx, key: string) => {
       await tx.execute(sql`INSERT INTO effects (\`key\`) VALUES (${key})`);
@@ -80,6 +82,8 @@ if (dialect === 'sqlite') {
       import('../../src/pg/index.js'),
     ]);
   const pool = new pg.Pool({ connectionString: target, max: 2 });
+  // Written to the pipe (synchronous on Linux) before the connection runs a statement.
+  pool.on('connect', (client) => console.log(`session ${pgBackendPid(client)}`));
   const store = new PgIdempotencyStore(drizzle(pool), { schema });
   const call = makeIdempotent(
     async (tx, key: string) => {
@@ -93,4 +97,9 @@ if (dialect === 'sqlite') {
     },
   );
   await loop(call, prefix);
+}
+
+// node-postgres keeps the server's process id of a connection, untyped.
+function pgBackendPid(client: object): number {
+  return (client as { processID: number }).processID;
 }

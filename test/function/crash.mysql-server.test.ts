@@ -7,7 +7,14 @@ import {
   mysqlTransaction,
 } from '../../src/mysql/index.js';
 import { freshMysqlDatabase, type MysqlDatabase } from '../support/mysql.js';
-import { crashTrial, expectAgreement, inBatches, type KeyState, TRIALS } from './crash-support.js';
+import {
+  crashTrial,
+  eventually,
+  expectAgreement,
+  inBatches,
+  type KeyState,
+  TRIALS,
+} from './crash-support.js';
 
 // Runs only when MYSQL_URL is set (see vitest.config.ts); then an unreachable server fails it.
 const url = process.env.MYSQL_URL as string;
@@ -37,7 +44,18 @@ describe('transactional makeIdempotent on the MySQL server, killed with SIGKILL'
     };
     const target = database.url;
     const trials = await inBatches(TRIALS, () =>
-      crashTrial(['mysql', target], (prefix) => states(`${prefix}-%`)),
+      crashTrial(
+        ['mysql', target],
+        (prefix) => states(`${prefix}-%`),
+        (sessions) =>
+          eventually(async () => {
+            const [rows] = await pool.query(
+              'SELECT count(*) AS n FROM information_schema.PROCESSLIST WHERE ID IN (?)',
+              [sessions],
+            );
+            return Number((rows as { n: number }[])[0]?.n) === 0;
+          }),
+      ),
     );
     expect(trials).toHaveLength(TRIALS);
     const counts = trials.map(expectAgreement);
