@@ -6,6 +6,7 @@ import { idempotent } from './idempotent.js';
 import type { IdempotentOptions } from './options.js';
 import type { IdempotentResult } from './outcome.js';
 import type { IdempotencyProblem } from './problems.js';
+import type { IdempotentRequest } from './request.js';
 import { type HttpResponse, toWire } from './response.js';
 import { prepareAndTransact } from './transactional.js';
 
@@ -118,6 +119,20 @@ function capture(
   } as End;
 }
 
+// What the layer sees of an Express request: the path under the router's mount point.
+async function idempotentRequest(
+  req: Request,
+  options: ExpressIdempotencyOptions,
+): Promise<IdempotentRequest> {
+  return {
+    method: req.method,
+    path: req.baseUrl + req.path,
+    headers: req.headers,
+    body: req.body,
+    scope: options.scope ? await options.scope(req) : undefined,
+  };
+}
+
 /**
  * Express 5 middleware that makes a route idempotent with the `Idempotency-Key` header. Mount it
  * after the body parser (the body is part of the fingerprint) and before the route handler:
@@ -156,13 +171,7 @@ export function expressIdempotency(
   return async function idempotencyMiddleware(req, res, next) {
     const before = res.getHeaders();
     try {
-      const decision = await layer.begin({
-        method: req.method,
-        path: req.baseUrl + req.path,
-        headers: req.headers,
-        body: req.body,
-        scope: options.scope ? await options.scope(req) : undefined,
-      });
+      const decision = await layer.begin(await idempotentRequest(req, options));
       if (decision.action === 'pass') {
         next();
       } else if (decision.action === 'run') {
@@ -249,13 +258,7 @@ export function expressTransaction<TX, P = undefined>(
   return async function idempotentTransaction(req, res, next) {
     const before = res.getHeaders();
     try {
-      const decision = await layer.begin({
-        method: req.method,
-        path: req.baseUrl + req.path,
-        headers: req.headers,
-        body: req.body,
-        scope: options.scope ? await options.scope(req) : undefined,
-      });
+      const decision = await layer.begin(await idempotentRequest(req, options));
       if (decision.action === 'pass') {
         next();
         return;

@@ -6,6 +6,7 @@ import type { Execution } from './execution.js';
 import { idempotent } from './idempotent.js';
 import type { IdempotentOptions } from './options.js';
 import type { IdempotencyProblem } from './problems.js';
+import type { IdempotentRequest } from './request.js';
 import { type HttpResponse, toWire } from './response.js';
 import { prepareAndTransact } from './transactional.js';
 
@@ -81,6 +82,20 @@ function applyResponse(reply: FastifyReply, response: HttpResponse): string | Bu
   return typeof wire.body === 'string' ? wire.body : Buffer.from(wire.body);
 }
 
+// What the layer sees of a Fastify request: the path without its query string.
+async function idempotentRequest(
+  request: FastifyRequest,
+  options: FastifyIdempotencyOptions,
+): Promise<IdempotentRequest> {
+  return {
+    method: request.method,
+    path: request.url.split('?', 1)[0] ?? '/',
+    headers: request.headers,
+    body: request.body,
+    scope: options.scope ? await options.scope(request) : undefined,
+  };
+}
+
 /**
  * Fastify 5 hooks that make routes idempotent with the `Idempotency-Key` header:
  *
@@ -131,13 +146,7 @@ export function fastifyIdempotency(
 
   return {
     async preHandler(request, reply) {
-      const decision = await layer.begin({
-        method: request.method,
-        path: request.url.split('?', 1)[0] ?? '/',
-        headers: request.headers,
-        body: request.body,
-        scope: options.scope ? await options.scope(request) : undefined,
-      });
+      const decision = await layer.begin(await idempotentRequest(request, options));
       if (decision.action === 'pass') return undefined;
       if (decision.action === 'run') {
         running.set(request, { execution: decision.execution, before: reply.getHeaders() });
@@ -261,13 +270,7 @@ export function fastifyTransaction<TX, P = undefined>(
   const layer = idempotent(runner.store, options);
   return {
     async handler(request, reply) {
-      const decision = await layer.begin({
-        method: request.method,
-        path: request.url.split('?', 1)[0] ?? '/',
-        headers: request.headers,
-        body: request.body,
-        scope: options.scope ? await options.scope(request) : undefined,
-      });
+      const decision = await layer.begin(await idempotentRequest(request, options));
       if (decision.action === 'pass') {
         reply.callNotFound();
         return reply;

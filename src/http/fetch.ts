@@ -3,6 +3,7 @@ import type { TransactionRunner } from '../function/transaction.js';
 import { idempotent } from './idempotent.js';
 import type { IdempotentOptions } from './options.js';
 import type { IdempotencyProblem } from './problems.js';
+import type { IdempotentRequest } from './request.js';
 import { type HttpResponse, toWire, type WireResponse } from './response.js';
 import { prepareAndTransact } from './transactional.js';
 
@@ -47,6 +48,20 @@ async function readBody(request: Request): Promise<Uint8Array | undefined> {
 
 function toResponse(wire: WireResponse): Response {
   return new Response(wire.body ?? null, { status: wire.status, headers: wire.headers });
+}
+
+// What the layer sees of a Fetch request: the body read from a clone (see readBody).
+async function idempotentRequest(
+  request: Request,
+  options: FetchIdempotencyOptions,
+): Promise<IdempotentRequest> {
+  return {
+    method: request.method,
+    path: new URL(request.url).pathname,
+    headers: Object.fromEntries(request.headers),
+    body: await readBody(request),
+    scope: options.scope ? await options.scope(request) : undefined,
+  };
 }
 
 /**
@@ -97,13 +112,7 @@ export function fetchIdempotency(
 
   return <Rest extends unknown[]>(handler: FetchHandler<Rest>) =>
     async function idempotentHandler(request: Request, ...rest: Rest): Promise<Response> {
-      const decision = await layer.begin({
-        method: request.method,
-        path: new URL(request.url).pathname,
-        headers: Object.fromEntries(request.headers),
-        body: await readBody(request),
-        scope: options.scope ? await options.scope(request) : undefined,
-      });
+      const decision = await layer.begin(await idempotentRequest(request, options));
       if (decision.action === 'pass') return handler(request, ...rest);
       if (decision.action === 'respond') {
         const { result } = decision;
@@ -211,13 +220,7 @@ export function fetchTransaction<TX, Rest extends unknown[] = [], P = undefined>
 ): (request: Request, ...rest: Rest) => Promise<Response> {
   const layer = idempotent(runner.store, options);
   return async function idempotentTransaction(request: Request, ...rest: Rest): Promise<Response> {
-    const decision = await layer.begin({
-      method: request.method,
-      path: new URL(request.url).pathname,
-      headers: Object.fromEntries(request.headers),
-      body: await readBody(request),
-      scope: options.scope ? await options.scope(request) : undefined,
-    });
+    const decision = await layer.begin(await idempotentRequest(request, options));
     if (decision.action === 'pass') return new Response(null, { status: 404 });
     const { prepare } = options;
     const result =
