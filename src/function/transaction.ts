@@ -1,3 +1,5 @@
+import { and, type Column, eq, type SQL } from 'drizzle-orm';
+import { KeyStatus } from '../core/status.js';
 import type { IdempotencyStore } from '../core/store.js';
 
 /** The call that owns a key: its key, its payload fingerprint and, with leases, its attempt. */
@@ -60,4 +62,55 @@ export interface TransactionRunner<TX> {
     handler: (tx: TX) => R | Promise<R>,
     record: (result: R) => string,
   ): Promise<TransactionOutcome<R>>;
+}
+
+/** The columns of a keys table that an owner's answer is matched by, on any dialect. */
+export interface OwnerColumns {
+  readonly id: Column;
+  readonly fingerprint: Column;
+  readonly status: Column;
+  readonly attempt: Column;
+}
+
+/**
+ * The row an owner may record its answer on: its key and fingerprint, still pending, and with
+ * leases its own fencing token (a takeover since the claim bumped it, so this matches nothing).
+ */
+export function ownedPendingRow(table: OwnerColumns, owner: KeyOwner): SQL {
+  const conditions = [
+    eq(table.id, owner.key),
+    eq(table.fingerprint, owner.digest),
+    eq(table.status, KeyStatus.pending),
+  ];
+  if (owner.attempt !== undefined) conditions.push(eq(table.attempt, owner.attempt));
+  // Never undefined: there are always at least three conditions.
+  return and(...conditions) as SQL;
+}
+
+// Thrown inside the transaction callback to make the driver roll back, then caught outside.
+class OwnershipLost extends Error {}
+
+/**
+ * The body of an asynchronous runner: in `transaction`, runs `handler(tx)` and then
+ * `recordAnswer(tx, result)`, which marks the owner's row done and returns how many rows it
+ * changed. Anything but one means the row is no longer the owner's: the whole transaction rolls
+ * back and the outcome is `{ committed: false }`. What `handler` or `recordAnswer` throws rolls
+ * back and is rethrown.
+ */
+export async function runFenced<TX, R>(
+  transaction: <T>(body: (tx: TX) => Promise<T>) => Promise<T>,
+  handler: (tx: TX) => R | Promise<R>,
+  recordAnswer: (tx: TX, result: R) => Promise<number>,
+): Promise<TransactionOutcome<R>> {
+  try {
+    const result = await transaction(async (tx) => {
+      const result = await handler(tx);
+      if ((await recordAnswer(tx, result)) !== 1) throw new OwnershipLost();
+      return result;
+    });
+    return { committed: true, result };
+  } catch (error) {
+    if (error instanceof OwnershipLost) return { committed: false };
+    throw error;
+  }
 }

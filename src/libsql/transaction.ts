@@ -1,8 +1,7 @@
 import type { ResultSet } from '@libsql/client';
-import { and, eq } from 'drizzle-orm';
 import type { SQLiteTransaction } from 'drizzle-orm/sqlite-core';
 import { KeyStatus } from '../core/status.js';
-import type { TransactionRunner } from '../function/transaction.js';
+import { ownedPendingRow, runFenced, type TransactionRunner } from '../function/transaction.js';
 import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 import type { LibsqlIdempotencyStore } from './store.js';
 
@@ -15,9 +14,6 @@ export interface LibsqlTransactionOptions {
   /** The store's keys table (`sqliteKeysTable(name)`), when it is not the default `keys`. */
   readonly table?: SqliteKeysTable;
 }
-
-// Thrown inside the transaction callback to make drizzle roll back, then caught outside.
-class OwnershipLost extends Error {}
 
 /**
  * The transactional form on libSQL: the handler's writes and the stored answer commit in one
@@ -62,30 +58,18 @@ export function libsqlTransaction(
     store,
     synchronous: false,
     holdsWriteLock: true,
-    async run(owner, handler, record) {
-      try {
+    run: (owner, handler, record) =>
+      runFenced(
         // drizzle opens libSQL's default `write` transaction: BEGIN IMMEDIATE.
-        const result = await store.db.transaction(async (tx) => {
-          const result = await handler(tx);
-          const conditions = [
-            eq(table.id, owner.key),
-            eq(table.fingerprint, owner.digest),
-            eq(table.status, KeyStatus.pending),
-            // The fencing token: a takeover since the claim bumped it, and this matches nothing.
-            ...(owner.attempt === undefined ? [] : [eq(table.attempt, owner.attempt)]),
-          ];
+        (body) => store.db.transaction(body),
+        handler,
+        async (tx, result) => {
           const done = await tx
             .update(table)
             .set({ status: KeyStatus.done, response: record(result) })
-            .where(and(...conditions));
-          if (done.rowsAffected !== 1) throw new OwnershipLost();
-          return result;
-        });
-        return { committed: true, result };
-      } catch (error) {
-        if (error instanceof OwnershipLost) return { committed: false };
-        throw error;
-      }
-    },
+            .where(ownedPendingRow(table, owner));
+          return done.rowsAffected;
+        },
+      ),
   };
 }

@@ -1,8 +1,7 @@
-import { and, eq } from 'drizzle-orm';
 import type { MySqlTransaction, MySqlTransactionConfig } from 'drizzle-orm/mysql-core';
 import type { MySql2PreparedQueryHKT, MySql2QueryResultHKT } from 'drizzle-orm/mysql2';
 import { KeyStatus } from '../core/status.js';
-import type { TransactionRunner } from '../function/transaction.js';
+import { ownedPendingRow, runFenced, type TransactionRunner } from '../function/transaction.js';
 import { ER_LOCK_DEADLOCK, mysqlErrno, TransactionDeadlockError } from './errors.js';
 import { keys as defaultKeys, type MysqlKeysTable } from './schema.js';
 import type { MysqlIdempotencyStore } from './store.js';
@@ -24,9 +23,6 @@ export interface MysqlTransactionOptions {
   /** The transaction's isolation level. Default `'read committed'`, as the store's own transactions. */
   readonly isolationLevel?: NonNullable<MySqlTransactionConfig['isolationLevel']>;
 }
-
-// Thrown inside the transaction callback to make drizzle roll back, then caught outside.
-class OwnershipLost extends Error {}
 
 /**
  * The transactional form on MySQL and MariaDB (mysql2): the handler's writes and the stored
@@ -76,25 +72,18 @@ export function mysqlTransaction(
     synchronous: false,
     async run(owner, handler, record) {
       try {
-        const result = await store.db.transaction(async (tx) => {
-          const result = await handler(tx);
-          const conditions = [
-            eq(table.id, owner.key),
-            eq(table.fingerprint, owner.digest),
-            eq(table.status, KeyStatus.pending),
-            // The fencing token: a takeover since the claim bumped it, and this matches nothing.
-            ...(owner.attempt === undefined ? [] : [eq(table.attempt, owner.attempt)]),
-          ];
-          const [done] = await tx
-            .update(table)
-            .set({ status: KeyStatus.done, response: record(result) })
-            .where(and(...conditions));
-          if (done.affectedRows !== 1) throw new OwnershipLost();
-          return result;
-        }, config);
-        return { committed: true, result };
+        return await runFenced(
+          (body) => store.db.transaction(body, config),
+          handler,
+          async (tx, result) => {
+            const [done] = await tx
+              .update(table)
+              .set({ status: KeyStatus.done, response: record(result) })
+              .where(ownedPendingRow(table, owner));
+            return done.affectedRows;
+          },
+        );
       } catch (error) {
-        if (error instanceof OwnershipLost) return { committed: false };
         if (mysqlErrno(error) === ER_LOCK_DEADLOCK)
           throw new TransactionDeadlockError(owner.key, error);
         throw error;
