@@ -1,4 +1,5 @@
 import { describe, it } from 'vitest';
+import { transactionalCommands } from './reliability/commands.js';
 import { runModel } from './reliability/model-run.js';
 import { pgServerTarget } from './reliability/pg-target.js';
 import { serverUrl } from './support/pg.js';
@@ -8,10 +9,12 @@ import { scaled } from './support/stress.js';
 const url = serverUrl() as string;
 
 describe('model-based: random sequences agree with the reference model', () => {
-  it('on the PostgreSQL server', { timeout: scaled(300_000, 3_600_000) }, async () => {
+  it('on the PostgreSQL server, the transactional path included', {
+    timeout: scaled(300_000, 3_600_000),
+  }, async () => {
     const target = await pgServerTarget(url);
     try {
-      await runModel(target, scaled(1000, 10_000));
+      await runModel(target, scaled(1000, 10_000), transactionalCommands);
     } finally {
       await target.close();
     }

@@ -1,4 +1,5 @@
 import { describe, it } from 'vitest';
+import { transactionalCommands } from './reliability/commands.js';
 import { runModel } from './reliability/model-run.js';
 import { sqliteTarget } from './reliability/sqlite-target.js';
 import { scaled } from './support/stress.js';
@@ -7,10 +8,12 @@ import { freshDbPath, tempDir } from './support/temp.js';
 const dir = tempDir();
 
 describe('model-based: random sequences agree with the reference model', () => {
-  it('on a SQLite file', { timeout: scaled(120_000, 3_600_000) }, async () => {
+  it('on a SQLite file, the transactional path included', {
+    timeout: scaled(120_000, 3_600_000),
+  }, async () => {
     const target = sqliteTarget(freshDbPath(dir));
     try {
-      await runModel(target, scaled(1000, 50_000));
+      await runModel(target, scaled(1000, 50_000), transactionalCommands);
     } finally {
       target.close();
     }

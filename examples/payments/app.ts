@@ -142,13 +142,12 @@ export function createPaymentsApp(
   app.disable('x-powered-by');
   app.use(express.json());
 
-  // Where the database has a transaction runner, the payment row and the stored answer commit in
-  // one transaction, fenced by the key's attempt token: a crash at any point leaves both or
-  // neither, so a retry never charges twice.
+  // The payment row and the stored answer commit in one transaction, fenced by the key's attempt
+  // token: a crash at any point leaves both or neither, so a retry never charges twice.
   app.post(
     '/payments',
     validatePayment,
-    ...backend.postPayment({
+    backend.postPayment({
       create: (req) => {
         const body = req.body as PaymentRequest;
         return {

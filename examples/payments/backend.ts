@@ -1,14 +1,13 @@
 import { asc, sql } from 'drizzle-orm';
 import type { Request, RequestHandler } from 'express';
 import type { IdempotencyStore } from '../../src/core/store.js';
-import {
-  type ExpressTransactionOptions,
-  expressIdempotency,
-  expressTransaction,
-} from '../../src/http/express.js';
+import { type ExpressTransactionOptions, expressTransaction } from '../../src/http/express.js';
 import type { HttpResponse } from '../../src/http/index.js';
-import type { MysqlIdempotencyStore } from '../../src/mysql/index.js';
-import { openMysqlStore } from '../../src/mysql/index.js';
+import {
+  type MysqlIdempotencyStore,
+  mysqlTransaction,
+  openMysqlStore,
+} from '../../src/mysql/index.js';
 import { openPgStore, type PgIdempotencyStore, pgTransaction } from '../../src/pg/index.js';
 import {
   openSqliteStore,
@@ -34,12 +33,10 @@ export interface PaymentsBackend {
   /** Where the data lives, for the log: a file, or a server URL without its credentials. */
   readonly location: string;
   /**
-   * Whether the payment row and its stored answer commit in one transaction. Otherwise they are
-   * two commits, and a crash between them runs the payment again after the lease.
+   * The handler of `POST /payments`: the payment row and its stored answer commit in one
+   * transaction, fenced by the key's attempt token.
    */
-  readonly transactional: boolean;
-  /** The handlers of `POST /payments`: the idempotency layer and the write of the payment. */
-  postPayment(route: PaymentRoute): RequestHandler[];
+  postPayment(route: PaymentRoute): RequestHandler;
   /** Every payment executed, oldest first. */
   listPayments(): Promise<Payment[]>;
   /** Closes the store and its connections. */
@@ -68,8 +65,7 @@ export function sqlitePayments(
   return {
     store,
     location,
-    transactional: true,
-    postPayment: ({ create, afterWrite, options }) => [
+    postPayment: ({ create, afterWrite, options }) =>
       expressTransaction(
         sqliteTransaction(store),
         (req) => {
@@ -80,7 +76,6 @@ export function sqlitePayments(
         },
         options,
       ),
-    ],
     listPayments: async () =>
       db.select().from(payments).orderBy(asc(payments.createdAt), asc(payments.id)).all(),
     close: async () => store.close(),
@@ -102,8 +97,7 @@ export async function pgPaymentsBackend(
   return {
     store,
     location,
-    transactional: true,
-    postPayment: ({ create, afterWrite, options }) => [
+    postPayment: ({ create, afterWrite, options }) =>
       expressTransaction(
         pgTransaction(store),
         async (req) => {
@@ -114,17 +108,13 @@ export async function pgPaymentsBackend(
         },
         options,
       ),
-    ],
     listPayments: () =>
       db.select().from(pgPayments).orderBy(asc(pgPayments.createdAt), asc(pgPayments.id)),
     close: () => store.close(),
   };
 }
 
-/**
- * The payments service on MySQL or MariaDB: the `payments` table next to `keys`. The payment row
- * and the stored answer are two commits here (the layer's plain form).
- */
+/** The payments service on MySQL or MariaDB: the `payments` table next to `keys`, one transaction for both. */
 export async function mysqlPaymentsBackend(
   store: MysqlIdempotencyStore<unknown>,
   location = 'MySQL',
@@ -139,21 +129,17 @@ export async function mysqlPaymentsBackend(
   return {
     store,
     location,
-    transactional: false,
-    postPayment: ({ create, afterWrite, options }) => [
-      expressIdempotency(store, options),
-      async (req, res, next) => {
-        try {
-          await options.prepare?.(req);
+    postPayment: ({ create, afterWrite, options }) =>
+      expressTransaction(
+        mysqlTransaction(store),
+        async (req) => {
           const payment = create(req);
-          await db.insert(mysqlPayments).values(payment);
+          await req.tx.insert(mysqlPayments).values(payment);
           afterWrite();
-          res.status(201).location(`/payments/${payment.id}`).json(payment);
-        } catch (error) {
-          next(error);
-        }
-      },
-    ],
+          return created(payment);
+        },
+        options,
+      ),
     listPayments: () =>
       db.select().from(mysqlPayments).orderBy(asc(mysqlPayments.createdAt), asc(mysqlPayments.id)),
     close: () => store.close(),

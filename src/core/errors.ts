@@ -20,6 +20,7 @@ export const ErrorCode = {
   answerTooLarge: 'IDEMPOTENCY_ANSWER_TOO_LARGE',
   bodyRefused: 'IDEMPOTENCY_BODY_REFUSED',
   requestSuperseded: 'IDEMPOTENCY_REQUEST_SUPERSEDED',
+  transactionDeadlock: 'IDEMPOTENCY_TRANSACTION_DEADLOCK',
 } as const;
 
 /** One of the values of {@link ErrorCode}. */

@@ -4,8 +4,9 @@ import { KeyStatus } from './status.js';
 import type { AcquireOptions, AcquireResult, LeaseState, PendingKey } from './store.js';
 import { assertIntegerOption, assertTime } from './validation.js';
 
-/** The most rows one `pendingKeys` call lists, and the default. */
+/** The most rows one `pendingKeys` call lists. */
 export const MAX_PENDING_LIMIT = 10_000;
+/** How many rows `pendingKeys` lists when no limit is given. */
 export const DEFAULT_PENDING_LIMIT = 100;
 
 /**

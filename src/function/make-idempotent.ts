@@ -215,14 +215,14 @@ function transactionalExecute<TX, A extends unknown[], R>(
   return async (owner, args) => {
     let outcome: Awaited<ReturnType<typeof runner.run<R>>>;
     try {
-      outcome = await withHeartbeat(settings, owner, () =>
+      const work = () =>
         runner.run(
           owner,
           (tx) => fn(tx, ...args),
           // Checked inside the transaction: a result that cannot be stored rolls the writes back.
           (result) => serializeResponse(settings.codec.serialize(result)),
-        ),
-      );
+        );
+      outcome = await (runner.holdsWriteLock ? work() : withHeartbeat(settings, owner, work));
     } catch (error) {
       // Rolled back: nothing of the function's was committed, so a retry may run it.
       return releaseAfter(settings, owner, error);
@@ -279,9 +279,10 @@ function wrap<A extends unknown[], R>(
  *     └─ running elsewhere ──────▶ CallInProgressError, or wait (poll) and look again
  * ```
  *
- * **Transactional form.** Given `transaction` (`sqliteTransaction(store)`, `pgTransaction(store)`)
- * instead of `store`, `fn` receives the drizzle transaction as its first argument, and its writes
- * commit together with the stored result, or not at all: a throw rolls them back and releases the
+ * **Transactional form.** Given `transaction` (`sqliteTransaction(store)`,
+ * `libsqlTransaction(store)`, `pgTransaction(store)`, `mysqlTransaction(store)`) instead of
+ * `store`, `fn` receives the drizzle transaction as its first argument, and its writes commit
+ * together with the stored result, or not at all: a throw rolls them back and releases the
  * key; a process that dies commits nothing. The claim of the key stays its own short commit
  * before, so duplicates see the call in progress instead of waiting on a lock.
  *
@@ -331,7 +332,9 @@ export function makeIdempotent<TX, A extends unknown[], R>(
   if (typeof options === 'object' && options !== null && 'transaction' in options) {
     const runner = options.transaction;
     if (typeof runner?.run !== 'function') {
-      throw new InvalidOptionError('transaction must come from sqliteTransaction or pgTransaction');
+      throw new InvalidOptionError(
+        'transaction must come from sqliteTransaction, libsqlTransaction, pgTransaction or mysqlTransaction',
+      );
     }
     const settings = resolveFunctionOptions<A, R>({ ...options, store: runner?.store });
     return wrap(

@@ -1,3 +1,5 @@
+import { and, type Column, eq, type SQL } from 'drizzle-orm';
+import { KeyStatus } from '../core/status.js';
 import type { IdempotencyStore } from '../core/store.js';
 
 /** The call that owns a key: its key, its payload fingerprint and, with leases, its attempt. */
@@ -24,8 +26,10 @@ export type TransactionOutcome<R> =
 /**
  * Runs a handler's database writes and the recording of its answer in **one** transaction: either
  * both commit or neither does. Made per dialect over the store's own database
- * (`sqliteTransaction(store)` from `drizzle-idempotency/sqlite`, `pgTransaction(store)` from
- * `drizzle-idempotency/pg`); {@link makeIdempotent} and the HTTP layer drive it.
+ * (`sqliteTransaction(store)` from `drizzle-idempotency/sqlite`, `libsqlTransaction(store)` from
+ * `drizzle-idempotency/libsql`, `pgTransaction(store)` from `drizzle-idempotency/pg`,
+ * `mysqlTransaction(store)` from `drizzle-idempotency/mysql`); {@link makeIdempotent} and the
+ * HTTP layer drive it.
  *
  * The key must already be claimed (pending, owned by `owner`) in its own earlier commit, so
  * duplicates see it as in progress instead of waiting on a lock.
@@ -41,6 +45,12 @@ export interface TransactionRunner<TX> {
    */
   readonly synchronous: boolean;
   /**
+   * Whether the transaction holds the database's write lock from its start (libSQL's
+   * `BEGIN IMMEDIATE`): no takeover can happen while it runs, and a lease renewal from another
+   * connection would only wait for that lock, so the lease is not renewed during it.
+   */
+  readonly holdsWriteLock?: boolean;
+  /**
    * Opens a transaction, runs `handler(tx)`, turns its result into the stored JSON text with
    * `record`, and marks the owner's pending row done with it, then commits. If the row is no
    * longer the owner's pending row (a takeover bumped its attempt, or it was released), rolls
@@ -52,4 +62,55 @@ export interface TransactionRunner<TX> {
     handler: (tx: TX) => R | Promise<R>,
     record: (result: R) => string,
   ): Promise<TransactionOutcome<R>>;
+}
+
+/** The columns of a keys table that an owner's answer is matched by, on any dialect. */
+export interface OwnerColumns {
+  readonly id: Column;
+  readonly fingerprint: Column;
+  readonly status: Column;
+  readonly attempt: Column;
+}
+
+/**
+ * The row an owner may record its answer on: its key and fingerprint, still pending, and with
+ * leases its own fencing token (a takeover since the claim bumped it, so this matches nothing).
+ */
+export function ownedPendingRow(table: OwnerColumns, owner: KeyOwner): SQL {
+  const conditions = [
+    eq(table.id, owner.key),
+    eq(table.fingerprint, owner.digest),
+    eq(table.status, KeyStatus.pending),
+  ];
+  if (owner.attempt !== undefined) conditions.push(eq(table.attempt, owner.attempt));
+  // Never undefined: there are always at least three conditions.
+  return and(...conditions) as SQL;
+}
+
+// Thrown inside the transaction callback to make the driver roll back, then caught outside.
+class OwnershipLost extends Error {}
+
+/**
+ * The body of an asynchronous runner: in `transaction`, runs `handler(tx)` and then
+ * `recordAnswer(tx, result)`, which marks the owner's row done and returns how many rows it
+ * changed. Anything but one means the row is no longer the owner's: the whole transaction rolls
+ * back and the outcome is `{ committed: false }`. What `handler` or `recordAnswer` throws rolls
+ * back and is rethrown.
+ */
+export async function runFenced<TX, R>(
+  transaction: <T>(body: (tx: TX) => Promise<T>) => Promise<T>,
+  handler: (tx: TX) => R | Promise<R>,
+  recordAnswer: (tx: TX, result: R) => Promise<number>,
+): Promise<TransactionOutcome<R>> {
+  try {
+    const result = await transaction(async (tx) => {
+      const result = await handler(tx);
+      if ((await recordAnswer(tx, result)) !== 1) throw new OwnershipLost();
+      return result;
+    });
+    return { committed: true, result };
+  } catch (error) {
+    if (error instanceof OwnershipLost) return { committed: false };
+    throw error;
+  }
 }

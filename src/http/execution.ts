@@ -183,6 +183,9 @@ export function owned(ownership: Ownership, settings: ResolvedOptions, report: R
 
   return {
     async transact(runner, handler) {
+      // A runner that takes the write lock at BEGIN (libSQL) cannot be taken over while it runs,
+      // and a renewal from another connection would only wait on that lock, stalling the process.
+      if (runner.holdsWriteLock) beat?.stop();
       let sent: WireResponse = toWire({ status: 500 });
       let outcome: Awaited<ReturnType<typeof runner.run<HttpResponse>>>;
       try {

@@ -6,7 +6,9 @@ import { idempotent } from './idempotent.js';
 import type { IdempotentOptions } from './options.js';
 import type { IdempotentResult } from './outcome.js';
 import type { IdempotencyProblem } from './problems.js';
+import type { IdempotentRequest } from './request.js';
 import { type HttpResponse, toWire } from './response.js';
+import { prepareAndTransact } from './transactional.js';
 
 /** Options of {@link expressIdempotency}: the core's, plus Express-shaped hooks. */
 export interface ExpressIdempotencyOptions extends IdempotentOptions {
@@ -117,6 +119,20 @@ function capture(
   } as End;
 }
 
+// What the layer sees of an Express request: the path under the router's mount point.
+async function idempotentRequest(
+  req: Request,
+  options: ExpressIdempotencyOptions,
+): Promise<IdempotentRequest> {
+  return {
+    method: req.method,
+    path: req.baseUrl + req.path,
+    headers: req.headers,
+    body: req.body,
+    scope: options.scope ? await options.scope(req) : undefined,
+  };
+}
+
 /**
  * Express 5 middleware that makes a route idempotent with the `Idempotency-Key` header. Mount it
  * after the body parser (the body is part of the fingerprint) and before the route handler:
@@ -155,13 +171,7 @@ export function expressIdempotency(
   return async function idempotencyMiddleware(req, res, next) {
     const before = res.getHeaders();
     try {
-      const decision = await layer.begin({
-        method: req.method,
-        path: req.baseUrl + req.path,
-        headers: req.headers,
-        body: req.body,
-        scope: options.scope ? await options.scope(req) : undefined,
-      });
+      const decision = await layer.begin(await idempotentRequest(req, options));
       if (decision.action === 'pass') {
         next();
       } else if (decision.action === 'run') {
@@ -215,7 +225,8 @@ export type TransactionalRequest<TX> = Request & {
  * with 500. With `pgTransaction(store)` it may be async. A request the layer does not cover (a
  * method outside `methods`, or no key when `required: false`) goes on to the next handler.
  *
- * @param runner - `sqliteTransaction(store)` or `pgTransaction(store)`; its store keeps the keys
+ * @param runner - `sqliteTransaction`, `libsqlTransaction`, `pgTransaction` or
+ *   `mysqlTransaction` over the store that keeps the keys
  * @param handler - runs inside the transaction, `req.tx` its only database access; its second
  *   argument is what `prepare` returned
  * @param options - see {@link ExpressTransactionOptions}
@@ -247,13 +258,7 @@ export function expressTransaction<TX, P = undefined>(
   return async function idempotentTransaction(req, res, next) {
     const before = res.getHeaders();
     try {
-      const decision = await layer.begin({
-        method: req.method,
-        path: req.baseUrl + req.path,
-        headers: req.headers,
-        body: req.body,
-        scope: options.scope ? await options.scope(req) : undefined,
-      });
+      const decision = await layer.begin(await idempotentRequest(req, options));
       if (decision.action === 'pass') {
         next();
         return;
@@ -262,16 +267,13 @@ export function expressTransaction<TX, P = undefined>(
       if (decision.action === 'respond') {
         result = decision.result;
       } else {
-        const { execution } = decision;
-        let prepared: P;
-        try {
-          prepared = (options.prepare ? await options.prepare(req) : undefined) as P;
-        } catch (error) {
-          await execution.fail(error);
-          throw error;
-        }
-        result = await execution.transact(runner, (tx) =>
-          handler(Object.assign(req, { tx }) as TransactionalRequest<TX>, prepared),
+        const { prepare } = options;
+        result = await prepareAndTransact(
+          decision.execution,
+          runner,
+          prepare && (() => prepare(req)),
+          (tx, prepared) =>
+            handler(Object.assign(req, { tx }) as TransactionalRequest<TX>, prepared),
         );
       }
       if (result.outcome === 'problem' && options.onError) {

@@ -1,11 +1,14 @@
 import type { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { IdempotencyStore } from '../core/store.js';
+import type { TransactionRunner } from '../function/transaction.js';
 import type { Execution } from './execution.js';
 import { idempotent } from './idempotent.js';
 import type { IdempotentOptions } from './options.js';
 import type { IdempotencyProblem } from './problems.js';
+import type { IdempotentRequest } from './request.js';
 import { type HttpResponse, toWire } from './response.js';
+import { prepareAndTransact } from './transactional.js';
 
 /** Options of {@link fastifyIdempotency}: the core's, plus Fastify-shaped hooks. */
 export interface FastifyIdempotencyOptions extends IdempotentOptions {
@@ -79,6 +82,20 @@ function applyResponse(reply: FastifyReply, response: HttpResponse): string | Bu
   return typeof wire.body === 'string' ? wire.body : Buffer.from(wire.body);
 }
 
+// What the layer sees of a Fastify request: the path without its query string.
+async function idempotentRequest(
+  request: FastifyRequest,
+  options: FastifyIdempotencyOptions,
+): Promise<IdempotentRequest> {
+  return {
+    method: request.method,
+    path: request.url.split('?', 1)[0] ?? '/',
+    headers: request.headers,
+    body: request.body,
+    scope: options.scope ? await options.scope(request) : undefined,
+  };
+}
+
 /**
  * Fastify 5 hooks that make routes idempotent with the `Idempotency-Key` header:
  *
@@ -129,13 +146,7 @@ export function fastifyIdempotency(
 
   return {
     async preHandler(request, reply) {
-      const decision = await layer.begin({
-        method: request.method,
-        path: request.url.split('?', 1)[0] ?? '/',
-        headers: request.headers,
-        body: request.body,
-        scope: options.scope ? await options.scope(request) : undefined,
-      });
+      const decision = await layer.begin(await idempotentRequest(request, options));
       if (decision.action === 'pass') return undefined;
       if (decision.action === 'run') {
         running.set(request, { execution: decision.execution, before: reply.getHeaders() });
@@ -177,6 +188,114 @@ export function fastifyIdempotency(
       if (owned === undefined) return;
       running.delete(request);
       await owned.execution.fail(error);
+    },
+  };
+}
+
+/** Options of {@link fastifyTransaction}: those of {@link fastifyIdempotency}, plus `prepare`. */
+export interface FastifyTransactionOptions<P> extends FastifyIdempotencyOptions {
+  /**
+   * Asynchronous work after the key is claimed and before the transaction opens (a call to
+   * another service, a slow computation); its result is the handler's second argument. It is
+   * what lets a synchronous SQLite handler depend on an `await`. A throw releases the key. Its
+   * effects are not in the transaction: make them idempotent on their own (pass the key on).
+   */
+  readonly prepare?: (request: FastifyRequest) => P | Promise<P>;
+}
+
+/** A Fastify request in a transactional route: `request.tx` is the open Drizzle transaction. */
+export type TransactionalFastifyRequest<TX> = FastifyRequest & {
+  /** The transaction the handler's writes go through; it also records the answer. */
+  readonly tx: TX;
+};
+
+/** The route options {@link fastifyTransaction} returns: spread them into a route's options. */
+export interface FastifyTransactionRoute {
+  /** Claims the key, runs the handler in its transaction, and sends the recorded answer. */
+  readonly handler: (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply>;
+}
+
+/**
+ * The transactional form for Fastify: a route whose database writes and stored answer commit in
+ * **one** transaction, fenced by the key's attempt token, before the response leaves. The key is
+ * claimed first in its own short commit, so a concurrent duplicate gets 409 at once. The handler
+ * reads `request.tx` and **returns** its answer (an {@link HttpResponse}) instead of sending it:
+ * the answer has to be known inside the transaction that records it.
+ *
+ * - a stored status commits the writes and the answer together (`executed`);
+ * - a throw, or a status that is not stored (5xx by default), rolls the writes back and releases
+ *   the key, so a retry runs cleanly; the error goes on to Fastify's error handler;
+ * - if the key was taken over meanwhile (this request outlived its lease), the whole transaction
+ *   rolls back and the request gets 409 `request-superseded`: nothing of it was written.
+ *
+ * Fastify parses the body before the route handler, so `request.body` is there even for a
+ * synchronous SQLite handler (`sqliteTransaction(store)`: better-sqlite3 transactions cannot span
+ * an `await`, and a handler returning a promise is rolled back and answered with 500). With
+ * `pgTransaction(store)` the handler may be async. A request the layer does not cover (a method
+ * outside `methods`, or no key when `required: false`) has no key to record its answer under: it
+ * is answered as not found.
+ *
+ * @param runner - `sqliteTransaction`, `libsqlTransaction`, `pgTransaction` or
+ *   `mysqlTransaction` over the store that keeps the keys
+ * @param handler - runs inside the transaction, `request.tx` its only database access; its second
+ *   argument is what `prepare` returned
+ * @param options - see {@link FastifyTransactionOptions}
+ * @returns route options holding the `handler`
+ * @example
+ * ```ts
+ * import Fastify from 'fastify';
+ * import { fastifyTransaction } from 'drizzle-idempotency/fastify';
+ * import { openSqliteStore, sqliteTransaction } from 'drizzle-idempotency/sqlite';
+ *
+ * const store = openSqliteStore('./app.db');
+ * const app = Fastify();
+ * app.post(
+ *   '/payments',
+ *   fastifyTransaction(sqliteTransaction(store), (request) => {
+ *     const payment = request.tx.insert(payments).values(request.body).returning().get();
+ *     return { status: 201, body: payment };
+ *   }),
+ * );
+ * ```
+ * @throws {@link InvalidOptionError} for a bad option, when called
+ */
+export function fastifyTransaction<TX, P = undefined>(
+  runner: TransactionRunner<TX>,
+  handler: (
+    request: TransactionalFastifyRequest<TX>,
+    prepared: P,
+  ) => HttpResponse | Promise<HttpResponse>,
+  options: FastifyTransactionOptions<P> = {},
+): FastifyTransactionRoute {
+  const layer = idempotent(runner.store, options);
+  return {
+    async handler(request, reply) {
+      const decision = await layer.begin(await idempotentRequest(request, options));
+      if (decision.action === 'pass') {
+        reply.callNotFound();
+        return reply;
+      }
+      const { prepare } = options;
+      const result =
+        decision.action === 'respond'
+          ? decision.result
+          : await prepareAndTransact(
+              decision.execution,
+              runner,
+              prepare && (() => prepare(request)),
+              (tx, prepared) =>
+                handler(
+                  Object.assign(request, { tx }) as TransactionalFastifyRequest<TX>,
+                  prepared,
+                ),
+            );
+      const response =
+        result.outcome === 'problem'
+          ? options.onError
+            ? options.onError(result.problem, request)
+            : result.problem.toResponse()
+          : result.response;
+      return reply.send(applyResponse(reply, response));
     },
   };
 }

@@ -1,8 +1,11 @@
 import type { IdempotencyStore } from '../core/store.js';
+import type { TransactionRunner } from '../function/transaction.js';
 import { idempotent } from './idempotent.js';
 import type { IdempotentOptions } from './options.js';
 import type { IdempotencyProblem } from './problems.js';
-import { toWire, type WireResponse } from './response.js';
+import type { IdempotentRequest } from './request.js';
+import { type HttpResponse, toWire, type WireResponse } from './response.js';
+import { prepareAndTransact } from './transactional.js';
 
 /** Options of {@link fetchIdempotency}: the core's, plus Fetch-shaped hooks. */
 export interface FetchIdempotencyOptions extends IdempotentOptions {
@@ -45,6 +48,20 @@ async function readBody(request: Request): Promise<Uint8Array | undefined> {
 
 function toResponse(wire: WireResponse): Response {
   return new Response(wire.body ?? null, { status: wire.status, headers: wire.headers });
+}
+
+// What the layer sees of a Fetch request: the body read from a clone (see readBody).
+async function idempotentRequest(
+  request: Request,
+  options: FetchIdempotencyOptions,
+): Promise<IdempotentRequest> {
+  return {
+    method: request.method,
+    path: new URL(request.url).pathname,
+    headers: Object.fromEntries(request.headers),
+    body: await readBody(request),
+    scope: options.scope ? await options.scope(request) : undefined,
+  };
 }
 
 /**
@@ -95,13 +112,7 @@ export function fetchIdempotency(
 
   return <Rest extends unknown[]>(handler: FetchHandler<Rest>) =>
     async function idempotentHandler(request: Request, ...rest: Rest): Promise<Response> {
-      const decision = await layer.begin({
-        method: request.method,
-        path: new URL(request.url).pathname,
-        headers: Object.fromEntries(request.headers),
-        body: await readBody(request),
-        scope: options.scope ? await options.scope(request) : undefined,
-      });
+      const decision = await layer.begin(await idempotentRequest(request, options));
       if (decision.action === 'pass') return handler(request, ...rest);
       if (decision.action === 'respond') {
         const { result } = decision;
@@ -132,4 +143,99 @@ export function fetchIdempotency(
         headers: answer.headers,
       });
     };
+}
+
+/** Options of {@link fetchTransaction}: those of {@link fetchIdempotency}, plus `prepare`. */
+export interface FetchTransactionOptions<P> extends FetchIdempotencyOptions {
+  /**
+   * Asynchronous work after the key is claimed and before the transaction opens: reading the
+   * body (`(request) => request.json()`), a call to another service. Its result is
+   * `request.prepared` in the handler. It is what lets a synchronous SQLite handler depend on an
+   * `await`. A throw releases the key. Its effects are not in the transaction: make them
+   * idempotent on their own (pass the key on).
+   */
+  readonly prepare?: (request: Request) => P | Promise<P>;
+}
+
+/** The request a transactional Fetch handler receives: `prepared` is what `prepare` returned. */
+export type PreparedRequest<P> = Request & {
+  /** The result of the `prepare` option, `undefined` without it. */
+  readonly prepared: P;
+};
+
+/**
+ * A transactional Fetch handler: runs inside the transaction, `tx` its only database access, and
+ * returns its answer. Arguments after the transaction (a route context, an environment) are those
+ * the wrapped function was called with.
+ */
+export type FetchTransactionHandler<TX, P, Rest extends unknown[] = []> = (
+  request: PreparedRequest<P>,
+  tx: TX,
+  ...rest: Rest
+) => HttpResponse | Promise<HttpResponse>;
+
+/**
+ * The transactional form for Fetch API handlers: the handler's database writes and its stored
+ * answer commit in **one** transaction, fenced by the key's attempt token, before the `Response`
+ * is returned. The key is claimed first in its own short commit, so a concurrent duplicate gets
+ * 409 at once. The handler receives the transaction after the request and **returns** its answer
+ * (an {@link HttpResponse}), not a `Response`: the answer has to be known inside the transaction
+ * that records it.
+ *
+ * - a stored status commits the writes and the answer together (`executed`);
+ * - a throw, or a status that is not stored (5xx by default), rolls the writes back and releases
+ *   the key, so a retry runs cleanly; the error is rethrown;
+ * - if the key was taken over meanwhile (this request outlived its lease), the whole transaction
+ *   rolls back and the request gets 409 `request-superseded`: nothing of it was written.
+ *
+ * With `sqliteTransaction(store)` (better-sqlite3) the handler must be synchronous, since such a
+ * transaction cannot span an `await`: read the body in `prepare` and take it from
+ * `request.prepared`. With `pgTransaction(store)` it may be async and read the body itself. A
+ * request the layer does not cover (a method outside `methods`, or no key when
+ * `required: false`) has no key to record its answer under: it is answered 404.
+ *
+ * @param runner - `sqliteTransaction`, `libsqlTransaction`, `pgTransaction` or
+ *   `mysqlTransaction` over the store that keeps the keys
+ * @param handler - see {@link FetchTransactionHandler}
+ * @param options - see {@link FetchTransactionOptions}
+ * @returns a Fetch API handler: a Next.js route handler, a `Bun.serve` or `Deno.serve` handler
+ * @example
+ * ```ts
+ * import { fetchTransaction } from 'drizzle-idempotency/fetch';
+ * import { openPgStore, pgTransaction } from 'drizzle-idempotency/pg';
+ *
+ * const store = await openPgStore(process.env.DATABASE_URL ?? '');
+ *
+ * export const POST = fetchTransaction(pgTransaction(store), async (request, tx) => {
+ *   const [payment] = await tx.insert(payments).values(await request.json()).returning();
+ *   return { status: 201, body: payment };
+ * });
+ * ```
+ * @throws {@link InvalidOptionError} for a bad option, when called
+ */
+export function fetchTransaction<TX, Rest extends unknown[] = [], P = undefined>(
+  runner: TransactionRunner<TX>,
+  handler: FetchTransactionHandler<TX, P, Rest>,
+  options: FetchTransactionOptions<P> = {},
+): (request: Request, ...rest: Rest) => Promise<Response> {
+  const layer = idempotent(runner.store, options);
+  return async function idempotentTransaction(request: Request, ...rest: Rest): Promise<Response> {
+    const decision = await layer.begin(await idempotentRequest(request, options));
+    if (decision.action === 'pass') return new Response(null, { status: 404 });
+    const { prepare } = options;
+    const result =
+      decision.action === 'respond'
+        ? decision.result
+        : await prepareAndTransact(
+            decision.execution,
+            runner,
+            prepare && (() => prepare(request)),
+            (tx, prepared) =>
+              handler(Object.assign(request, { prepared }) as PreparedRequest<P>, tx, ...rest),
+          );
+    if (result.outcome === 'problem' && options.onError) {
+      return options.onError(result.problem, request);
+    }
+    return toResponse(toWire(result.response));
+  };
 }

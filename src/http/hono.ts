@@ -4,6 +4,7 @@ import type { TransactionRunner } from '../function/transaction.js';
 import { idempotent } from './idempotent.js';
 import type { IdempotentOptions } from './options.js';
 import type { IdempotencyProblem } from './problems.js';
+import type { IdempotentRequest } from './request.js';
 import { type HttpResponse, toWire, type WireResponse } from './response.js';
 
 /** Options of {@link honoIdempotency}: the core's, plus Hono-shaped hooks. */
@@ -34,6 +35,20 @@ function send(c: Context, wire: WireResponse): Response {
   return wire.body === undefined
     ? c.body(null, status, wire.headers)
     : c.body(wire.body as Uint8Array<ArrayBuffer>, status, wire.headers);
+}
+
+// What the layer sees of a Hono request: the body as bytes (see readBody).
+async function idempotentRequest(
+  c: Context,
+  options: HonoIdempotencyOptions,
+): Promise<IdempotentRequest> {
+  return {
+    method: c.req.method,
+    path: c.req.path,
+    headers: c.req.header(),
+    body: await readBody(c),
+    scope: options.scope ? await options.scope(c) : undefined,
+  };
 }
 
 /**
@@ -76,13 +91,7 @@ export function honoIdempotency(
   }
 
   return async function idempotencyMiddleware(c, next) {
-    const decision = await layer.begin({
-      method: c.req.method,
-      path: c.req.path,
-      headers: c.req.header(),
-      body: await readBody(c),
-      scope: options.scope ? await options.scope(c) : undefined,
-    });
+    const decision = await layer.begin(await idempotentRequest(c, options));
     if (decision.action === 'pass') {
       await next();
       return;
@@ -149,7 +158,8 @@ export interface TransactionEnv<TX> {
  * A request the layer does not cover (a method outside `methods`, or no key when
  * `required: false`) goes on to the next handler.
  *
- * @param runner - `sqliteTransaction(store)` or `pgTransaction(store)`; its store keeps the keys
+ * @param runner - `sqliteTransaction`, `libsqlTransaction`, `pgTransaction` or
+ *   `mysqlTransaction` over the store that keeps the keys
  * @param handler - runs inside the transaction, `c.var.tx` its only database access
  * @param options - see {@link HonoIdempotencyOptions}
  * @example
@@ -177,13 +187,7 @@ export function honoTransaction<TX>(
 ): MiddlewareHandler {
   const layer = idempotent(runner.store, options);
   return async function idempotentTransaction(c, next) {
-    const decision = await layer.begin({
-      method: c.req.method,
-      path: c.req.path,
-      headers: c.req.header(),
-      body: await readBody(c),
-      scope: options.scope ? await options.scope(c) : undefined,
-    });
+    const decision = await layer.begin(await idempotentRequest(c, options));
     if (decision.action === 'pass') {
       await next();
       return;

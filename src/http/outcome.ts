@@ -52,6 +52,8 @@ export interface OutcomeEvent {
   readonly path: string;
   /** The id the key is stored under (scope included), or `undefined` when there was no usable key. */
   readonly key: string | undefined;
+  /** Whether the request had a scope (a tenant, a user) that its key is stored under. */
+  readonly scoped: boolean;
   /** The status of the answer the layer gives, or `undefined` when the app answers (`passedThrough`, `failed`). */
   readonly status: number | undefined;
   /** The problem, for the `problem` outcome. */

@@ -24,6 +24,7 @@ export function reporter(
         method: request.method,
         path: request.path,
         key,
+        scoped: request.scope !== undefined,
         ...(attempt === undefined ? {} : { attempt }),
         durationMs: performance.now() - started,
       });

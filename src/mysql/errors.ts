@@ -1,3 +1,5 @@
+import { ErrorCode, IdempotencyError } from '../core/errors.js';
+
 // MySQL server error numbers the store handles by name.
 /** A duplicate key on insert: `reserve` lost to an existing row. */
 export const ER_DUP_ENTRY = 1062;
@@ -34,5 +36,29 @@ export async function retryDeadlocks<R>(work: () => Promise<R>): Promise<R> {
     } catch (error) {
       if (attempt >= DEADLOCK_ATTEMPTS || mysqlErrno(error) !== ER_LOCK_DEADLOCK) throw error;
     }
+  }
+}
+
+/**
+ * MySQL chose the transaction of a transactional call as a deadlock victim (error 1213) and
+ * rolled it back whole: none of the handler's writes and no result were committed, and the key
+ * was released. It is not run again on its own, since that would run the handler a second time
+ * behind the caller's back; call again (`retryDeadlocks(() => call(...))` does) to run it anew.
+ */
+export class TransactionDeadlockError extends IdempotencyError {
+  /** The idempotency key of the call that was rolled back. */
+  readonly key: string;
+
+  /**
+   * @param key - the idempotency key
+   * @param cause - the driver's deadlock error
+   */
+  constructor(key: string, cause: unknown) {
+    super(
+      ErrorCode.transactionDeadlock,
+      `the transaction of idempotency key ${JSON.stringify(key)} was rolled back as a deadlock victim`,
+      { cause },
+    );
+    this.key = key;
   }
 }

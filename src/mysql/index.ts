@@ -1,4 +1,10 @@
-export { ER_DUP_ENTRY, ER_LOCK_DEADLOCK, mysqlErrno, retryDeadlocks } from './errors.js';
+export {
+  ER_DUP_ENTRY,
+  ER_LOCK_DEADLOCK,
+  mysqlErrno,
+  retryDeadlocks,
+  TransactionDeadlockError,
+} from './errors.js';
 export type { MysqlMigrationOptions } from './migrate.js';
 export {
   applyMysqlMigrations,
@@ -11,3 +17,5 @@ export type { MysqlKeysTable, MysqlTableOptions } from './schema.js';
 export { keys, MYSQL_MAX_TEXT_BYTES, mysqlKeysTable } from './schema.js';
 export type { AnyMysqlDatabase, MysqlStoreOptions } from './store.js';
 export { MysqlIdempotencyStore } from './store.js';
+export type { MysqlHandlerTransaction, MysqlTransactionOptions } from './transaction.js';
+export { mysqlTransaction } from './transaction.js';

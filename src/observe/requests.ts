@@ -64,7 +64,8 @@ export function outcomeName(event: Pick<OutcomeEvent, 'outcome' | 'problem'>): s
 /**
  * An `onOutcome` hook for the HTTP layer (every adapter takes it) that records each request with
  * OpenTelemetry: a span `idempotency.request` spanning the layer's time (attributes
- * `idempotency.outcome`, `http.request.method`, `http.response.status_code`), the counter
+ * `idempotency.outcome`, `idempotency.scoped`, `http.request.method`,
+ * `http.response.status_code`), the counter
  * {@link RequestMetric.outcomes} and the histogram {@link RequestMetric.duration}, both by
  * `idempotency.outcome`, with `idempotency.taken_over` when the run took over a lapsed lease.
  * Alert on `not-recorded`: each such answer needs a human; `superseded` means a handler ran past
@@ -125,6 +126,7 @@ export function requestTelemetry(
       const attributes: Attributes = {
         ...metricAttributes,
         'http.request.method': event.method,
+        'idempotency.scoped': event.scoped,
       };
       if (event.status !== undefined) attributes['http.response.status_code'] = event.status;
       if (recordKeys && event.key !== undefined) attributes['idempotency.key'] = event.key;

@@ -1,7 +1,6 @@
-import { and, eq } from 'drizzle-orm';
 import type { PgQueryResultHKT, PgTransaction } from 'drizzle-orm/pg-core';
 import { KeyStatus } from '../core/status.js';
-import type { TransactionRunner } from '../function/transaction.js';
+import { ownedPendingRow, runFenced, type TransactionRunner } from '../function/transaction.js';
 import { keys as defaultKeys, type PgKeysTable } from './schema.js';
 import type { PgIdempotencyStore } from './store.js';
 
@@ -14,9 +13,6 @@ export interface PgTransactionOptions {
   /** The store's keys table (`pgKeysTable({ name, schema })`), when it is not the default `keys` in `public`. */
   readonly table?: PgKeysTable;
 }
-
-// Thrown inside the transaction callback to make drizzle roll back, then caught outside.
-class OwnershipLost extends Error {}
 
 /**
  * The transactional form on PostgreSQL: the handler's writes and the stored answer commit in one
@@ -54,30 +50,18 @@ export function pgTransaction(
   return {
     store,
     synchronous: false,
-    async run(owner, handler, record) {
-      try {
-        const result = await store.db.transaction(async (tx) => {
-          const result = await handler(tx);
-          const conditions = [
-            eq(table.id, owner.key),
-            eq(table.fingerprint, owner.digest),
-            eq(table.status, KeyStatus.pending),
-            // The fencing token: a takeover since the claim bumped it, and this matches nothing.
-            ...(owner.attempt === undefined ? [] : [eq(table.attempt, owner.attempt)]),
-          ];
+    run: (owner, handler, record) =>
+      runFenced(
+        (body) => store.db.transaction(body),
+        handler,
+        async (tx, result) => {
           const done = await tx
             .update(table)
             .set({ status: KeyStatus.done, response: record(result) })
-            .where(and(...conditions))
+            .where(ownedPendingRow(table, owner))
             .returning({ id: table.id });
-          if (done.length !== 1) throw new OwnershipLost();
-          return result;
-        });
-        return { committed: true, result };
-      } catch (error) {
-        if (error instanceof OwnershipLost) return { committed: false };
-        throw error;
-      }
-    },
+          return done.length;
+        },
+      ),
   };
 }

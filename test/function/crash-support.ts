@@ -27,9 +27,15 @@ export interface KeyState {
 
 /**
  * Runs the worker until it prints `go`, lets it work for a random few milliseconds, kills it with
- * SIGKILL, and returns the state of every key it touched.
+ * SIGKILL, and returns the state of every key it touched. On a server, `drained` is first awaited
+ * with the ids of the sessions the worker opened: a statement the process sent just before it
+ * died still runs on the server, and the state is read only once it has.
  */
-export async function crashTrial(args: string[], read: (prefix: string) => Promise<KeyState[]>) {
+export async function crashTrial(
+  args: string[],
+  read: (prefix: string) => Promise<KeyState[]>,
+  drained?: (sessions: number[]) => Promise<void>,
+) {
   const prefix = uniqueName('k');
   const running = spawnTs(WORKER, [...args, prefix]);
   await new Promise<void>((resolve, reject) => {
@@ -45,7 +51,18 @@ export async function crashTrial(args: string[], read: (prefix: string) => Promi
   running.child.kill('SIGKILL');
   const ended = await running.result;
   expect(ended.signal).toBe('SIGKILL');
+  const sessions = [...ended.stdout.matchAll(/^session (\d+)$/gm)].map((match) => Number(match[1]));
+  if (drained) {
+    // The worker committed a call before `go`, so it has opened at least one session.
+    expect(sessions.length).toBeGreaterThan(0);
+    await drained(sessions);
+  }
   return read(prefix);
+}
+
+/** Resolves once `check` resolves true, polling every few milliseconds. */
+export async function eventually(check: () => Promise<boolean>): Promise<void> {
+  while (!(await check())) await new Promise((resolve) => setTimeout(resolve, 10));
 }
 
 // Effect and answer agree: a key whose answer is stored has exactly one effect, every other key

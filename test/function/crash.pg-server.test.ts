@@ -10,6 +10,7 @@ import {
 import { freshServerSchema, type ServerSchema } from '../support/pg.js';
 import {
   crashTrial,
+  eventually,
   expectAgreement,
   inBatches,
   KEY_STATES,
@@ -31,10 +32,21 @@ describe('transactional makeIdempotent on the PostgreSQL server, killed with SIG
     await pool.query(`CREATE TABLE "${schema}".effects (key text NOT NULL)`);
     const text = KEY_STATES(`"${schema}".keys`, `"${schema}".effects`).replaceAll('$prefix', '$1');
     const trials = await inBatches(TRIALS, () =>
-      crashTrial(['pg', url, schema], async (prefix) => {
-        const { rows } = await pool.query<KeyState>(text, [`${prefix}-%`]);
-        return rows.map((s) => ({ ...s, effects: Number(s.effects) }));
-      }),
+      crashTrial(
+        ['pg', url, schema],
+        async (prefix) => {
+          const { rows } = await pool.query<KeyState>(text, [`${prefix}-%`]);
+          return rows.map((s) => ({ ...s, effects: Number(s.effects) }));
+        },
+        (sessions) =>
+          eventually(async () => {
+            const { rows } = await pool.query<{ n: number }>(
+              'SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = ANY($1)',
+              [sessions],
+            );
+            return rows[0]?.n === 0;
+          }),
+      ),
     );
     expect(trials).toHaveLength(TRIALS);
     const counts = trials.map(expectAgreement);

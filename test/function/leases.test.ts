@@ -10,7 +10,9 @@ import {
   payloadFingerprint,
   ResultNotRecordedError,
 } from '../../src/index.js';
+import { libsqlTransaction, openLibsqlStore } from '../../src/libsql/index.js';
 import { openSqliteStore, sqliteTransaction } from '../../src/sqlite/index.js';
+import { fileUrl } from '../support/libsql-harness.js';
 import { storeFactories } from '../support/store-factories.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
 
@@ -140,35 +142,41 @@ describe.each(storeFactories())('makeIdempotent with leases on $name', (factory)
   });
 });
 
+// A view of `store` whose first `acquire` pauses after claiming the key, before the transaction
+// begins, until `gate` resolves; `claimed` resolves once it has claimed.
+function stallFirstAcquire<S extends LeasedIdempotencyStore<unknown>>(store: S) {
+  const claimed = deferred();
+  const gate = deferred();
+  let acquires = 0;
+  const stalling = new Proxy(store, {
+    get(target, property) {
+      if (property !== 'acquire') {
+        const value = Reflect.get(target, property);
+        return typeof value === 'function' ? value.bind(target) : value;
+      }
+      return async (...args: Parameters<LeasedIdempotencyStore<unknown>['acquire']>) => {
+        const result = await (store as LeasedIdempotencyStore<unknown>).acquire(...args);
+        acquires += 1;
+        if (acquires === 1) {
+          claimed.resolve();
+          await gate.promise;
+        }
+        return result;
+      };
+    },
+  });
+  return { stalling, claimed: claimed.promise, release: gate.resolve };
+}
+
 describe('transactional makeIdempotent with leases on SQLite', () => {
   const dir = tempDir('idem-lease-tx-');
+  const effects = sqliteTable('effects', { run: integer('run').notNull(), key: text('key') });
 
-  it('rolls back a stalled call whose key was taken over: only the new owner’s effect stays', async () => {
+  it('rolls back a stalled call whose key was taken over: only the new owner’s effect stays (better-sqlite3)', async () => {
     const store = openSqliteStore(freshDbPath(dir));
     store.db.run(sql`CREATE TABLE effects (run INTEGER NOT NULL, key TEXT NOT NULL)`);
-    const effects = sqliteTable('effects', { run: integer('run').notNull(), key: text('key') });
     let clock = 1000;
-    // The stalled call pauses after claiming its key, before its transaction begins.
-    const claimed = deferred();
-    const gate = deferred();
-    let acquires = 0;
-    const stalling = new Proxy(store, {
-      get(target, property) {
-        if (property !== 'acquire') {
-          const value = Reflect.get(target, property);
-          return typeof value === 'function' ? value.bind(target) : value;
-        }
-        return async (...args: Parameters<typeof store.acquire>) => {
-          const result = store.acquire(...args);
-          acquires += 1;
-          if (acquires === 1) {
-            claimed.resolve();
-            await gate.promise;
-          }
-          return result;
-        };
-      },
-    });
+    const { stalling, claimed, release } = stallFirstAcquire(store);
     let runs = 0;
     const job = makeIdempotent(
       (tx, id: string) => {
@@ -184,15 +192,84 @@ describe('transactional makeIdempotent with leases on SQLite', () => {
       },
     );
     const stalled = job('k').catch((e: unknown) => e);
-    await claimed.promise;
+    await claimed;
     clock = 1020;
     expect(await job('k')).toBe(1);
-    gate.resolve();
+    release();
     expect(await stalled).toBeInstanceOf(CallSupersededError);
     expect(store.db.select().from(effects).where(eq(effects.key, 'k')).all()).toEqual([
       { run: 1, key: 'k' },
     ]);
     expect(store.get('k')).toMatchObject({ status: 'done', attempt: 2, response: { value: 1 } });
     store.close();
+  });
+
+  it('rolls back a stalled call whose key was taken over: only the new owner’s effect stays (libSQL)', async () => {
+    const store = await openLibsqlStore(fileUrl(freshDbPath(dir)));
+    await store.db.run(sql`CREATE TABLE effects (run INTEGER NOT NULL, key TEXT NOT NULL)`);
+    let clock = 1000;
+    const { stalling, claimed, release } = stallFirstAcquire(store);
+    let runs = 0;
+    const job = makeIdempotent(
+      async (tx, id: string) => {
+        runs += 1;
+        await tx.insert(effects).values({ run: runs, key: id });
+        return runs;
+      },
+      {
+        transaction: libsqlTransaction(stalling),
+        key: (id) => id,
+        leaseSeconds: 10,
+        now: () => clock,
+      },
+    );
+    const stalled = job('k').catch((e: unknown) => e);
+    await claimed;
+    clock = 1020;
+    expect(await job('k')).toBe(1);
+    release();
+    expect(await stalled).toBeInstanceOf(CallSupersededError);
+    expect(await store.db.select().from(effects).where(eq(effects.key, 'k'))).toEqual([
+      { run: 1, key: 'k' },
+    ]);
+    expect(await store.get('k')).toMatchObject({
+      status: 'done',
+      attempt: 2,
+      response: { value: 1 },
+    });
+    await store.close();
+  });
+
+  it('does not renew the lease from another connection while a libSQL transaction holds the write lock', async () => {
+    const store = await openLibsqlStore(fileUrl(freshDbPath(dir)));
+    await store.db.run(sql`CREATE TABLE effects (run INTEGER NOT NULL, key TEXT NOT NULL)`);
+    let renewals = 0;
+    const counting = new Proxy(store, {
+      get(target, property) {
+        const value = Reflect.get(target, property);
+        if (property === 'renew') {
+          return (...args: Parameters<typeof store.renew>) => {
+            renewals += 1;
+            return store.renew(...args);
+          };
+        }
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const start = Date.now() / 1000;
+    const job = makeIdempotent(
+      async (tx, id: string) => {
+        await tx.insert(effects).values({ run: 1, key: id });
+        // Outlive several heartbeat periods (a third of the lease each) inside the transaction.
+        await until(() => Date.now() / 1000 > start + 0.5);
+        return 'ran';
+      },
+      { transaction: libsqlTransaction(counting), key: (id) => id, leaseSeconds: 0.15 },
+    );
+    expect(await job('k')).toBe('ran');
+    // A renewal would have waited, blocking the process, on the lock the transaction held.
+    expect(renewals).toBe(0);
+    expect(await store.get('k')).toMatchObject({ status: 'done', attempt: 1 });
+    await store.close();
   });
 });

@@ -7,14 +7,9 @@ import { drizzle as drizzlePostgresJs } from 'drizzle-orm/postgres-js';
 import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';
 import pg from 'pg';
 import postgres from 'postgres';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  CallSupersededError,
-  type IdempotencyStore,
-  InvalidOptionError,
-  makeIdempotent,
-  UnserializableResponseError,
-} from '../../src/index.js';
+import { describe, expect, it } from 'vitest';
+import { InvalidOptionError, makeIdempotent } from '../../src/index.js';
+import { keys as libsqlKeys, libsqlTransaction, openLibsqlStore } from '../../src/libsql/index.js';
 import {
   type AnyPgDatabase,
   applyPgMigrations,
@@ -24,30 +19,10 @@ import {
   quoteIdentifier,
 } from '../../src/pg/index.js';
 import { openSqliteStore, keys as sqliteKeys, sqliteTransaction } from '../../src/sqlite/index.js';
+import { fileUrl } from '../support/libsql-harness.js';
 import { serverUrl, uniqueName } from '../support/pg.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
-
-interface Message {
-  readonly id: string;
-  readonly amount: number;
-}
-
-/** What a handler does inside the transaction, besides writing its effect row. */
-interface Behaviour {
-  /** Throw after writing the effect. */
-  readonly fail?: boolean;
-  /** Delete the key's row (as a takeover or a manual release would) before returning. */
-  readonly loseKey?: boolean;
-  /** Return this instead of the default result. */
-  readonly result?: unknown;
-}
-
-interface Dialect {
-  readonly store: IdempotencyStore<unknown>;
-  credit(behaviour?: Behaviour): (message: Message) => Promise<unknown>;
-  effects(): Promise<{ id: string; amount: number }[]>;
-  close(): Promise<void>;
-}
+import { type Dialect, type Message, transactionalSuite } from './transactional-suite.js';
 
 const dir = tempDir('idem-tx-');
 
@@ -71,6 +46,30 @@ function sqliteDialect(): Dialect {
         { transaction: sqliteTransaction(store), key: (message) => message.id },
       ),
     effects: async () => store.db.select().from(effects).orderBy(effects.id).all(),
+    close: async () => store.close(),
+  };
+}
+
+async function libsqlDialect(): Promise<Dialect> {
+  const store = await openLibsqlStore(fileUrl(freshDbPath(dir)));
+  await store.db.run(sql`CREATE TABLE effects (id TEXT PRIMARY KEY, amount INTEGER NOT NULL)`);
+  const effects = sqliteTable('effects', {
+    id: text('id').primaryKey(),
+    amount: integer('amount').notNull(),
+  });
+  return {
+    store,
+    credit: (behaviour = {}) =>
+      makeIdempotent(
+        async (tx, message: Message) => {
+          await tx.insert(effects).values(message);
+          if (behaviour.fail) throw new Error('handler failed');
+          if (behaviour.loseKey) await tx.delete(libsqlKeys).where(eq(libsqlKeys.id, message.id));
+          return 'result' in behaviour ? behaviour.result : { credited: message.amount };
+        },
+        { transaction: libsqlTransaction(store), key: (message) => message.id },
+      ),
+    effects: async () => store.db.select().from(effects).orderBy(effects.id),
     close: async () => store.close(),
   };
 }
@@ -117,6 +116,7 @@ async function pgDialect(
 const url = serverUrl();
 const dialects: { name: string; open: () => Promise<Dialect> }[] = [
   { name: 'SQLite file (better-sqlite3)', open: async () => sqliteDialect() },
+  { name: 'SQLite file (libSQL)', open: libsqlDialect },
   {
     name: 'PGlite',
     open: async () => {
@@ -152,55 +152,7 @@ const dialects: { name: string; open: () => Promise<Dialect> }[] = [
       ]),
 ];
 
-describe.each(dialects)('transactional makeIdempotent on $name', ({ open }) => {
-  let d: Dialect;
-  beforeAll(async () => {
-    d = await open();
-  });
-  afterAll(async () => d?.close());
-  let counter = 0;
-  const message = (amount = 5): Message => {
-    counter += 1;
-    return { id: `m${counter}`, amount };
-  };
-
-  it('commits the effect and the result together, and replays without running', async () => {
-    const credit = d.credit();
-    const m = message(7);
-    expect(await credit(m)).toEqual({ credited: 7 });
-    expect(await credit(m)).toEqual({ credited: 7 });
-    expect((await d.effects()).filter((e) => e.id === m.id)).toEqual([m]);
-    const record = await d.store.get(m.id);
-    expect(record?.status).toBe('done');
-    expect(record?.response).toEqual({ value: { credited: 7 } });
-  });
-
-  it('rolls a throwing handler back and releases the key', async () => {
-    const m = message();
-    await expect(d.credit({ fail: true })(m)).rejects.toThrow('handler failed');
-    expect((await d.effects()).some((e) => e.id === m.id)).toBe(false);
-    expect(await d.store.get(m.id)).toBeNull();
-    expect(await d.credit()(m)).toEqual({ credited: 5 });
-    expect((await d.effects()).filter((e) => e.id === m.id)).toHaveLength(1);
-  });
-
-  it('rolls back a result that cannot be stored, and releases the key', async () => {
-    const m = message();
-    await expect(d.credit({ result: { total: Number.NaN } })(m)).rejects.toBeInstanceOf(
-      UnserializableResponseError,
-    );
-    expect((await d.effects()).some((e) => e.id === m.id)).toBe(false);
-    expect(await d.store.get(m.id)).toBeNull();
-  });
-
-  it('rolls everything back when the key is no longer this call’s', async () => {
-    const m = message();
-    await expect(d.credit({ loseKey: true })(m)).rejects.toBeInstanceOf(CallSupersededError);
-    expect((await d.effects()).some((e) => e.id === m.id)).toBe(false);
-    // The rollback restored the pending row the call had claimed: its owner's, not this call's.
-    expect((await d.store.get(m.id))?.status).toBe('pending');
-  });
-});
+transactionalSuite(dialects);
 
 describe('transactional makeIdempotent on SQLite', () => {
   it('refuses an async handler, rolls it back and releases the key', async () => {

@@ -10,6 +10,7 @@ import { Hono } from 'hono';
 import { afterAll, describe, expect, it } from 'vitest';
 import { expressTransaction } from '../../src/http/express.js';
 import { honoTransaction } from '../../src/http/hono.js';
+import { libsqlTransaction, openLibsqlStore } from '../../src/libsql/index.js';
 import {
   applyPgMigrations,
   PgIdempotencyStore,
@@ -17,6 +18,7 @@ import {
   pgTransaction,
 } from '../../src/pg/index.js';
 import { openSqliteStore, sqliteTransaction } from '../../src/sqlite/index.js';
+import { fileUrl } from '../support/libsql-harness.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
 
 const dir = tempDir('idem-http-tx-');
@@ -213,5 +215,58 @@ describe('honoTransaction on PostgreSQL (PGlite): async handlers in one transact
     expect((await post(url, 'busy', { amount: 8, answer: 503 })).status).toBe(503);
     expect(await amounts(8)).toEqual([]);
     expect(await store.get('busy')).toBeNull();
+  });
+});
+
+describe('honoTransaction on libSQL: the transaction holds the write lock', () => {
+  it('does not renew the lease from another connection while the transaction runs', async () => {
+    const store = await openLibsqlStore(fileUrl(freshDbPath(dir)));
+    await store.db.run(sql`CREATE TABLE payments (amount INTEGER NOT NULL)`);
+    let renewals = 0;
+    const counting = new Proxy(store, {
+      get(target, property) {
+        const value = Reflect.get(target, property);
+        if (property === 'renew') {
+          return (...args: Parameters<typeof store.renew>) => {
+            renewals += 1;
+            return store.renew(...args);
+          };
+        }
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const app = new Hono();
+    app.post(
+      '/payments',
+      honoTransaction(
+        libsqlTransaction(counting),
+        async (c) => {
+          await c.var.tx.run(sql`INSERT INTO payments (amount) VALUES (5)`);
+          // Outlive several heartbeat periods (a third of the lease each) inside the transaction.
+          const start = Date.now();
+          await new Promise<void>((resolve) => {
+            const check = setInterval(() => {
+              if (Date.now() - start > 500) {
+                clearInterval(check);
+                resolve();
+              }
+            }, 20);
+          });
+          return { status: 201, body: { amount: 5 } };
+        },
+        { leaseSeconds: 0.15 },
+      ),
+    );
+    const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
+    try {
+      const url = await listening(server as Server);
+      expect((await post(url, 'locked', { amount: 5 })).status).toBe(201);
+      // A renewal would have waited, blocking the process, on the lock the transaction held.
+      expect(renewals).toBe(0);
+      expect(await store.get('locked')).toMatchObject({ status: 'done', attempt: 1 });
+    } finally {
+      server.close();
+      await store.close();
+    }
   });
 });

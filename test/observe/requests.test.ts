@@ -93,6 +93,7 @@ describe('requestTelemetry', () => {
     }
     expect(spans[0]?.attributes).toEqual({
       'idempotency.outcome': 'executed',
+      'idempotency.scoped': false,
       'http.request.method': 'POST',
       'http.response.status_code': 201,
     });
@@ -100,6 +101,21 @@ describe('requestTelemetry', () => {
     expect(notRecorded?.status.code).toBe(SpanStatusCode.ERROR);
     const durations = (await otel.metrics()).get(RequestMetric.duration) ?? [];
     expect(durations.reduce((sum, point) => sum + (point.value as Histogram).count, 0)).toBe(9);
+  });
+
+  it('says whether a request had a scope, never what the scope was', async () => {
+    const layer = idempotent(store, {
+      onOutcome: requestTelemetry({
+        tracerProvider: otel.tracerProvider,
+        meterProvider: otel.meterProvider,
+      }),
+    });
+    const scoped = { ...request('s1', {}), scope: 'tenant-secret' };
+    await layer.handle(scoped, async () => ({ status: 201 }));
+    await layer.handle(request('s2', {}), async () => ({ status: 201 }));
+    const spans = otel.spans();
+    expect(spans.map((span) => span.attributes['idempotency.scoped'])).toEqual([true, false]);
+    expect(JSON.stringify(spans.map((span) => span.attributes))).not.toContain('tenant-secret');
   });
 
   it('records the key only when told to, and calls next even when it throws', async () => {

@@ -3,6 +3,7 @@
 // Async throughout, so the same commands drive the synchronous SQLite store and async stores.
 import fc from 'fast-check';
 import { expect } from 'vitest';
+import type { TransactionRunner } from '../../src/function/transaction.js';
 import {
   InvalidDigestError,
   InvalidKeyError,
@@ -23,6 +24,12 @@ export interface ModelTarget {
   rows(): Promise<RawRow[]>;
   /** Empties the table, so one store serves every sequence. */
   clear(): Promise<void>;
+}
+
+/** A target whose store also has a transactional runner, driven by the transactional commands. */
+export interface TransactionalModelTarget extends ModelTarget {
+  // biome-ignore lint/suspicious/noExplicitAny: the handler here never touches the transaction
+  transaction: TransactionRunner<any>;
 }
 
 /** The model side of a run (fast-check wants an object). */
@@ -402,6 +409,51 @@ const bad = fc.oneof(
 /** Random sequences of every operation, valid and invalid, over a small pool of keys. */
 export const storeCommands = fc.commands(
   [fc.oneof(...good, ...leases, { arbitrary: bad, weight: 1 })],
+  {
+    maxCommands: 60,
+    size: 'large',
+  },
+);
+
+// The transactional path: a handler that returns (its answer recorded by the runner's fenced
+// UPDATE, as `finish` would) or throws (everything rolled back, the table unchanged).
+const transactional = fc
+  .tuple(key, digest, response, fc.option(attempt, { nil: undefined }), fc.boolean())
+  .map(([k, d, r, a, fail]) => {
+    const label = `transaction(${show(k)}, ${d}, ${a ?? 'no token'}, ${fail ? 'throws' : show(r)})`;
+    return {
+      check: () => true,
+      toString: () => label,
+      async run(model: ModelState, target: TransactionalModelTarget): Promise<void> {
+        const text = JSON.stringify(r);
+        const outcome = target.transaction
+          .run(
+            a === undefined ? { key: k, digest: d } : { key: k, digest: d, attempt: a },
+            () => {
+              if (fail) throw new Error('handler failed');
+              return r;
+            },
+            () => text,
+          )
+          .then(({ committed }) => committed);
+        if (fail) await expect(outcome).rejects.toThrow('handler failed');
+        else expect(await outcome).toBe(model.ref.finish(k, d, text, a));
+        const actual = (await target.rows()).sort((x, y) => byteOrder(x.id, y.id));
+        expect(actual, `table after ${label}`).toEqual(model.ref.table());
+      },
+    } satisfies fc.AsyncCommand<ModelState, TransactionalModelTarget>;
+  });
+
+/** The same sequences with the transactional path mixed in. */
+export const transactionalCommands = fc.commands(
+  [
+    fc.oneof(
+      ...good,
+      ...leases,
+      { arbitrary: transactional, weight: 4 },
+      { arbitrary: bad, weight: 1 },
+    ),
+  ],
   {
     maxCommands: 60,
     size: 'large',

@@ -155,27 +155,11 @@ const startFastify: ServerFactory = async (store, options, behave) => {
   return { url: `http://127.0.0.1:${port}`, close: () => app.close() };
 };
 
-// A Fetch API handler behind node:http, on Node's own Request and Response: what Next.js route
-// handlers, Bun.serve and Deno.serve hand to the layer.
-const startFetch: ServerFactory = async (store, options, behave) => {
-  const withIdempotency = fetchIdempotency(store, {
-    ...options,
-    scope: (request) => request.headers.get('x-client') ?? undefined,
-  });
-  const handler = withIdempotency(async (request: Request) => {
-    const text = await request.text();
-    const answer = await behave(
-      text === '' ? undefined : JSON.parse(text),
-      new URL(request.url).pathname,
-    );
-    if (answer.kind === 'json') {
-      return Response.json(answer.body, { status: answer.status, headers: answer.headers });
-    }
-    return new Response(answer.body as string | Uint8Array, {
-      status: answer.status,
-      headers: answer.headers,
-    });
-  });
+/**
+ * Serves a Fetch API handler over node:http on 127.0.0.1, with Node's own Request and Response; a
+ * handler that throws is answered 500 `handler failed`.
+ */
+export function serveFetch(handler: (request: Request) => Promise<Response>): Promise<TestServer> {
   const server = createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
@@ -203,6 +187,30 @@ const startFetch: ServerFactory = async (store, options, behave) => {
   });
   server.listen(0, '127.0.0.1');
   return listening(server);
+}
+
+// A Fetch API handler behind node:http, on Node's own Request and Response: what Next.js route
+// handlers, Bun.serve and Deno.serve hand to the layer.
+const startFetch: ServerFactory = async (store, options, behave) => {
+  const withIdempotency = fetchIdempotency(store, {
+    ...options,
+    scope: (request) => request.headers.get('x-client') ?? undefined,
+  });
+  const handler = withIdempotency(async (request: Request) => {
+    const text = await request.text();
+    const answer = await behave(
+      text === '' ? undefined : JSON.parse(text),
+      new URL(request.url).pathname,
+    );
+    if (answer.kind === 'json') {
+      return Response.json(answer.body, { status: answer.status, headers: answer.headers });
+    }
+    return new Response(answer.body as string | Uint8Array, {
+      status: answer.status,
+      headers: answer.headers,
+    });
+  });
+  return serveFetch(handler);
 };
 
 /** Every HTTP layer the behaviour suite runs against. */

@@ -1,0 +1,93 @@
+import type { MySqlTransaction, MySqlTransactionConfig } from 'drizzle-orm/mysql-core';
+import type { MySql2PreparedQueryHKT, MySql2QueryResultHKT } from 'drizzle-orm/mysql2';
+import { KeyStatus } from '../core/status.js';
+import { ownedPendingRow, runFenced, type TransactionRunner } from '../function/transaction.js';
+import { ER_LOCK_DEADLOCK, mysqlErrno, TransactionDeadlockError } from './errors.js';
+import { keys as defaultKeys, type MysqlKeysTable } from './schema.js';
+import type { MysqlIdempotencyStore } from './store.js';
+
+/** The drizzle transaction a MySQL handler receives. */
+export type MysqlHandlerTransaction = MySqlTransaction<
+  MySql2QueryResultHKT,
+  MySql2PreparedQueryHKT,
+  // biome-ignore lint/suspicious/noExplicitAny: the handler may use any schema of the app's
+  any,
+  // biome-ignore lint/suspicious/noExplicitAny: the handler may use any schema of the app's
+  any
+>;
+
+/** Options of {@link mysqlTransaction}. */
+export interface MysqlTransactionOptions {
+  /** The store's keys table (`mysqlKeysTable(name)`), when it is not the default `keys`. */
+  readonly table?: MysqlKeysTable;
+  /** The transaction's isolation level. Default `'read committed'`, as the store's own transactions. */
+  readonly isolationLevel?: NonNullable<MySqlTransactionConfig['isolationLevel']>;
+}
+
+/**
+ * The transactional form on MySQL and MariaDB (mysql2): the handler's writes and the stored
+ * answer commit in one `db.transaction(async (tx) => …)` on a connection of the store's pool, in
+ * READ COMMITTED unless `isolationLevel` says otherwise, so the app's tables must be reachable
+ * from the same database.
+ *
+ * The answer is recorded by an `UPDATE` of the owner's pending row (and attempt, with leases) as
+ * the transaction's last statement, judged by the number of rows it changed. A takeover that
+ * committed first makes it match nothing, and the whole transaction rolls back; one that comes
+ * later waits on the row lock and then finds the row done.
+ *
+ * A transaction MySQL picks as a deadlock victim is rolled back whole and **not** run again on its
+ * own (that would run the handler twice behind the caller's back): the call's key is released and
+ * it rejects with {@link TransactionDeadlockError}. Wrap the call in `retryDeadlocks` to run it
+ * again from the start.
+ *
+ * @param store - the store the keys are kept in; the transaction runs on its database
+ * @param options - the store's table, when not the default, and the isolation level
+ * @example
+ * ```ts
+ * import { sql } from 'drizzle-orm';
+ * import { makeIdempotent } from 'drizzle-idempotency/function';
+ * import { mysqlTransaction, openMysqlStore, retryDeadlocks } from 'drizzle-idempotency/mysql';
+ *
+ * const store = await openMysqlStore(process.env.MYSQL_URL ?? '');
+ * const credit = makeIdempotent(
+ *   async (tx, message: { id: string; amount: number }) => {
+ *     await tx.execute(sql`UPDATE accounts SET balance = balance + ${message.amount}`);
+ *     return { credited: message.amount };
+ *   },
+ *   { transaction: mysqlTransaction(store), key: (message) => message.id },
+ * );
+ * await retryDeadlocks(() => credit({ id: 'm-1', amount: 5 }));
+ * ```
+ */
+export function mysqlTransaction(
+  store: MysqlIdempotencyStore<unknown>,
+  options: MysqlTransactionOptions = {},
+): TransactionRunner<MysqlHandlerTransaction> {
+  const table = options.table ?? defaultKeys;
+  const config: MySqlTransactionConfig = {
+    isolationLevel: options.isolationLevel ?? 'read committed',
+  };
+  return {
+    store,
+    synchronous: false,
+    async run(owner, handler, record) {
+      try {
+        return await runFenced(
+          (body) => store.db.transaction(body, config),
+          handler,
+          async (tx, result) => {
+            const [done] = await tx
+              .update(table)
+              .set({ status: KeyStatus.done, response: record(result) })
+              .where(ownedPendingRow(table, owner));
+            return done.affectedRows;
+          },
+        );
+      } catch (error) {
+        if (mysqlErrno(error) === ER_LOCK_DEADLOCK)
+          throw new TransactionDeadlockError(owner.key, error);
+        throw error;
+      }
+    },
+  };
+}
