@@ -1,40 +1,9 @@
 import { createHash } from 'node:crypto';
 import { and, asc, eq, gt, inArray, isNull, lte, or, sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
-import { StoreClosedError } from '../core/errors.js';
-import { parseResponse, serializeResponse } from '../core/json.js';
-import {
-  acquiredOutcome,
-  assertAttempt,
-  existingOutcome,
-  leaseDeadline,
-  pendingLimit,
-  toPendingKey,
-} from '../core/lease.js';
-import { compareKeys } from '../core/order.js';
-import { toRecord } from '../core/record.js';
-import { RETENTION_CYCLE } from '../core/retention-cycle.js';
-import { countByStatus, KeyStatus } from '../core/status.js';
-import type {
-  AcquireOptions,
-  AcquireResult,
-  IdempotencyRecord,
-  LeasedIdempotencyStore,
-  LeaseStats,
-  PendingKey,
-  PendingKeysOptions,
-  ReleasePendingResult,
-  StatusCounts,
-} from '../core/store.js';
-import {
-  assertDigest,
-  assertIntegerOption,
-  assertKey,
-  assertLimit,
-  assertTime,
-  DEFAULT_LIMIT,
-  MAX_BATCH_SIZE,
-} from '../core/validation.js';
+import { AsyncIdempotencyStore, type KeyStatements } from '../core/async-store.js';
+import { KeyStatus } from '../core/status.js';
+import type { LeasedIdempotencyStore, ReleasePendingResult } from '../core/store.js';
 import { compilePgStatement } from './compile.js';
 import { type PgKeysTable, type PgTableOptions, resolvePgTable } from './schema.js';
 
@@ -288,6 +257,55 @@ function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string, ta
   };
 }
 
+function pgStatements(
+  queries: ReturnType<typeof prepareQueries>,
+  onClose: (() => unknown) | undefined,
+): KeyStatements {
+  return {
+    reserve: async (id, fingerprint, expires) =>
+      (await queries.reserve({ id, fingerprint, expires })).length,
+    finish: async (id, fingerprint, response) =>
+      (await queries.finish({ id, fingerprint, response })).length,
+    finishFenced: async (id, fingerprint, response, attempt) =>
+      (await queries.finishFenced({ id, fingerprint, response, attempt })).length,
+    release: async (id, fingerprint) => (await queries.release({ id, fingerprint })).length,
+    releaseFenced: async (id, fingerprint, attempt) =>
+      (await queries.releaseFenced({ id, fingerprint, attempt })).length,
+    renew: async (id, fingerprint, attempt, leaseUntil) =>
+      (await queries.renew({ id, fingerprint, attempt, leaseUntil })).length,
+    markUnrecorded: async (id, fingerprint, attempt) =>
+      (await queries.markUnrecorded.execute({ id, fingerprint, attempt })).length,
+    // The statement either owns the row or leaves it as it was; what is there is then read.
+    acquire: async (id, fingerprint, { expires, now, leaseUntil }) => {
+      const [won] = await queries.acquire({ id, fingerprint, expires, leaseUntil, now });
+      if (won !== undefined) return { attempt: won.attempt };
+      const [row] = await queries.get({ id });
+      return { row };
+    },
+    pendingKeys: ({ now, stale, limit }) =>
+      stale
+        ? queries.stalePendingKeys.execute({ now, limit })
+        : queries.pendingKeys.execute({ limit }),
+    releasePending: async (id, fingerprint) => {
+      const deleted = await queries.releasePending.execute({
+        id,
+        fingerprint: fingerprint ?? null,
+      });
+      if (deleted.length === 1) return { released: true };
+      const [row] = await queries.get({ id });
+      return { released: false, row };
+    },
+    fetch: async (id, now) => (await queries.fetch({ id, now }))[0]?.response,
+    get: async (id) => (await queries.get({ id }))[0],
+    expired: (now, limit) => queries.expired.execute({ now, limit }),
+    purge: (now, limit) => queries.purge.execute({ now, limit }),
+    sweepBatch: async (now, limit) => (await queries.sweepBatch.execute({ now, limit })).length,
+    counts: () => queries.counts.execute(),
+    stats: (now) => queries.stats.execute({ now }),
+    close: () => onClose?.(),
+  };
+}
+
 /**
  * The idempotency store on PostgreSQL, over any drizzle PostgreSQL database (a node-postgres
  * `Pool` is the usual one; PGlite works too). Every operation is one named prepared statement, so
@@ -314,11 +332,11 @@ function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string, ta
  * await store.fetch('order-42', now); // { receipt: 1 }
  * ```
  */
-export class PgIdempotencyStore<T = unknown> implements LeasedIdempotencyStore<T> {
+export class PgIdempotencyStore<T = unknown>
+  extends AsyncIdempotencyStore<T>
+  implements LeasedIdempotencyStore<T>
+{
   readonly #db: AnyPgDatabase;
-  readonly #queries: ReturnType<typeof prepareQueries>;
-  readonly #onClose: (() => unknown) | undefined;
-  #closed = false;
 
   /**
    * @param db - a drizzle PostgreSQL database; the store shares its connections
@@ -328,9 +346,8 @@ export class PgIdempotencyStore<T = unknown> implements LeasedIdempotencyStore<T
    */
   constructor(db: AnyPgDatabase, options: PgStoreOptions = {}) {
     const { table, name, schema } = resolvePgTable(options);
+    super(pgStatements(prepareQueries(db, table, schema, name), options.onClose));
     this.#db = db;
-    this.#queries = prepareQueries(db, table, schema, name);
-    this.#onClose = options.onClose;
   }
 
   /** The drizzle database the store runs on. */
@@ -338,124 +355,13 @@ export class PgIdempotencyStore<T = unknown> implements LeasedIdempotencyStore<T
     return this.#db;
   }
 
-  #open(): ReturnType<typeof prepareQueries> {
-    if (this.#closed) throw new StoreClosedError();
-    return this.#queries;
-  }
-
-  /** {@inheritDoc IdempotencyStore.reserve} */
-  async reserve(key: string, digest: string, expires: number): Promise<boolean> {
-    assertKey(key);
-    assertDigest(digest);
-    assertTime(expires, 'expires');
-    const rows = await this.#open().reserve({ id: key, fingerprint: digest, expires });
-    return rows.length === 1;
-  }
-
-  /** {@inheritDoc LeasedIdempotencyStore.finish} */
-  async finish(key: string, digest: string, response: T, attempt?: number): Promise<boolean> {
-    assertKey(key);
-    assertDigest(digest);
-    if (attempt !== undefined) assertAttempt(attempt);
-    const text = serializeResponse(response);
-    const queries = this.#open();
-    const rows =
-      attempt === undefined
-        ? await queries.finish({ id: key, fingerprint: digest, response: text })
-        : await queries.finishFenced({ id: key, fingerprint: digest, response: text, attempt });
-    return rows.length === 1;
-  }
-
-  /** {@inheritDoc LeasedIdempotencyStore.acquire} */
-  async acquire(key: string, digest: string, options: AcquireOptions): Promise<AcquireResult<T>> {
-    assertKey(key);
-    assertDigest(digest);
-    const leaseUntil = leaseDeadline(options);
-    const queries = this.#open();
-    const { expires, now } = options;
-    // The statement either owns the row or leaves it as it was; what is there is then read. A row
-    // deleted in between (released, purged) makes the key new again: try once more.
-    for (;;) {
-      const [won] = await queries.acquire({
-        id: key,
-        fingerprint: digest,
-        expires,
-        leaseUntil,
-        now,
-      });
-      if (won !== undefined) return acquiredOutcome(won.attempt, leaseUntil);
-      const [row] = await queries.get({ id: key });
-      if (row !== undefined) return existingOutcome<T>(row, digest);
-    }
-  }
-
-  /** {@inheritDoc LeasedIdempotencyStore.renew} */
-  async renew(key: string, digest: string, attempt: number, leaseUntil: number): Promise<boolean> {
-    assertKey(key);
-    assertDigest(digest);
-    assertAttempt(attempt);
-    assertTime(leaseUntil, 'leaseUntil');
-    const rows = await this.#open().renew({ id: key, fingerprint: digest, attempt, leaseUntil });
-    return rows.length === 1;
-  }
-
-  /** {@inheritDoc LeasedIdempotencyStore.markUnrecorded} */
-  async markUnrecorded(key: string, digest: string, attempt: number): Promise<boolean> {
-    assertKey(key);
-    assertDigest(digest);
-    assertAttempt(attempt);
-    const rows = await this.#open().markUnrecorded.execute({
-      id: key,
-      fingerprint: digest,
-      attempt,
-    });
-    return rows.length === 1;
-  }
-
-  /** {@inheritDoc LeasedIdempotencyStore.pendingKeys} */
-  async pendingKeys(options: PendingKeysOptions): Promise<PendingKey[]> {
-    assertTime(options?.now, 'now');
-    const limit = pendingLimit(options.limit);
-    const queries = this.#open();
-    const rows = options.stale
-      ? await queries.stalePendingKeys.execute({ now: options.now, limit })
-      : await queries.pendingKeys.execute({ limit });
-    return rows.map((row) => toPendingKey(row, options.now));
-  }
-
   /**
    * {@inheritDoc LeasedIdempotencyStore.releasePending}
    *
    * One conditional delete; when it deletes nothing, the row is read to say why.
    */
-  async releasePending(key: string, fingerprint?: string): Promise<ReleasePendingResult> {
-    assertKey(key);
-    if (fingerprint !== undefined) assertDigest(fingerprint);
-    const queries = this.#open();
-    const deleted = await queries.releasePending.execute({
-      id: key,
-      fingerprint: fingerprint ?? null,
-    });
-    if (deleted.length === 1) return 'released';
-    const [row] = await queries.get({ id: key });
-    if (row === undefined) return 'missing';
-    return row.status === KeyStatus.done ? 'done' : 'mismatch';
-  }
-
-  /** {@inheritDoc IdempotencyStore.fetch} */
-  async fetch(key: string, now: number): Promise<T | null> {
-    assertKey(key);
-    assertTime(now, 'now');
-    const [row] = await this.#open().fetch({ id: key, now });
-    return row?.response == null ? null : parseResponse<T>(row.response);
-  }
-
-  /** {@inheritDoc IdempotencyStore.expired} */
-  async expired(now: number, limit: number = DEFAULT_LIMIT): Promise<string[]> {
-    assertLimit(limit);
-    assertTime(now, 'now');
-    const rows = await this.#open().expired.execute({ now, limit });
-    return rows.map((row) => row.id);
+  override releasePending(key: string, fingerprint?: string): Promise<ReleasePendingResult> {
+    return super.releasePending(key, fingerprint);
   }
 
   /**
@@ -465,75 +371,7 @@ export class PgIdempotencyStore<T = unknown> implements LeasedIdempotencyStore<T
    * `FOR UPDATE SKIP LOCKED`, deleted with the predicate repeated, and the ids actually deleted
    * are returned in byte order. Rows another purger holds are skipped, not waited for.
    */
-  async purge(now: number, limit: number = DEFAULT_LIMIT): Promise<string[]> {
-    assertLimit(limit);
-    assertTime(now, 'now');
-    const rows = await this.#open().purge.execute({ now, limit });
-    return rows.map((row) => row.id).sort(compareKeys);
-  }
-
-  /** {@inheritDoc IdempotencyStore.counts} */
-  async counts(): Promise<StatusCounts> {
-    return countByStatus(await this.#open().counts.execute());
-  }
-
-  /** {@inheritDoc IdempotencyStore.sweepBatch} */
-  async sweepBatch(now: number, batchSize: number): Promise<number> {
-    assertIntegerOption(batchSize, 'batchSize', 1, MAX_BATCH_SIZE);
-    assertTime(now, 'now');
-    const rows = await this.#open().sweepBatch.execute({ now, limit: batchSize });
-    return rows.length;
-  }
-
-  /** {@inheritDoc LeasedIdempotencyStore.stats} */
-  async stats(now: number): Promise<LeaseStats> {
-    assertTime(now, 'now');
-    const rows = await this.#open().stats.execute({ now });
-    const past = countByStatus(rows.map((row) => ({ status: row.status, count: row.past })));
-    const pending = rows.find((row) => row.status === KeyStatus.pending);
-    return {
-      ...countByStatus(rows),
-      expired: past.done,
-      stalePending: past.pending,
-      lapsed: Number(pending?.lapsed ?? 0),
-      unrecorded: Number(pending?.unrecorded ?? 0),
-    };
-  }
-
-  /** {@inheritDoc LeasedIdempotencyStore.release} */
-  async release(key: string, digest: string, attempt?: number): Promise<boolean> {
-    assertKey(key);
-    assertDigest(digest);
-    if (attempt !== undefined) assertAttempt(attempt);
-    const queries = this.#open();
-    const rows =
-      attempt === undefined
-        ? await queries.release({ id: key, fingerprint: digest })
-        : await queries.releaseFenced({ id: key, fingerprint: digest, attempt });
-    return rows.length === 1;
-  }
-
-  /** {@inheritDoc IdempotencyStore.get} */
-  async get(key: string): Promise<IdempotencyRecord<T> | null> {
-    assertKey(key);
-    const [row] = await this.#open().get({ id: key });
-    return row ? toRecord<T>(row) : null;
-  }
-
-  /** {@inheritDoc IdempotencyStore.retentionCycle} */
-  async retentionCycle(key: string): Promise<boolean> {
-    assertKey(key);
-    const { first, purgeAt, second } = RETENTION_CYCLE;
-    await this.reserve(key, first.digest, first.expires);
-    await this.finish(key, first.digest, first.response as T);
-    await this.purge(purgeAt);
-    return this.reserve(key, second.digest, second.expires);
-  }
-
-  /** {@inheritDoc IdempotencyStore.close} */
-  async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    await this.#onClose?.();
+  override purge(now: number, limit?: number): Promise<string[]> {
+    return super.purge(now, limit);
   }
 }
