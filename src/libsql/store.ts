@@ -1,40 +1,10 @@
 import type { Client, InStatement, ResultSet } from '@libsql/client';
 import { and, asc, eq, gt, inArray, isNull, lte, or, sql } from 'drizzle-orm';
 import type { LibSQLDatabase } from 'drizzle-orm/libsql';
-import { StoreClosedError } from '../core/errors.js';
-import { parseResponse, serializeResponse } from '../core/json.js';
-import {
-  acquiredOutcome,
-  assertAttempt,
-  existingOutcome,
-  leaseDeadline,
-  pendingLimit,
-  toPendingKey,
-} from '../core/lease.js';
-import { compareKeys } from '../core/order.js';
-import { type KeyRow, toRecord } from '../core/record.js';
-import { RETENTION_CYCLE } from '../core/retention-cycle.js';
-import { countByStatus, KeyStatus } from '../core/status.js';
-import type {
-  AcquireOptions,
-  AcquireResult,
-  IdempotencyRecord,
-  LeasedIdempotencyStore,
-  LeaseStats,
-  PendingKey,
-  PendingKeysOptions,
-  ReleasePendingResult,
-  StatusCounts,
-} from '../core/store.js';
-import {
-  assertDigest,
-  assertIntegerOption,
-  assertKey,
-  assertLimit,
-  assertTime,
-  DEFAULT_LIMIT,
-  MAX_BATCH_SIZE,
-} from '../core/validation.js';
+import { AsyncIdempotencyStore, type KeyStatements, type StatsRow } from '../core/async-store.js';
+import type { KeyRow } from '../core/record.js';
+import { KeyStatus } from '../core/status.js';
+import type { AcquireOptions, AcquireResult, LeasedIdempotencyStore } from '../core/store.js';
 import { compileLibsqlStatement } from './compile.js';
 import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 
@@ -255,6 +225,99 @@ function rowsOf<Row>(result: ResultSet): Row[] {
   return result.rows.map((row) => ({ ...row }) as Row);
 }
 
+// Every write runs as a `write` batch, so it takes the write lock before it reads; two statements
+// in one batch see the same row, with no other writer in between.
+function libsqlStatements(
+  client: Client,
+  queries: ReturnType<typeof compileQueries>,
+  closeConnection: boolean,
+): KeyStatements {
+  const read = (statement: InStatement): Promise<ResultSet> => client.execute(statement);
+  const write = async (statement: InStatement): Promise<ResultSet> => {
+    const [result] = await client.batch([statement], 'write');
+    if (result === undefined) throw new Error('libSQL returned no result for a batch of one');
+    return result;
+  };
+  const changed = async (statement: InStatement): Promise<number> =>
+    (await write(statement)).rowsAffected;
+  const rowOf = (result: ResultSet | undefined): KeyRow | undefined =>
+    result === undefined ? undefined : rowsOf<KeyRow>(result)[0];
+  return {
+    reserve: (id, fingerprint, expires) =>
+      changed(queries.reserve.bind({ id, fingerprint, expires })),
+    finish: (id, fingerprint, response) =>
+      changed(queries.finish.bind({ id, fingerprint, response })),
+    finishFenced: (id, fingerprint, response, attempt) =>
+      changed(queries.finishFenced.bind({ id, fingerprint, response, attempt })),
+    release: (id, fingerprint) => changed(queries.release.bind({ id, fingerprint })),
+    releaseFenced: (id, fingerprint, attempt) =>
+      changed(queries.releaseFenced.bind({ id, fingerprint, attempt })),
+    renew: (id, fingerprint, attempt, leaseUntil) =>
+      changed(queries.renew.bind({ id, fingerprint, attempt, leaseUntil })),
+    markUnrecorded: (id, fingerprint, attempt) =>
+      changed(queries.markUnrecorded.bind({ id, fingerprint, attempt })),
+    acquire: async (id, fingerprint, { expires, now, leaseUntil }) => {
+      const [won, existing] = await client.batch(
+        [
+          queries.acquire.bind({ id, fingerprint, expires, leaseUntil, now }),
+          queries.get.bind({ id }),
+        ],
+        'write',
+      );
+      const [owned] = won === undefined ? [] : rowsOf<{ attempt: number }>(won);
+      if (owned !== undefined) return { attempt: owned.attempt };
+      const row = rowOf(existing);
+      if (row === undefined) throw new Error('libSQL lost the row acquire conflicted with');
+      return { row };
+    },
+    pendingKeys: async ({ now, stale, limit }) =>
+      rowsOf<KeyRow>(
+        await read(
+          stale
+            ? queries.stalePendingKeys.bind({ now, limit })
+            : queries.pendingKeys.bind({ limit }),
+        ),
+      ),
+    // The delete and the read of what stayed run in one write batch: the verdict is about the row
+    // the delete saw.
+    releasePending: async (id, fingerprint) => {
+      const [deleted, left] = await client.batch(
+        [
+          queries.releasePending.bind({ id, fingerprint: fingerprint ?? null }),
+          queries.get.bind({ id }),
+        ],
+        'write',
+      );
+      if (deleted !== undefined && deleted.rows.length === 1) return { released: true };
+      return { released: false, row: rowOf(left) };
+    },
+    fetch: async (id, now) => {
+      const text = (await read(queries.fetch.bind({ id, now }))).rows[0]?.response;
+      return typeof text === 'string' ? text : null;
+    },
+    get: async (id) => rowOf(await read(queries.get.bind({ id }))),
+    expired: async (now, limit) =>
+      rowsOf<{ id: string }>(await read(queries.expired.bind({ now, limit }))),
+    purge: async (now, limit) =>
+      rowsOf<{ id: string }>(await write(queries.purge.bind({ now, limit }))),
+    sweepBatch: async (now, limit) => {
+      const deleted = (await write(queries.sweepBatch.bind({ now, limit }))).rowsAffected;
+      // A batch rewrites pages all over the file. Left in the WAL, they would be copied back by
+      // whichever connection's commit crosses the auto-checkpoint threshold, usually a request's
+      // reserve. Copying them here keeps that cost on the sweeper. PASSIVE never waits for other
+      // connections; outside WAL mode it does nothing.
+      if (deleted > 0) await client.execute('PRAGMA wal_checkpoint(PASSIVE)');
+      return deleted;
+    },
+    counts: async () =>
+      rowsOf<{ status: string; count: number }>(await read(queries.counts.bind({}))),
+    stats: async (now) => rowsOf<StatsRow>(await read(queries.stats.bind({ now }))),
+    close: () => {
+      if (closeConnection) client.close();
+    },
+  };
+}
+
 /**
  * The idempotency store on SQLite through libSQL (`@libsql/client`), over a drizzle libSQL
  * database. Every operation returns a promise. The table must exist: use `openLibsqlStore`, or
@@ -285,64 +348,25 @@ function rowsOf<Row>(result: ResultSet): Row[] {
  * await store.fetch('order-42', now); // { receipt: 1 }
  * ```
  */
-export class LibsqlIdempotencyStore<T = unknown> implements LeasedIdempotencyStore<T> {
+export class LibsqlIdempotencyStore<T = unknown>
+  extends AsyncIdempotencyStore<T>
+  implements LeasedIdempotencyStore<T>
+{
   readonly #db: AnyLibsqlDatabase;
-  readonly #queries: ReturnType<typeof compileQueries>;
-  readonly #closeConnection: boolean;
-  #closed = false;
 
   /**
    * @param db - a drizzle database over a libSQL client; the store shares its client
    * @param options - see {@link LibsqlStoreOptions}
    */
   constructor(db: AnyLibsqlDatabase, options: LibsqlStoreOptions = {}) {
+    const queries = compileQueries(db, options.table ?? defaultKeys);
+    super(libsqlStatements(db.$client, queries, options.closeConnection ?? false));
     this.#db = db;
-    this.#queries = compileQueries(db, options.table ?? defaultKeys);
-    this.#closeConnection = options.closeConnection ?? false;
   }
 
   /** The drizzle database the store runs on; use it to run your own queries on the same client. */
   get db(): AnyLibsqlDatabase {
     return this.#db;
-  }
-
-  #open(): ReturnType<typeof compileQueries> {
-    if (this.#closed) throw new StoreClosedError();
-    return this.#queries;
-  }
-
-  #read(statement: InStatement): Promise<ResultSet> {
-    return this.#db.$client.execute(statement);
-  }
-
-  async #write(statement: InStatement): Promise<ResultSet> {
-    const [result] = await this.#db.$client.batch([statement], 'write');
-    if (result === undefined) throw new Error('libSQL returned no result for a batch of one');
-    return result;
-  }
-
-  /** {@inheritDoc IdempotencyStore.reserve} */
-  async reserve(key: string, digest: string, expires: number): Promise<boolean> {
-    assertKey(key);
-    assertDigest(digest);
-    assertTime(expires, 'expires');
-    const statement = this.#open().reserve.bind({ id: key, fingerprint: digest, expires });
-    return (await this.#write(statement)).rowsAffected === 1;
-  }
-
-  /** {@inheritDoc LeasedIdempotencyStore.finish} */
-  async finish(key: string, digest: string, response: T, attempt?: number): Promise<boolean> {
-    assertKey(key);
-    assertDigest(digest);
-    if (attempt !== undefined) assertAttempt(attempt);
-    const text = serializeResponse(response);
-    const queries = this.#open();
-    const owner = { id: key, fingerprint: digest, response: text };
-    const statement =
-      attempt === undefined
-        ? queries.finish.bind(owner)
-        : queries.finishFenced.bind({ ...owner, attempt });
-    return (await this.#write(statement)).rowsAffected === 1;
   }
 
   /**
@@ -351,97 +375,12 @@ export class LibsqlIdempotencyStore<T = unknown> implements LeasedIdempotencySto
    * The insert-or-take-over statement and the read of what is there run in one `write` batch, so
    * the row read is the one the statement left.
    */
-  async acquire(key: string, digest: string, options: AcquireOptions): Promise<AcquireResult<T>> {
-    assertKey(key);
-    assertDigest(digest);
-    const leaseUntil = leaseDeadline(options);
-    const queries = this.#open();
-    const { expires, now } = options;
-    const [won, existing] = await this.#db.$client.batch(
-      [
-        queries.acquire.bind({ id: key, fingerprint: digest, expires, leaseUntil, now }),
-        queries.get.bind({ id: key }),
-      ],
-      'write',
-    );
-    const [owned] = won === undefined ? [] : rowsOf<{ attempt: number }>(won);
-    if (owned !== undefined) return acquiredOutcome(owned.attempt, leaseUntil);
-    const [row] = existing === undefined ? [] : rowsOf<KeyRow>(existing);
-    if (row === undefined) throw new Error('libSQL lost the row acquire conflicted with');
-    return existingOutcome<T>(row, digest);
-  }
-
-  /** {@inheritDoc LeasedIdempotencyStore.renew} */
-  async renew(key: string, digest: string, attempt: number, leaseUntil: number): Promise<boolean> {
-    assertKey(key);
-    assertDigest(digest);
-    assertAttempt(attempt);
-    assertTime(leaseUntil, 'leaseUntil');
-    const statement = this.#open().renew.bind({
-      id: key,
-      fingerprint: digest,
-      attempt,
-      leaseUntil,
-    });
-    return (await this.#write(statement)).rowsAffected === 1;
-  }
-
-  /** {@inheritDoc LeasedIdempotencyStore.markUnrecorded} */
-  async markUnrecorded(key: string, digest: string, attempt: number): Promise<boolean> {
-    assertKey(key);
-    assertDigest(digest);
-    assertAttempt(attempt);
-    const statement = this.#open().markUnrecorded.bind({ id: key, fingerprint: digest, attempt });
-    return (await this.#write(statement)).rowsAffected === 1;
-  }
-
-  /** {@inheritDoc LeasedIdempotencyStore.pendingKeys} */
-  async pendingKeys(options: PendingKeysOptions): Promise<PendingKey[]> {
-    assertTime(options?.now, 'now');
-    const limit = pendingLimit(options.limit);
-    const queries = this.#open();
-    const { now } = options;
-    const statement = options.stale
-      ? queries.stalePendingKeys.bind({ now, limit })
-      : queries.pendingKeys.bind({ limit });
-    return rowsOf<KeyRow>(await this.#read(statement)).map((row) => toPendingKey(row, now));
-  }
-
-  /** {@inheritDoc LeasedIdempotencyStore.releasePending} */
-  async releasePending(key: string, fingerprint?: string): Promise<ReleasePendingResult> {
-    assertKey(key);
-    if (fingerprint !== undefined) assertDigest(fingerprint);
-    const queries = this.#open();
-    // The delete and the read of what stayed run in one write batch: the verdict is about the row
-    // the delete saw.
-    const [deleted, left] = await this.#db.$client.batch(
-      [
-        queries.releasePending.bind({ id: key, fingerprint: fingerprint ?? null }),
-        queries.get.bind({ id: key }),
-      ],
-      'write',
-    );
-    if (deleted !== undefined && deleted.rows.length === 1) return 'released';
-    const [row] = left === undefined ? [] : rowsOf<KeyRow>(left);
-    if (row === undefined) return 'missing';
-    return row.status === KeyStatus.done ? 'done' : 'mismatch';
-  }
-
-  /** {@inheritDoc IdempotencyStore.fetch} */
-  async fetch(key: string, now: number): Promise<T | null> {
-    assertKey(key);
-    assertTime(now, 'now');
-    const result = await this.#read(this.#open().fetch.bind({ id: key, now }));
-    const text = result.rows[0]?.response;
-    return typeof text === 'string' ? parseResponse<T>(text) : null;
-  }
-
-  /** {@inheritDoc IdempotencyStore.expired} */
-  async expired(now: number, limit: number = DEFAULT_LIMIT): Promise<string[]> {
-    assertLimit(limit);
-    assertTime(now, 'now');
-    const result = await this.#read(this.#open().expired.bind({ now, limit }));
-    return rowsOf<{ id: string }>(result).map((row) => row.id);
+  override acquire(
+    key: string,
+    digest: string,
+    options: AcquireOptions,
+  ): Promise<AcquireResult<T>> {
+    return super.acquire(key, digest, options);
   }
 
   /**
@@ -450,91 +389,7 @@ export class LibsqlIdempotencyStore<T = unknown> implements LeasedIdempotencySto
    * One statement in one `write` transaction: the candidates are selected in id order and deleted
    * with the predicate repeated; only the ids actually deleted are returned, still ascending.
    */
-  async purge(now: number, limit: number = DEFAULT_LIMIT): Promise<string[]> {
-    assertLimit(limit);
-    assertTime(now, 'now');
-    const result = await this.#write(this.#open().purge.bind({ now, limit }));
-    return rowsOf<{ id: string }>(result)
-      .map((row) => row.id)
-      .sort(compareKeys);
-  }
-
-  /** {@inheritDoc IdempotencyStore.counts} */
-  async counts(): Promise<StatusCounts> {
-    const result = await this.#read(this.#open().counts.bind({}));
-    return countByStatus(rowsOf<{ status: string; count: number }>(result));
-  }
-
-  /** {@inheritDoc IdempotencyStore.sweepBatch} */
-  async sweepBatch(now: number, batchSize: number): Promise<number> {
-    assertIntegerOption(batchSize, 'batchSize', 1, MAX_BATCH_SIZE);
-    assertTime(now, 'now');
-    const client = this.#db.$client;
-    const deleted = (await this.#write(this.#open().sweepBatch.bind({ now, limit: batchSize })))
-      .rowsAffected;
-    // A batch rewrites pages all over the file. Left in the WAL, they would be copied back by
-    // whichever connection's commit crosses the auto-checkpoint threshold, usually a request's
-    // reserve. Copying them here keeps that cost on the sweeper. PASSIVE never waits for other
-    // connections; outside WAL mode it does nothing.
-    if (deleted > 0) await client.execute('PRAGMA wal_checkpoint(PASSIVE)');
-    return deleted;
-  }
-
-  /** {@inheritDoc LeasedIdempotencyStore.stats} */
-  async stats(now: number): Promise<LeaseStats> {
-    assertTime(now, 'now');
-    const rows = rowsOf<{
-      status: string;
-      count: number;
-      past: number;
-      lapsed: number;
-      unrecorded: number;
-    }>(await this.#read(this.#open().stats.bind({ now })));
-    const past = countByStatus(rows.map((row) => ({ status: row.status, count: row.past })));
-    const pending = rows.find((row) => row.status === KeyStatus.pending);
-    return {
-      ...countByStatus(rows),
-      expired: past.done,
-      stalePending: past.pending,
-      lapsed: pending?.lapsed ?? 0,
-      unrecorded: pending?.unrecorded ?? 0,
-    };
-  }
-
-  /** {@inheritDoc LeasedIdempotencyStore.release} */
-  async release(key: string, digest: string, attempt?: number): Promise<boolean> {
-    assertKey(key);
-    assertDigest(digest);
-    if (attempt !== undefined) assertAttempt(attempt);
-    const queries = this.#open();
-    const statement =
-      attempt === undefined
-        ? queries.release.bind({ id: key, fingerprint: digest })
-        : queries.releaseFenced.bind({ id: key, fingerprint: digest, attempt });
-    return (await this.#write(statement)).rowsAffected === 1;
-  }
-
-  /** {@inheritDoc IdempotencyStore.get} */
-  async get(key: string): Promise<IdempotencyRecord<T> | null> {
-    assertKey(key);
-    const [row] = rowsOf<KeyRow>(await this.#read(this.#open().get.bind({ id: key })));
-    return row === undefined ? null : toRecord<T>(row);
-  }
-
-  /** {@inheritDoc IdempotencyStore.retentionCycle} */
-  async retentionCycle(key: string): Promise<boolean> {
-    assertKey(key);
-    const { first, purgeAt, second } = RETENTION_CYCLE;
-    await this.reserve(key, first.digest, first.expires);
-    await this.finish(key, first.digest, first.response as T);
-    await this.purge(purgeAt);
-    return this.reserve(key, second.digest, second.expires);
-  }
-
-  /** {@inheritDoc IdempotencyStore.close} */
-  async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    if (this.#closeConnection) this.#db.$client.close();
+  override purge(now: number, limit?: number): Promise<string[]> {
+    return super.purge(now, limit);
   }
 }
