@@ -1,45 +1,22 @@
 import { and, asc, eq, gt, inArray, isNotNull, isNull, lte, or, type SQL, sql } from 'drizzle-orm';
 import type { MySql2Database } from 'drizzle-orm/mysql2';
 import {
-  InvalidDigestError,
-  InvalidKeyError,
-  InvalidOptionError,
-  StoreClosedError,
-} from '../core/errors.js';
-import { parseResponse, serializeResponse } from '../core/json.js';
-import {
-  acquiredOutcome,
-  assertAttempt,
-  existingOutcome,
-  leaseDeadline,
-  pendingLimit,
-  toPendingKey,
-} from '../core/lease.js';
-import { compareKeys } from '../core/order.js';
-import { type KeyRow, toRecord } from '../core/record.js';
-import { RETENTION_CYCLE } from '../core/retention-cycle.js';
-import { countByStatus, KeyStatus } from '../core/status.js';
+  AsyncIdempotencyStore,
+  type KeyStatements,
+  type PendingQuery,
+} from '../core/async-store.js';
+import { InvalidDigestError, InvalidKeyError, InvalidOptionError } from '../core/errors.js';
+import { pendingLimit } from '../core/lease.js';
+import type { KeyRow } from '../core/record.js';
+import { KeyStatus } from '../core/status.js';
 import type {
   AcquireOptions,
   AcquireResult,
-  IdempotencyRecord,
   LeasedIdempotencyStore,
-  LeaseStats,
-  PendingKey,
   PendingKeysOptions,
-  ReleasePendingResult,
-  StatusCounts,
 } from '../core/store.js';
 import { retentionIndexName } from '../core/table-name.js';
-import {
-  assertDigest,
-  assertIntegerOption,
-  assertKey,
-  assertLimit,
-  assertTime,
-  DEFAULT_LIMIT,
-  MAX_BATCH_SIZE,
-} from '../core/validation.js';
+import { assertTime } from '../core/validation.js';
 import { compileMysqlStatement, type WriteHeader } from './compile.js';
 import { ER_DUP_ENTRY, mysqlErrno, retryDeadlocks } from './errors.js';
 import {
@@ -73,14 +50,19 @@ function assertStorable(value: string, what: 'key' | 'digest'): void {
   throw what === 'key' ? new InvalidKeyError(message) : new InvalidDigestError(message);
 }
 
-function checkKey(key: unknown): asserts key is string {
-  assertKey(key);
-  assertStorable(key, 'key');
-}
-
-function checkDigest(digest: unknown): asserts digest is string {
-  assertDigest(digest);
-  assertStorable(digest, 'digest');
+// Stricter than the other dialects: options that are not an object, or a `stale` that is not a
+// boolean, are refused instead of read loosely.
+function readPendingOptions(options: PendingKeysOptions): PendingQuery {
+  if (typeof options !== 'object' || options === null) {
+    throw new InvalidOptionError('pendingKeys takes { now, stale?, limit? }');
+  }
+  const { now, stale = false } = options;
+  assertTime(now, 'now');
+  const limit = pendingLimit(options.limit);
+  if (typeof stale !== 'boolean') {
+    throw new InvalidOptionError(`stale must be a boolean, got ${typeof stale}`);
+  }
+  return { now, stale, limit };
 }
 
 // drizzle answers a write in a transaction with mysql2's [header, fields].
@@ -245,6 +227,145 @@ function prepareQueries(db: AnyMysqlDatabase, keys: MysqlKeysTable) {
   };
 }
 
+interface MysqlContext {
+  readonly db: AnyMysqlDatabase;
+  readonly table: MysqlKeysTable;
+  readonly retentionIndex: string;
+  readonly onClose: (() => unknown) | undefined;
+}
+
+// Locks up to `limit` expired answers (skipping rows other transactions hold), deletes them with
+// the predicate repeated, and returns their ids: one READ COMMITTED transaction, retried whole
+// if it is a deadlock victim.
+function deleteExpired(
+  { db, table: keys, retentionIndex }: MysqlContext,
+  now: number,
+  limit: number,
+  order: 'id' | 'index',
+): Promise<{ id: string }[]> {
+  const isExpiredAnswer = and(eq(keys.status, KeyStatus.done), lte(keys.expires, now));
+  const orderBy: SQL[] = order === 'id' ? [asc(keys.id)] : [asc(keys.expires), asc(keys.id)];
+  return retryDeadlocks(() =>
+    db.transaction(
+      async (tx) => {
+        const candidates = await tx
+          .select({ id: keys.id })
+          // Index order reads the start of the retention index range and stops after `limit`
+          // rows: no batch sorts the backlog, so a sweep stays linear in it.
+          .from(keys, order === 'index' ? { forceIndex: retentionIndex } : undefined)
+          .where(isExpiredAnswer)
+          .orderBy(...orderBy)
+          .limit(limit)
+          .for('update', { skipLocked: true });
+        if (candidates.length === 0) return candidates;
+        const ids = candidates.map((row) => row.id);
+        const result = await tx.delete(keys).where(and(inArray(keys.id, ids), isExpiredAnswer));
+        if (affected(result) !== ids.length) {
+          throw new Error(
+            `purge locked ${ids.length} rows but deleted ${affected(result)}: rolled back`,
+          );
+        }
+        return candidates;
+      },
+      { isolationLevel: 'read committed' },
+    ),
+  );
+}
+
+// Drizzle reads the lease column under its property name; the common row names it as the column.
+async function readRow(
+  queries: ReturnType<typeof prepareQueries>,
+  id: string,
+): Promise<KeyRow | undefined> {
+  const [row] = await queries.get.execute({ id });
+  return row && { ...row, lease_until: row.leaseUntil };
+}
+
+function mysqlStatements(
+  context: MysqlContext,
+  queries: ReturnType<typeof prepareQueries>,
+): KeyStatements {
+  const { db, table: keys } = context;
+  return {
+    // A duplicate key is the `false` answer of reserve: the row exists.
+    reserve: async (id, fingerprint, expires) => {
+      try {
+        await retryDeadlocks(() => queries.reserve({ id, fingerprint, expires }));
+        return 1;
+      } catch (error) {
+        if (mysqlErrno(error) === ER_DUP_ENTRY) return 0;
+        throw error;
+      }
+    },
+    finish: async (id, fingerprint, response) =>
+      (await retryDeadlocks(() => queries.finish({ id, fingerprint, response }))).affectedRows,
+    finishFenced: async (id, fingerprint, response, attempt) =>
+      (await retryDeadlocks(() => queries.finishFenced({ id, fingerprint, response, attempt })))
+        .affectedRows,
+    release: async (id, fingerprint) =>
+      (await retryDeadlocks(() => queries.release({ id, fingerprint }))).affectedRows,
+    releaseFenced: async (id, fingerprint, attempt) =>
+      (await retryDeadlocks(() => queries.releaseFenced({ id, fingerprint, attempt })))
+        .affectedRows,
+    renew: async (id, fingerprint, attempt, leaseUntil) =>
+      (await retryDeadlocks(() => queries.renew({ id, fingerprint, attempt, leaseUntil })))
+        .affectedRows,
+    markUnrecorded: async (id, fingerprint, attempt) =>
+      affected(
+        await retryDeadlocks(() => queries.markUnrecorded.execute({ id, fingerprint, attempt })),
+      ),
+    acquire: async (id, fingerprint, { expires, now, leaseUntil }) => {
+      try {
+        await retryDeadlocks(() => queries.acquireInsert({ id, fingerprint, expires, leaseUntil }));
+        return { attempt: 1 };
+      } catch (error) {
+        if (mysqlErrno(error) !== ER_DUP_ENTRY) throw error;
+      }
+      const taken = await retryDeadlocks(() =>
+        queries.takeOver({ id, fingerprint, expires, leaseUntil, now }),
+      );
+      if (taken.affectedRows === 1) return { attempt: taken.insertId };
+      return { row: await readRow(queries, id) };
+    },
+    pendingKeys: async ({ now, stale, limit }) => {
+      // What an operator should look at: a lapsed lease, an unrecorded row, or a row without a
+      // lease past its retention deadline (see isStale).
+      const needsLook = or(
+        eq(keys.unrecorded, true),
+        lte(keys.leaseUntil, now),
+        and(isNull(keys.leaseUntil), lte(keys.expires, now)),
+      );
+      const rows = await db
+        .select()
+        .from(keys)
+        .where(and(eq(keys.status, KeyStatus.pending), stale ? needsLook : undefined))
+        .orderBy(asc(keys.id))
+        .limit(limit);
+      return rows.map((row) => ({ ...row, lease_until: row.leaseUntil }));
+    },
+    // One conditional DELETE decides; the row is read only to say why nothing was deleted.
+    releasePending: async (id, fingerprint) => {
+      const result = await retryDeadlocks(() =>
+        fingerprint === undefined
+          ? queries.releasePending.execute({ id })
+          : queries.releasePendingOf.execute({ id, fingerprint }),
+      );
+      if (affected(result) === 1) return { released: true };
+      return { released: false, row: await readRow(queries, id) };
+    },
+    fetch: async (id, now) => (await queries.fetch({ id, now }))[0]?.response,
+    get: (id) => readRow(queries, id),
+    expired: (now, limit) => queries.expired.execute({ now, limit }),
+    purge: (now, limit) => deleteExpired(context, now, limit, 'id'),
+    sweepBatch: async (now, limit) => (await deleteExpired(context, now, limit, 'index')).length,
+    counts: () => queries.counts.execute(),
+    stats: (now) => queries.stats.execute({ now }),
+    close: () => context.onClose?.(),
+    assertStorable,
+    readPendingOptions,
+  };
+}
+
 /**
  * The idempotency store on MySQL (8.0 or later) and MariaDB (10.6 or later), over drizzle's
  * mysql2 driver, usually on a pool. The table must exist: use `openMysqlStore`, or
@@ -292,13 +413,11 @@ function prepareQueries(db: AnyMysqlDatabase, keys: MysqlKeysTable) {
  * await store.fetch('order-42', now); // { receipt: 1 }
  * ```
  */
-export class MysqlIdempotencyStore<T = unknown> implements LeasedIdempotencyStore<T> {
+export class MysqlIdempotencyStore<T = unknown>
+  extends AsyncIdempotencyStore<T>
+  implements LeasedIdempotencyStore<T>
+{
   readonly #db: AnyMysqlDatabase;
-  readonly #table: MysqlKeysTable;
-  readonly #retentionIndex: string;
-  readonly #queries: ReturnType<typeof prepareQueries>;
-  readonly #onClose: (() => unknown) | undefined;
-  #closed = false;
 
   /**
    * @param db - a drizzle mysql2 database; the store shares its connections
@@ -306,101 +425,19 @@ export class MysqlIdempotencyStore<T = unknown> implements LeasedIdempotencyStor
    */
   constructor(db: AnyMysqlDatabase, options: MysqlStoreOptions = {}) {
     const { table, name } = resolveMysqlTable(options);
+    const context = {
+      db,
+      table,
+      retentionIndex: retentionIndexName(name),
+      onClose: options.onClose,
+    };
+    super(mysqlStatements(context, prepareQueries(db, table)));
     this.#db = db;
-    this.#table = table;
-    this.#retentionIndex = retentionIndexName(name);
-    this.#queries = prepareQueries(db, this.#table);
-    this.#onClose = options.onClose;
   }
 
   /** The drizzle database the store runs on. */
   get db(): AnyMysqlDatabase {
     return this.#db;
-  }
-
-  #open(): ReturnType<typeof prepareQueries> {
-    if (this.#closed) throw new StoreClosedError();
-    return this.#queries;
-  }
-
-  /** {@inheritDoc IdempotencyStore.reserve} */
-  async reserve(key: string, digest: string, expires: number): Promise<boolean> {
-    checkKey(key);
-    checkDigest(digest);
-    assertTime(expires, 'expires');
-    const { reserve } = this.#open();
-    try {
-      await retryDeadlocks(() => reserve({ id: key, fingerprint: digest, expires }));
-      return true;
-    } catch (error) {
-      if (mysqlErrno(error) === ER_DUP_ENTRY) return false;
-      throw error;
-    }
-  }
-
-  /** {@inheritDoc LeasedIdempotencyStore.finish} */
-  async finish(key: string, digest: string, response: T, attempt?: number): Promise<boolean> {
-    checkKey(key);
-    checkDigest(digest);
-    if (attempt !== undefined) assertAttempt(attempt);
-    const text = serializeResponse(response);
-    const { finish, finishFenced } = this.#open();
-    const values = { id: key, fingerprint: digest, response: text };
-    const result = await retryDeadlocks(() =>
-      attempt === undefined ? finish(values) : finishFenced({ ...values, attempt }),
-    );
-    return result.affectedRows === 1;
-  }
-
-  /** {@inheritDoc IdempotencyStore.fetch} */
-  async fetch(key: string, now: number): Promise<T | null> {
-    checkKey(key);
-    assertTime(now, 'now');
-    const [row] = await this.#open().fetch({ id: key, now });
-    return row?.response == null ? null : parseResponse<T>(row.response);
-  }
-
-  /** {@inheritDoc IdempotencyStore.expired} */
-  async expired(now: number, limit: number = DEFAULT_LIMIT): Promise<string[]> {
-    assertLimit(limit);
-    assertTime(now, 'now');
-    const rows = await this.#open().expired.execute({ now, limit });
-    return rows.map((row) => row.id);
-  }
-
-  // Locks up to `limit` expired answers (skipping rows other transactions hold), deletes them with
-  // the predicate repeated, and returns their ids: one READ COMMITTED transaction, retried whole
-  // if it is a deadlock victim.
-  #deleteExpired(now: number, limit: number, order: 'id' | 'index'): Promise<string[]> {
-    this.#open();
-    const keys = this.#table;
-    const isExpiredAnswer = and(eq(keys.status, KeyStatus.done), lte(keys.expires, now));
-    const orderBy: SQL[] = order === 'id' ? [asc(keys.id)] : [asc(keys.expires), asc(keys.id)];
-    return retryDeadlocks(() =>
-      this.#db.transaction(
-        async (tx) => {
-          const candidates = tx
-            .select({ id: keys.id })
-            // Index order reads the start of the retention index range and stops after `limit`
-            // rows: no batch sorts the backlog, so a sweep stays linear in it.
-            .from(keys, order === 'index' ? { forceIndex: this.#retentionIndex } : undefined)
-            .where(isExpiredAnswer)
-            .orderBy(...orderBy)
-            .limit(limit)
-            .for('update', { skipLocked: true });
-          const ids = (await candidates).map((row) => row.id);
-          if (ids.length === 0) return ids;
-          const result = await tx.delete(keys).where(and(inArray(keys.id, ids), isExpiredAnswer));
-          if (affected(result) !== ids.length) {
-            throw new Error(
-              `purge locked ${ids.length} rows but deleted ${affected(result)}: rolled back`,
-            );
-          }
-          return ids;
-        },
-        { isolationLevel: 'read committed' },
-      ),
-    );
   }
 
   /**
@@ -410,62 +447,8 @@ export class MysqlIdempotencyStore<T = unknown> implements LeasedIdempotencyStor
    * `FOR UPDATE SKIP LOCKED`, deleted with the predicate repeated, and returned in byte order.
    * Rows another purger holds are skipped, not waited for.
    */
-  async purge(now: number, limit: number = DEFAULT_LIMIT): Promise<string[]> {
-    assertLimit(limit);
-    assertTime(now, 'now');
-    return (await this.#deleteExpired(now, limit, 'id')).sort(compareKeys);
-  }
-
-  /** {@inheritDoc IdempotencyStore.counts} */
-  async counts(): Promise<StatusCounts> {
-    return countByStatus(await this.#open().counts.execute());
-  }
-
-  /** {@inheritDoc IdempotencyStore.sweepBatch} */
-  async sweepBatch(now: number, batchSize: number): Promise<number> {
-    assertIntegerOption(batchSize, 'batchSize', 1, MAX_BATCH_SIZE);
-    assertTime(now, 'now');
-    return (await this.#deleteExpired(now, batchSize, 'index')).length;
-  }
-
-  /** {@inheritDoc LeasedIdempotencyStore.stats} */
-  async stats(now: number): Promise<LeaseStats> {
-    assertTime(now, 'now');
-    const rows = await this.#open().stats.execute({ now });
-    const pending = rows.find((row) => row.status === KeyStatus.pending);
-    const past = countByStatus(rows.map((row) => ({ status: row.status, count: row.past })));
-    return {
-      ...countByStatus(rows),
-      expired: past.done,
-      stalePending: past.pending,
-      lapsed: Number(pending?.lapsed ?? 0),
-      unrecorded: Number(pending?.unrecorded ?? 0),
-    };
-  }
-
-  /** {@inheritDoc LeasedIdempotencyStore.release} */
-  async release(key: string, digest: string, attempt?: number): Promise<boolean> {
-    checkKey(key);
-    checkDigest(digest);
-    if (attempt !== undefined) assertAttempt(attempt);
-    const { release, releaseFenced } = this.#open();
-    const values = { id: key, fingerprint: digest };
-    const result = await retryDeadlocks(() =>
-      attempt === undefined ? release(values) : releaseFenced({ ...values, attempt }),
-    );
-    return result.affectedRows === 1;
-  }
-
-  /** {@inheritDoc IdempotencyStore.get} */
-  async get(key: string): Promise<IdempotencyRecord<T> | null> {
-    checkKey(key);
-    const row = await this.#row(key);
-    return row ? toRecord<T>(row) : null;
-  }
-
-  async #row(key: string): Promise<KeyRow | undefined> {
-    const [row] = await this.#open().get.execute({ id: key });
-    return row && { ...row, lease_until: row.leaseUntil };
+  override purge(now: number, limit?: number): Promise<string[]> {
+    return super.purge(now, limit);
   }
 
   /**
@@ -477,115 +460,11 @@ export class MysqlIdempotencyStore<T = unknown> implements LeasedIdempotencyStor
    * statement, so of concurrent contenders exactly one acquires. A row deleted between the steps
    * (released, purged) makes the caller try the insert again.
    */
-  async acquire(key: string, digest: string, options: AcquireOptions): Promise<AcquireResult<T>> {
-    checkKey(key);
-    checkDigest(digest);
-    const leaseUntil = leaseDeadline(options);
-    const { expires, now } = options;
-    const { acquireInsert, takeOver } = this.#open();
-    for (;;) {
-      try {
-        await retryDeadlocks(() =>
-          acquireInsert({ id: key, fingerprint: digest, expires, leaseUntil }),
-        );
-        return acquiredOutcome(1, leaseUntil);
-      } catch (error) {
-        if (mysqlErrno(error) !== ER_DUP_ENTRY) throw error;
-      }
-      const taken = await retryDeadlocks(() =>
-        takeOver({ id: key, fingerprint: digest, expires, leaseUntil, now }),
-      );
-      if (taken.affectedRows === 1) return acquiredOutcome(taken.insertId, leaseUntil);
-      const row = await this.#row(key);
-      if (row !== undefined) return existingOutcome<T>(row, digest);
-    }
-  }
-
-  /** {@inheritDoc LeasedIdempotencyStore.renew} */
-  async renew(key: string, digest: string, attempt: number, leaseUntil: number): Promise<boolean> {
-    checkKey(key);
-    checkDigest(digest);
-    assertAttempt(attempt);
-    assertTime(leaseUntil, 'leaseUntil');
-    const { renew } = this.#open();
-    const result = await retryDeadlocks(() =>
-      renew({ id: key, fingerprint: digest, attempt, leaseUntil }),
-    );
-    return result.affectedRows === 1;
-  }
-
-  /** {@inheritDoc LeasedIdempotencyStore.markUnrecorded} */
-  async markUnrecorded(key: string, digest: string, attempt: number): Promise<boolean> {
-    checkKey(key);
-    checkDigest(digest);
-    assertAttempt(attempt);
-    const { markUnrecorded } = this.#open();
-    const result = await retryDeadlocks(() =>
-      markUnrecorded.execute({ id: key, fingerprint: digest, attempt }),
-    );
-    return affected(result) === 1;
-  }
-
-  /** {@inheritDoc LeasedIdempotencyStore.pendingKeys} */
-  async pendingKeys(options: PendingKeysOptions): Promise<PendingKey[]> {
-    if (typeof options !== 'object' || options === null) {
-      throw new InvalidOptionError('pendingKeys takes { now, stale?, limit? }');
-    }
-    const { now, stale = false } = options;
-    assertTime(now, 'now');
-    const limit = pendingLimit(options.limit);
-    if (typeof stale !== 'boolean') {
-      throw new InvalidOptionError(`stale must be a boolean, got ${typeof stale}`);
-    }
-    this.#open();
-    const keys = this.#table;
-    // What an operator should look at: a lapsed lease, an unrecorded row, or a row without a
-    // lease past its retention deadline (see isStale).
-    const needsLook = or(
-      eq(keys.unrecorded, true),
-      lte(keys.leaseUntil, now),
-      and(isNull(keys.leaseUntil), lte(keys.expires, now)),
-    );
-    const rows = await this.#db
-      .select()
-      .from(keys)
-      .where(and(eq(keys.status, KeyStatus.pending), stale ? needsLook : undefined))
-      .orderBy(asc(keys.id))
-      .limit(limit);
-    return rows.map((row) => toPendingKey({ ...row, lease_until: row.leaseUntil }, now));
-  }
-
-  /** {@inheritDoc LeasedIdempotencyStore.releasePending} */
-  async releasePending(key: string, fingerprint?: string): Promise<ReleasePendingResult> {
-    checkKey(key);
-    if (fingerprint !== undefined) checkDigest(fingerprint);
-    const { releasePending, releasePendingOf } = this.#open();
-    // One conditional DELETE decides; the row is read only to say why nothing was deleted.
-    const result = await retryDeadlocks(() =>
-      fingerprint === undefined
-        ? releasePending.execute({ id: key })
-        : releasePendingOf.execute({ id: key, fingerprint }),
-    );
-    if (affected(result) === 1) return 'released';
-    const row = await this.#row(key);
-    if (row === undefined) return 'missing';
-    return row.status === KeyStatus.done ? 'done' : 'mismatch';
-  }
-
-  /** {@inheritDoc IdempotencyStore.retentionCycle} */
-  async retentionCycle(key: string): Promise<boolean> {
-    checkKey(key);
-    const { first, purgeAt, second } = RETENTION_CYCLE;
-    await this.reserve(key, first.digest, first.expires);
-    await this.finish(key, first.digest, first.response as T);
-    await this.purge(purgeAt);
-    return this.reserve(key, second.digest, second.expires);
-  }
-
-  /** {@inheritDoc IdempotencyStore.close} */
-  async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    await this.#onClose?.();
+  override acquire(
+    key: string,
+    digest: string,
+    options: AcquireOptions,
+  ): Promise<AcquireResult<T>> {
+    return super.acquire(key, digest, options);
   }
 }
