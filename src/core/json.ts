@@ -9,57 +9,80 @@ export type JsonValue =
   | JsonValue[]
   | { [key: string]: JsonValue };
 
-function childPath(path: string, key: string): string {
-  return /^[A-Za-z_$][\w$]*$/.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`;
+// One segment of the way from the root to a value: an object key or an array index.
+type Segment = string | number;
+
+function formatPath(segments: readonly Segment[]): string {
+  let path = '$';
+  for (const segment of segments) {
+    if (typeof segment === 'number') path += `[${segment}]`;
+    else
+      path += /^[A-Za-z_$][\w$]*$/.test(segment) ? `.${segment}` : `[${JSON.stringify(segment)}]`;
+  }
+  return path;
 }
 
 // JSON.stringify never fails loudly on the values that matter here: it drops `undefined` and
 // functions, writes NaN as null, empties Maps and fills array holes. A stored answer must replay
 // exactly what was given, so every such value is refused before anything is written.
-function check(value: unknown, path: string, ancestors: Set<object>): void {
+// The walk runs on every stored answer, so it keeps the way down as a stack of segments and only
+// turns it into a path string for the error; `ancestors` holds the objects being walked, to refuse
+// a cycle (the stack is as deep as the nesting, which real answers keep shallow).
+function check(value: unknown, segments: Segment[], ancestors: object[]): void {
   switch (typeof value) {
     case 'string':
     case 'boolean':
       return;
     case 'number':
-      if (!Number.isFinite(value)) throw new UnserializableResponseError(path, String(value));
+      if (!Number.isFinite(value)) {
+        throw new UnserializableResponseError(formatPath(segments), String(value));
+      }
       return;
     case 'undefined':
     case 'function':
     case 'symbol':
     case 'bigint':
-      throw new UnserializableResponseError(path, `a value of type ${typeof value}`);
+      throw new UnserializableResponseError(
+        formatPath(segments),
+        `a value of type ${typeof value}`,
+      );
   }
   if (value === null) return;
   const object = value as object;
-  if (ancestors.has(object)) throw new UnserializableResponseError(path, 'a circular reference');
+  if (ancestors.includes(object)) {
+    throw new UnserializableResponseError(formatPath(segments), 'a circular reference');
+  }
+  ancestors.push(object);
   const toJSON = (object as { toJSON?: unknown }).toJSON;
   if (typeof toJSON === 'function') {
-    ancestors.add(object);
-    check(toJSON.call(object, ''), path, ancestors);
-    ancestors.delete(object);
-    return;
-  }
-  ancestors.add(object);
-  if (Array.isArray(object)) {
+    check(toJSON.call(object, ''), segments, ancestors);
+  } else if (Array.isArray(object)) {
     for (let index = 0; index < object.length; index++) {
-      if (!(index in object)) throw new UnserializableResponseError(`${path}[${index}]`, 'a hole');
-      check(object[index], `${path}[${index}]`, ancestors);
+      const item: unknown = object[index];
+      segments.push(index);
+      if (item === undefined && !(index in object)) {
+        throw new UnserializableResponseError(formatPath(segments), 'a hole');
+      }
+      check(item, segments, ancestors);
+      segments.pop();
     }
   } else {
     const proto = Object.getPrototypeOf(object);
     if (proto !== Object.prototype && proto !== null) {
       const name = (object.constructor as { name?: string } | undefined)?.name ?? 'unknown';
-      throw new UnserializableResponseError(path, `an instance of ${name}`);
+      throw new UnserializableResponseError(formatPath(segments), `an instance of ${name}`);
     }
     if (Object.getOwnPropertySymbols(object).length > 0) {
-      throw new UnserializableResponseError(path, 'a symbol-keyed property');
+      throw new UnserializableResponseError(formatPath(segments), 'a symbol-keyed property');
     }
-    for (const [key, child] of Object.entries(object)) {
-      check(child, childPath(path, key), ancestors);
+    const record = object as Record<string, unknown>;
+    for (const key of Object.keys(record)) {
+      segments.push(key);
+      check(record[key], segments, ancestors);
+      segments.pop();
     }
   }
-  ancestors.delete(object);
+  ancestors.pop();
 }
 
 /**
@@ -76,7 +99,7 @@ function check(value: unknown, path: string, ancestors: Set<object>): void {
  */
 export function serializeResponse(response: unknown): string {
   try {
-    check(response, '$', new Set());
+    check(response, [], []);
     return JSON.stringify(response);
   } catch (error) {
     // Nesting deeper than the call stack (a few thousand levels) overflows it: a hostile body,
