@@ -3,7 +3,13 @@ import { BodyRefusedError } from './problems.js';
 import type { IdempotentRequest } from './request.js';
 import { utf8Text } from './response.js';
 
-type Item = { readonly text: string } | { readonly value: unknown } | { readonly leave: object };
+// What an entry of the walk's stack holds (kept in two parallel arrays, so the walk allocates
+// nothing per value): text to write as is, a value to write, or an object whose members are all
+// written, leaving the ancestors' set.
+const TEXT = 0;
+const VALUE = 1;
+const LEAVE = 2;
+type Entry = typeof TEXT | typeof VALUE | typeof LEAVE;
 
 function refuse(reason: string): never {
   throw new BodyRefusedError(`the request body cannot be fingerprinted: ${reason}`);
@@ -28,56 +34,79 @@ function omitted(value: unknown): boolean {
  * a cycle
  */
 export function canonicalJson(root: unknown): string {
-  const out: string[] = [];
+  let out = '';
   const ancestors = new Set<object>();
-  const stack: Item[] = [{ value: root }];
-  for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
-    if ('text' in item) {
-      out.push(item.text);
+  const entries: Entry[] = [VALUE];
+  const items: unknown[] = [root];
+  for (let entry = entries.pop(); entry !== undefined; entry = entries.pop()) {
+    const item = items.pop();
+    if (entry === TEXT) {
+      out += item as string;
       continue;
     }
-    if ('leave' in item) {
-      ancestors.delete(item.leave);
+    if (entry === LEAVE) {
+      ancestors.delete(item as object);
       continue;
     }
-    const value = resolved(item.value);
-    if (value === null || omitted(value)) {
-      out.push('null');
-    } else if (typeof value === 'number') {
-      if (!Number.isFinite(value)) refuse(`the number ${value} is not JSON`);
-      out.push(JSON.stringify(value));
-    } else if (typeof value === 'string' || typeof value === 'boolean') {
-      out.push(JSON.stringify(value));
-    } else if (typeof value === 'bigint') {
-      refuse('a BigInt is not JSON');
-    } else {
-      const object = value as object;
-      if (ancestors.has(object)) refuse('it contains a cycle');
-      ancestors.add(object);
-      stack.push({ leave: object });
-      if (Array.isArray(object)) {
-        stack.push({ text: ']' });
-        for (let index = object.length - 1; index >= 0; index--) {
-          stack.push({ value: object[index] });
-          if (index > 0) stack.push({ text: ',' });
+    const value = resolved(item);
+    switch (typeof value) {
+      case 'string':
+        out += JSON.stringify(value);
+        continue;
+      case 'number':
+        if (!Number.isFinite(value)) refuse(`the number ${value} is not JSON`);
+        // ECMAScript's Number::toString, which RFC 8785 prescribes (and -0 as 0).
+        out += String(value);
+        continue;
+      case 'boolean':
+        out += value ? 'true' : 'false';
+        continue;
+      case 'bigint':
+        refuse('a BigInt is not JSON');
+        break;
+      case 'undefined':
+      case 'function':
+      case 'symbol':
+        out += 'null';
+        continue;
+    }
+    if (value === null) {
+      out += 'null';
+      continue;
+    }
+    const object = value as object;
+    if (ancestors.has(object)) refuse('it contains a cycle');
+    ancestors.add(object);
+    entries.push(LEAVE);
+    items.push(object);
+    if (Array.isArray(object)) {
+      entries.push(TEXT);
+      items.push(']');
+      for (let index = object.length - 1; index >= 0; index--) {
+        entries.push(VALUE);
+        items.push(object[index]);
+        if (index > 0) {
+          entries.push(TEXT);
+          items.push(',');
         }
-        stack.push({ text: '[' });
-      } else {
-        const record = object as Record<string, unknown>;
-        const keys = Object.keys(record)
-          .filter((key) => !omitted(resolved(record[key])))
-          .sort();
-        stack.push({ text: '}' });
-        for (let index = keys.length - 1; index >= 0; index--) {
-          const key = keys[index] as string;
-          stack.push({ value: record[key] });
-          stack.push({ text: `${index > 0 ? ',' : ''}${JSON.stringify(key)}:` });
-        }
-        stack.push({ text: '{' });
       }
+      out += '[';
+    } else {
+      const record = object as Record<string, unknown>;
+      const keys = Object.keys(record)
+        .filter((key) => !omitted(resolved(record[key])))
+        .sort();
+      entries.push(TEXT);
+      items.push('}');
+      for (let index = keys.length - 1; index >= 0; index--) {
+        const key = keys[index] as string;
+        entries.push(VALUE, TEXT);
+        items.push(record[key], `${index > 0 ? ',' : ''}${JSON.stringify(key)}:`);
+      }
+      out += '{';
     }
   }
-  return out.join('');
+  return out;
 }
 
 /** A request body as the fingerprint sees it: nothing, a JSON value, or bytes that are not JSON. */
