@@ -183,6 +183,22 @@ export async function cyclesPerSecond(cycle: Cycle, count: number, inFlight: num
   return count / ((nowMs() - start) / 1000);
 }
 
+/**
+ * CPU microseconds per cycle with 32 in flight, over one run of `count` cycles: this process's
+ * (user and system, every thread) and the Redis server's. Long runs, since the server's CPU time
+ * is counted in 10 ms ticks.
+ */
+async function cpuPerCycle(cycle: Cycle, redis: BenchRedis, count: number) {
+  const node = process.cpuUsage();
+  const server = redis.cpuSeconds();
+  await cyclesPerSecond(cycle, count, 32);
+  const used = process.cpuUsage(node);
+  return {
+    node: (used.user + used.system) / count,
+    redis: ((redis.cpuSeconds() - server) * 1e6) / count,
+  };
+}
+
 interface Round {
   readonly redis: RedisDurability;
   readonly sqlite: Synchronous;
@@ -190,6 +206,8 @@ interface Round {
   readonly prefix: string;
   readonly count: number;
   readonly rounds: number;
+  /** Cycles of the one long run per side that measures CPU time. */
+  readonly cpuCycles: number;
 }
 
 async function measureRound(round: Round, dir: string) {
@@ -221,6 +239,13 @@ async function measureRound(round: Round, dir: string) {
       theirs: () => cyclesPerSecond(powertools.cycle, count, 32),
     });
     const roundTrip = await powertools.roundTripMicros(count);
+    // Where each side's CPU goes with 32 in flight: ours all in this process; the peers' split
+    // between this process and the Redis server, which runs on the other core.
+    const cpu = {
+      ours: await cpuPerCycle(ours.cycle, redis, round.cpuCycles),
+      nodeIdem: await cpuPerCycle(nodeIdem.cycle, redis, round.cpuCycles),
+      powertools: await cpuPerCycle(powertools.cycle, redis, round.cpuCycles),
+    };
     const metrics: Record<string, Metric> = {
       [`${prefix}cycle1.vsBare`]: pairedRatio({ ours: one.ours, theirs: one.bare }),
       [`${prefix}cycle1.vsNodeIdempotencyRedis`]: pairedRatio(one),
@@ -240,6 +265,11 @@ async function measureRound(round: Round, dir: string) {
       [`${prefix}cycle32.perSec.oursBesidePowertools`]: median(manyPowertools.ours),
       [`${prefix}cycle32.perSec.powertoolsRedis`]: median(manyPowertools.theirs),
       [`${prefix}redis.roundTripMicros`]: roundTrip,
+      [`${prefix}cycle32.cpuMicrosPerCycle.ours`]: cpu.ours.node,
+      [`${prefix}cycle32.cpuMicrosPerCycle.nodeIdempotencyNode`]: cpu.nodeIdem.node,
+      [`${prefix}cycle32.cpuMicrosPerCycle.nodeIdempotencyRedis`]: cpu.nodeIdem.redis,
+      [`${prefix}cycle32.cpuMicrosPerCycle.powertoolsNode`]: cpu.powertools.node,
+      [`${prefix}cycle32.cpuMicrosPerCycle.powertoolsRedis`]: cpu.powertools.redis,
     };
     return { metrics, details };
   } finally {
@@ -261,13 +291,21 @@ async function measureRound(round: Round, dir: string) {
 export async function peers({ quick }: BenchSize): Promise<GroupResult> {
   const { dir, cleanup } = benchDir();
   const rounds: Round[] = [
-    { redis: 'none', sqlite: 'NORMAL', prefix: 'peer.', count: 400, rounds: quick ? 9 : 31 },
+    {
+      redis: 'none',
+      sqlite: 'NORMAL',
+      prefix: 'peer.',
+      count: 400,
+      rounds: quick ? 9 : 31,
+      cpuCycles: quick ? 5_000 : 20_000,
+    },
     {
       redis: 'everysec',
       sqlite: 'NORMAL',
       prefix: 'peer.aofEverysec.',
       count: 400,
       rounds: quick ? 5 : 15,
+      cpuCycles: quick ? 5_000 : 20_000,
     },
     // An fsync per write: far fewer cycles a second, so smaller blocks.
     {
@@ -276,6 +314,7 @@ export async function peers({ quick }: BenchSize): Promise<GroupResult> {
       prefix: 'peer.aofAlways.',
       count: 100,
       rounds: quick ? 3 : 9,
+      cpuCycles: quick ? 1_000 : 4_000,
     },
   ];
   try {

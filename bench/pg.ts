@@ -177,6 +177,7 @@ export async function pgOps({ quick }: BenchSize): Promise<GroupResult> {
         'pg.finish.ratio': pairedRatio(finish),
         'pg.fetch.ratio': pairedRatio(fetch),
         'pg.purge100.backlogScale': ratioOfMedians(purge.large, purge.small),
+        'pg.purge100.deleteFloorScale': ratioOfMedians(purge.deleteLarge, purge.deleteSmall),
         'pg.acquire.vsReserve': pairedRatio(lease),
       },
       details: {
@@ -190,6 +191,8 @@ export async function pgOps({ quick }: BenchSize): Promise<GroupResult> {
         'pg.acquire.opsPerSec.reserve': median(lease.theirs),
         'pg.purge100.ms.smallBacklog': median(purge.small),
         'pg.purge100.ms.largeBacklog': median(purge.large),
+        'pg.purge100.ms.plainDelete.smallBacklog': median(purge.deleteSmall),
+        'pg.purge100.ms.plainDelete.largeBacklog': median(purge.deleteLarge),
         'pg.purge100.tableRows': purge.rows,
         'pg.purge100.backlog.small': purge.backlogs[0],
         'pg.purge100.backlog.large': purge.backlogs[1],
@@ -223,7 +226,8 @@ async function seedPg(pool: pg.Pool, schema: string, count: number, kind: 'expir
 
 /**
  * purge(100) latency with a small and a large expired backlog, each in a table of the same total
- * size, alternating; each round re-adds the rows the previous round's purges removed.
+ * size, alternating; each round re-adds the rows the previous round's purges removed. Beside each
+ * purge, a plain DELETE of 100 ids of the same backlog: what deleting those rows costs by itself.
  */
 async function purgeBacklogs(pool: pg.Pool, quick: boolean) {
   const rows = quick ? 200_000 : 1_000_000;
@@ -240,15 +244,34 @@ async function purgeBacklogs(pool: pg.Pool, quick: boolean) {
       await seedPg(pool, schema, backlog, 'expired');
       await pool.query(`VACUUM ANALYZE "${schema}".keys`);
     }
-    const times = { small: [] as number[], large: [] as number[] };
+    const times = {
+      small: [] as number[],
+      large: [] as number[],
+      deleteSmall: [] as number[],
+      deleteLarge: [] as number[],
+    };
     const side = (index: 0 | 1) => async (round: number) => {
       const store = stores[index] as PgIdempotencyStore<unknown>;
-      if (round > 0) await seedPg(pool, schemas[index] as string, purgesPerRound * 100, 'expired');
+      const schema = schemas[index] as string;
+      if (round > 0) await seedPg(pool, schema, purgesPerRound * 100, 'expired');
       for (let i = 0; i < purgesPerRound; i++) {
         const start = nowMs();
         const deleted = await store.purge(SEEDED_NOW, 100);
         (index === 0 ? times.small : times.large).push(nowMs() - start);
         check(deleted.length === 100, 'pg purge');
+      }
+      // The floor: the same kind of 100 ids (the store picks them, untimed) deleted by one plain
+      // statement, on rows of their own so the purges above keep their backlog.
+      await seedPg(pool, schema, purgesPerRound * 100, 'expired');
+      for (let i = 0; i < purgesPerRound; i++) {
+        const ids = await store.expired(SEEDED_NOW, 100);
+        const start = nowMs();
+        const { rowCount } = await pool.query(
+          `DELETE FROM "${schema}".keys WHERE id = ANY($1::text[])`,
+          [ids],
+        );
+        (index === 0 ? times.deleteSmall : times.deleteLarge).push(nowMs() - start);
+        check(rowCount === 100, 'pg plain delete');
       }
       return 0;
     };

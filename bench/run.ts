@@ -121,7 +121,9 @@ async function main(): Promise<void> {
   }
   console.log('\nbehind the ratios:');
   for (const [name, value] of Object.entries(details)) console.log(`  ${name}: ${format(value)}`);
-  const output = fileURLToPath(new URL('./results.json', import.meta.url));
+  // `--out=<file>` keeps a partial or quick run from replacing the committed full run's figures.
+  const out = args.find((arg) => arg.startsWith('--out='))?.slice('--out='.length);
+  const output = out ?? fileURLToPath(new URL('./results.json', import.meta.url));
   const withTargets = Object.fromEntries(
     Object.entries(metrics).map(([name, metric]) => {
       const target = TARGETS[name];

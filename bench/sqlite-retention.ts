@@ -63,6 +63,21 @@ function purgeBatches(store: SqliteIdempotencyStore<unknown>, into: number[]): v
   }
 }
 
+// The floor of a purge: deleting the same 100 ids, handed over ready-made (the store picks them,
+// untimed), in one transaction of one plain statement. What this costs in each table is what the
+// pages the rows sit on cost, whatever chose them.
+// It brings its own rows (seeded untimed), so the purges of the round still find their backlog.
+function deleteBatches(path: string, store: SqliteIdempotencyStore<unknown>, into: number[]): void {
+  seedKeys(path, SMALL_BACKLOG, 'expired');
+  const client = store.db.$client;
+  const remove = client.prepare('DELETE FROM keys WHERE id IN (SELECT value FROM json_each(?))');
+  const removeAll = client.transaction((ids: string) => remove.run(ids).changes);
+  for (let i = 0; i < PURGES_PER_ROUND; i++) {
+    const ids = JSON.stringify(store.expired(SEEDED_NOW, 100));
+    into.push(timed(() => check(removeAll.immediate(ids) === 100, 'plain delete')));
+  }
+}
+
 /**
  * purge(100) latency: with the same 1,000-row backlog in a small and a big table; with a 1,000 and
  * a 100,000-row backlog in tables of the same big size; against a naive purge (index on `expires`,
@@ -97,6 +112,8 @@ export async function sqliteRetention({ quick }: BenchSize): Promise<GroupResult
       backlog: [] as number[],
       naive: [] as number[],
       sortedSelect: [] as number[],
+      deleteSmall: [] as number[],
+      deleteBig: [] as number[],
     };
     // The candidate query the store used before: the retention index's range, sorted by id. Only
     // selected, nothing deleted, on the large backlog: what choosing the plan per call saves.
@@ -115,6 +132,8 @@ export async function sqliteRetention({ quick }: BenchSize): Promise<GroupResult
         () => purgeBatches(stores.small, latencies.small),
         () => purgeBatches(stores.big, latencies.big),
         () => purgeBatches(stores.backlog, latencies.backlog),
+        () => deleteBatches(smallPath, stores.small, latencies.deleteSmall),
+        () => deleteBatches(bigPath, stores.big, latencies.deleteBig),
         () => {
           for (let i = 0; i < 3; i++) {
             latencies.sortedSelect.push(
@@ -155,6 +174,10 @@ export async function sqliteRetention({ quick }: BenchSize): Promise<GroupResult
         'sqlite.purge100.scale': ratioOfMedians(latencies.big, latencies.small),
         'sqlite.purge100.backlogScale': ratioOfMedians(latencies.backlog, latencies.big),
         'sqlite.purge100.vsNaive': ratioOfMedians(latencies.naive, latencies.big),
+        'sqlite.purge100.deleteFloorScale': ratioOfMedians(
+          latencies.deleteBig,
+          latencies.deleteSmall,
+        ),
         'sqlite.sweep.linearity': linearity,
         'sqlite.sweep.rowsPerSec': medianWithInterval(
           swept.double.map((ms) => (swept.backlog * 2) / (ms / 1000)),
@@ -166,6 +189,8 @@ export async function sqliteRetention({ quick }: BenchSize): Promise<GroupResult
         'sqlite.purge100.ms.bigLargeBacklog': median(latencies.backlog),
         'sqlite.purge100.ms.naive': median(latencies.naive),
         'sqlite.purge100.ms.sortedSelectLargeBacklog': median(latencies.sortedSelect),
+        'sqlite.purge100.ms.plainDelete.small': median(latencies.deleteSmall),
+        'sqlite.purge100.ms.plainDelete.big': median(latencies.deleteBig),
         'sqlite.purge100.walFrames.small': frames.small,
         'sqlite.purge100.walFrames.big': frames.big,
         'sqlite.purge100.walFrames.bigLargeBacklog': frames.backlog,

@@ -27,6 +27,8 @@ const WRITER_INTERVAL_MS = 1;
 const SETTLE_MS = 300;
 // A window in which nothing else writes: the writer's own p99, the floor of the others.
 const IDLE_MS = 2000;
+const DONE_INDEX = 'keys_done_id_expires_idx';
+const REBUILD_SETTLE_MS = 3000;
 
 interface Window {
   readonly start: number;
@@ -55,12 +57,12 @@ async function during(run: () => unknown): Promise<Window> {
   return { start, end };
 }
 
-type Side = 'sweep' | 'sweepLarge' | 'delete' | 'idle';
+type Side = 'sweep' | 'sweepLarge' | 'sweepNoDoneIndex' | 'delete' | 'idle';
 
 /**
  * While a second process reserves a key every millisecond, removes the same expired backlog once
- * by `sweep()` (batches of SWEEP_BATCH), once by `sweep()` in batches of LARGE_SWEEP_BATCH and once
- * by one `DELETE`, and compares the p99 latency of the writer's reserves in each window with its
+ * by `sweep()` (batches of SWEEP_BATCH), once by `sweep()` in batches of LARGE_SWEEP_BATCH, once
+ * by `sweep()` with the partial index of done rows dropped, and once by one `DELETE`, and compares the p99 latency of the writer's reserves in each window with its
  * p99 in a window of the same round in which nothing else runs. Then sweeps a 100k and a 1M
  * backlog in child processes and reports what each sweep added to its process's RSS.
  */
@@ -78,15 +80,30 @@ export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResu
       store.db.$client
         .prepare("DELETE FROM keys WHERE status = 'done' AND expires <= ?")
         .run(SEEDED_NOW);
+    // The partial index of done rows by id (migration 0002, for purge's id walk) is one more
+    // b-tree each swept row is deleted from, at a random place. The same sweep without it, in the
+    // same rounds, measures what that index costs the writer; it is put back after the window.
+    const doneIndexSql = store.db.$client
+      .prepare("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?")
+      .pluck()
+      .get(DONE_INDEX) as string;
     const remove: Record<Side, () => unknown> = {
       sweep: sweepAll(SWEEP_BATCH),
       sweepLarge: sweepAll(LARGE_SWEEP_BATCH),
+      sweepNoDoneIndex: sweepAll(SWEEP_BATCH),
       delete: singleDelete,
       idle: () => sleep(IDLE_MS),
     };
     const sides = Object.keys(remove) as Side[];
-    const p99: Record<Side, number[]> = { sweep: [], sweepLarge: [], delete: [], idle: [] };
-    const durations: Record<Side, number[]> = { sweep: [], sweepLarge: [], delete: [], idle: [] };
+    const samplesOf = (): Record<Side, number[]> => ({
+      sweep: [],
+      sweepLarge: [],
+      sweepNoDoneIndex: [],
+      delete: [],
+      idle: [],
+    });
+    const p99 = samplesOf();
+    const durations = samplesOf();
     for (let round = 0; round < rounds; round++) {
       const stopFile = join(dir, `stop-${round}`);
       const writer = startChild('writer.ts', [path, String(WRITER_INTERVAL_MS), stopFile]);
@@ -96,8 +113,15 @@ export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResu
       const order = sides.map((_, step) => sides[(round + step) % sides.length] as Side);
       for (const side of order) {
         // Seeding holds the write lock too; it happens outside every window.
+        if (side === 'sweepNoDoneIndex') store.db.$client.exec(`DROP INDEX ${DONE_INDEX}`);
         if (side !== 'idle') seedKeys(path, backlog, 'expired');
         windows[side] = await during(remove[side]);
+        if (side === 'sweepNoDoneIndex') {
+          store.db.$client.exec(doneIndexSql);
+          // Building the index held the writer up for a while: let it catch up before the next
+          // window opens.
+          await sleep(REBUILD_SETTLE_MS);
+        }
       }
       writeFileSync(stopFile, '');
       const samples = JSON.parse(lastLine(await writer.output)) as {
@@ -120,6 +144,10 @@ export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResu
           ours: p99.sweepLarge,
           theirs: p99.idle,
         }),
+        'sqlite.sweep.writerP99.withoutDoneIndexVsIdle': pairedRatio({
+          ours: p99.sweepNoDoneIndex,
+          theirs: p99.idle,
+        }),
         'sqlite.sweep.writerP99.singleDeleteVsIdle': pairedRatio({
           ours: p99.delete,
           theirs: p99.idle,
@@ -131,10 +159,12 @@ export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResu
       details: {
         'sqlite.sweep.writerP99.ms.sweep': median(p99.sweep),
         'sqlite.sweep.writerP99.ms.sweepLargeBatches': median(p99.sweepLarge),
+        'sqlite.sweep.writerP99.ms.sweepWithoutDoneIndex': median(p99.sweepNoDoneIndex),
         'sqlite.sweep.writerP99.ms.singleDelete': median(p99.delete),
         'sqlite.sweep.writerP99.ms.idle': median(p99.idle),
         'sqlite.sweep.window.ms.sweep': median(durations.sweep),
         'sqlite.sweep.window.ms.sweepLargeBatches': median(durations.sweepLarge),
+        'sqlite.sweep.window.ms.sweepWithoutDoneIndex': median(durations.sweepNoDoneIndex),
         'sqlite.sweep.window.ms.singleDelete': median(durations.delete),
         'sqlite.sweep.writerP99.backlog': backlog,
         'sqlite.sweep.writerP99.rounds': rounds,

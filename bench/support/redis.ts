@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,8 +11,21 @@ export type RedisDurability = 'none' | 'everysec' | 'always';
 export interface BenchRedis {
   readonly url: string;
   readonly durability: RedisDurability;
+  /** CPU seconds (user and system, all threads) the server has used since it started. */
+  cpuSeconds(): number;
   /** Stops the server and removes its directory. */
   stop(): Promise<void>;
+}
+
+// Linux's clock ticks per second for the times in /proc/<pid>/stat (`getconf CLK_TCK`).
+const TICKS_PER_SECOND = 100;
+
+// utime and stime of a process, fields 14 and 15 of /proc/<pid>/stat, counted after the command
+// name (field 2), which is in parentheses and may itself hold spaces.
+function processCpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
 }
 
 async function freePort(): Promise<number> {
@@ -59,6 +72,7 @@ export async function startRedis(durability: RedisDurability): Promise<BenchRedi
   return {
     url: `redis://127.0.0.1:${port}`,
     durability,
+    cpuSeconds: () => processCpuSeconds(server.pid as number),
     async stop() {
       server.kill('SIGTERM');
       await exited;
