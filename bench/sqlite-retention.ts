@@ -1,17 +1,22 @@
+import { copyFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { sweep } from '../src/index.js';
 import { openSqliteStore, type SqliteIdempotencyStore } from '../src/sqlite/index.js';
+import { answerOfSize, realisticKeys } from './support/inputs.js';
 import {
+  alternate,
   check,
   median,
   medianWithInterval,
   nowMs,
+  opsPerSecond,
   pairedRatio,
   ratioOfMedians,
 } from './support/measure.js';
 import type { BenchSize, GroupResult } from './support/report.js';
 import {
   benchDir,
+  DONE_INDEX,
   freshStoreFile,
   SEEDED_NOW,
   SWEEP_BATCH,
@@ -167,6 +172,7 @@ export async function sqliteRetention({ quick }: BenchSize): Promise<GroupResult
     for (const store of Object.values(stores)) store.close();
 
     const swept = await sweepTimes(freshStoreFile(dir), quick);
+    const indexCost = await finishDoneIndexCost(dir, big, quick);
     const linearity = pairedRatio({ ours: swept.double, theirs: swept.single });
     const perRound = swept.double.map((ms, i) => ms / (swept.single[i] as number));
     return {
@@ -178,6 +184,7 @@ export async function sqliteRetention({ quick }: BenchSize): Promise<GroupResult
           latencies.deleteBig,
           latencies.deleteSmall,
         ),
+        'sqlite.finish.bigTable.doneIndexCost': indexCost.ratio,
         'sqlite.sweep.linearity': linearity,
         'sqlite.sweep.rowsPerSec': medianWithInterval(
           swept.double.map((ms) => (swept.backlog * 2) / (ms / 1000)),
@@ -194,6 +201,8 @@ export async function sqliteRetention({ quick }: BenchSize): Promise<GroupResult
         'sqlite.purge100.walFrames.small': frames.small,
         'sqlite.purge100.walFrames.big': frames.big,
         'sqlite.purge100.walFrames.bigLargeBacklog': frames.backlog,
+        'sqlite.finish.bigTable.opsPerSec.withDoneIndex': indexCost.indexed,
+        'sqlite.finish.bigTable.opsPerSec.withoutDoneIndex': indexCost.plain,
         'sqlite.purge100.rows.small': small,
         'sqlite.purge100.rows.big': big,
         'sqlite.purge100.backlog.large': largeBacklog,
@@ -269,4 +278,55 @@ async function sweepTimes(path: string, quick: boolean) {
   }
   store.close();
   return { ...times, backlog, total };
+}
+
+/**
+ * What the partial index of done rows (migration 0002, which keeps purge flat in the backlog)
+ * costs the request path: `finish` (the store's UPDATE, 1 KB answers, one commit each) in a table
+ * of `rows` live rows with the index, over the same on a copy of the file without it, alternating.
+ * Both sides run the same plain statement, since the store itself expects its index.
+ */
+async function finishDoneIndexCost(dir: string, rows: number, quick: boolean) {
+  const withIndex = freshStoreFile(dir);
+  seedKeys(withIndex, rows, 'live');
+  const withoutIndex = `${withIndex}-without-done-index`;
+  copyFileSync(withIndex, withoutIndex);
+  const count = 1_000;
+  const answer = JSON.stringify(answerOfSize(1024, 0));
+  const side = (path: string, dropIndex: boolean) => {
+    const client = new Database(path, { timeout: 5_000 });
+    client.pragma('journal_mode = WAL');
+    client.pragma('synchronous = NORMAL');
+    if (dropIndex) client.exec(`DROP INDEX ${DONE_INDEX}`);
+    const reserve = client.prepare(
+      "INSERT INTO keys (id, fingerprint, status, expires) VALUES (?, ?, 'pending', 1e9)",
+    );
+    const finish = client.prepare(
+      "UPDATE keys SET status = 'done', response = ? WHERE id = ? AND fingerprint = ? AND status = 'pending'",
+    );
+    return {
+      run: () => {
+        const inputs = realisticKeys(count);
+        for (const { key, digest } of inputs) reserve.run(key, digest);
+        return opsPerSecond(count, (i) => {
+          const { key, digest } = inputs[i] as { key: string; digest: string };
+          check(finish.run(answer, key, digest).changes === 1, 'finish');
+        });
+      },
+      close: () => client.close(),
+    };
+  };
+  const indexed = side(withIndex, false);
+  const plain = side(withoutIndex, true);
+  try {
+    const sides = await alternate(quick ? 9 : 21, indexed.run, plain.run);
+    return {
+      ratio: pairedRatio(sides),
+      indexed: median(sides.ours),
+      plain: median(sides.theirs),
+    };
+  } finally {
+    indexed.close();
+    plain.close();
+  }
 }

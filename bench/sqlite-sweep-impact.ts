@@ -16,6 +16,7 @@ import {
 import type { BenchSize, GroupResult } from './support/report.js';
 import {
   benchDir,
+  DONE_INDEX,
   freshStoreFile,
   LARGE_SWEEP_BATCH,
   SEEDED_NOW,
@@ -27,7 +28,6 @@ const WRITER_INTERVAL_MS = 1;
 const SETTLE_MS = 300;
 // A window in which nothing else writes: the writer's own p99, the floor of the others.
 const IDLE_MS = 2000;
-const DONE_INDEX = 'keys_done_id_expires_idx';
 const REBUILD_SETTLE_MS = 3000;
 
 interface Window {
