@@ -9,9 +9,27 @@ import { benchDir, freshStoreFile } from './support/sqlite-files.js';
 const CONNECTIONS = 16;
 const BODY = JSON.stringify({ amount: 4200, currency: 'eur' });
 
+// The server's CPU time so far, in microseconds (user and system, every thread).
+async function serverCpuMicros(port: number): Promise<number> {
+  const usage = (await (await fetch(`http://127.0.0.1:${port}/cpu`)).json()) as {
+    user: number;
+    system: number;
+  };
+  return usage.user + usage.system;
+}
+
+interface Load {
+  readonly requestsPerSec: number;
+  /** Server CPU time per request, in microseconds. */
+  readonly cpuMicrosPerRequest: number;
+  /** Server CPU time over wall time: 1 is one core busy throughout. */
+  readonly cpuShare: number;
+}
+
 // Requests per second of `POST <route>` under autocannon, every request with a fresh key, after
-// checking that every answer was a 2xx and nothing failed.
-async function load(port: number, route: string, seconds: number): Promise<number> {
+// checking that every answer was a 2xx and nothing failed, and the server's CPU time behind them.
+async function load(port: number, route: string, seconds: number): Promise<Load> {
+  const cpuBefore = await serverCpuMicros(port);
   const result = await autocannon({
     url: `http://127.0.0.1:${port}`,
     connections: CONNECTIONS,
@@ -33,7 +51,12 @@ async function load(port: number, route: string, seconds: number): Promise<numbe
     result.errors === 0 && result.timeouts === 0 && result.non2xx === 0,
     `${route}: ${result.errors} errors, ${result.timeouts} timeouts, ${result.non2xx} non-2xx`,
   );
-  return result.requests.total / seconds;
+  const cpu = (await serverCpuMicros(port)) - cpuBefore;
+  return {
+    requestsPerSec: result.requests.total / seconds,
+    cpuMicrosPerRequest: cpu / result.requests.total,
+    cpuShare: cpu / (seconds * 1e6),
+  };
 }
 
 // One request and its retry on `route`: the retry must be replayed with the first answer.
@@ -70,11 +93,20 @@ export async function httpEndToEnd({ quick }: BenchSize): Promise<GroupResult> {
     for (const route of ['/payments', '/plain/payments', '/peer/payments']) {
       await load(port, route, 1);
     }
+    const cpu = { ours: [] as Load[], plain: [] as Load[], peer: [] as Load[] };
+    const timed = (side: keyof typeof cpu, route: string) => async () => {
+      const run = await load(port, route, seconds);
+      cpu[side].push(run);
+      return run.requestsPerSec;
+    };
     const sides = await rotate(rounds, {
-      ours: () => load(port, '/payments', seconds),
-      plain: () => load(port, '/plain/payments', seconds),
-      peer: () => load(port, '/peer/payments', seconds),
+      ours: timed('ours', '/payments'),
+      plain: timed('plain', '/plain/payments'),
+      peer: timed('peer', '/peer/payments'),
     });
+    const cpuPerRequest = (side: keyof typeof cpu) =>
+      median(cpu[side].map((run) => run.cpuMicrosPerRequest));
+    const cpuShare = (side: keyof typeof cpu) => median(cpu[side].map((run) => run.cpuShare));
     return {
       metrics: {
         'http.layerOverhead': pairedRatio({ ours: sides.ours, theirs: sides.plain }),
@@ -84,6 +116,12 @@ export async function httpEndToEnd({ quick }: BenchSize): Promise<GroupResult> {
         'http.requestsPerSec.ours': median(sides.ours),
         'http.requestsPerSec.noLayer': median(sides.plain),
         'http.requestsPerSec.nodeIdempotencyRedis': median(sides.peer),
+        'http.serverCpuMicrosPerRequest.ours': cpuPerRequest('ours'),
+        'http.serverCpuMicrosPerRequest.noLayer': cpuPerRequest('plain'),
+        'http.serverCpuMicrosPerRequest.nodeIdempotencyRedis': cpuPerRequest('peer'),
+        'http.serverCpuShare.ours': cpuShare('ours'),
+        'http.serverCpuShare.noLayer': cpuShare('plain'),
+        'http.serverCpuShare.nodeIdempotencyRedis': cpuShare('peer'),
         'http.connections': CONNECTIONS,
         'http.secondsPerRun': seconds,
       },

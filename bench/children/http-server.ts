@@ -3,6 +3,7 @@
 //   POST /payments        behind our Express middleware over the SQLite store (group commit),
 //   POST /plain/payments  without any idempotency layer,
 //   POST /peer/payments   behind a middleware over @node-idempotency/core on Redis.
+// GET /cpu answers the process's CPU time so far (`process.cpuUsage()`).
 // The route validates the body, inserts the payment on the store's connection and answers 201.
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
@@ -105,6 +106,10 @@ const layer = expressIdempotency(new SqliteGroupCommitStore(store), { ttlSeconds
 app.post('/payments', validate, layer, pay);
 app.post('/plain/payments', validate, pay);
 app.post('/peer/payments', validate, peerMiddleware, pay);
+// The server's own CPU time so far, read by the benchmark before and after each load run.
+app.get('/cpu', (_req, res) => {
+  res.json(process.cpuUsage());
+});
 const server = app.listen(0, '127.0.0.1', () => {
   process.stdout.write(`${(server.address() as AddressInfo).port}\n`);
 });
