@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { openSqliteStore } from '../src/sqlite/index.js';
 import { fixture } from './support/child.js';
-import { runTogether } from './support/rel-processes.js';
+import { runContenders } from './support/rel-processes.js';
 import { freshDbPath, tempDir } from './support/temp.js';
 
 const dir = tempDir('idem-lease-');
@@ -16,7 +16,7 @@ describe('lease takeovers across processes (SQLite)', () => {
       setup.acquire(`key-${i}`, 'd', { expires: 1000, now: 100, leaseSeconds: 30 });
     }
     setup.close();
-    const results = await runTogether(
+    const reports = await runContenders<{ won: [string, number][]; errors: string[] }>(
       Array.from({ length: PROCESSES }, (_, i) => ({
         script: fixture('lease-contend.ts'),
         args: [path, String(KEYS), String(i + 1)],
@@ -24,14 +24,7 @@ describe('lease takeovers across processes (SQLite)', () => {
       dir,
     );
     const winners = new Map<string, number>();
-    for (const result of results) {
-      expect(result.stderr).toBe('');
-      expect(result.code).toBe(0);
-      const { won, errors } = JSON.parse(result.stdout) as {
-        won: [string, number][];
-        errors: string[];
-      };
-      expect(errors).toEqual([]);
+    for (const { won } of reports) {
       for (const [key, attempt] of won) {
         expect(winners.has(key)).toBe(false);
         expect(attempt).toBe(2);

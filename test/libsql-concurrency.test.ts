@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { openLibsqlStore } from '../src/libsql/index.js';
 import { fixture } from './support/child.js';
 import { fileUrl } from './support/libsql-harness.js';
-import { runTogether } from './support/rel-processes.js';
+import { runContenders } from './support/rel-processes.js';
 import { freshDbPath, tempDir } from './support/temp.js';
 
 // Every committed SQLite migration, each recorded once in the library's journal.
@@ -26,21 +26,14 @@ async function contend(
   keyCount: number,
   mode: 'open-first' | 'open-after-go',
 ): Promise<ContendReport[]> {
-  const results = await runTogether(
+  // The children report errors on open as well as on reserve.
+  return runContenders<ContendReport>(
     Array.from({ length: PROCESSES }, (_, i) => ({
       script: fixture('libsql-contend.ts'),
       args: [url, String(keyCount), String(i + 1), mode],
     })),
     dir,
   );
-  const reports = results.map((result) => {
-    expect(result.stderr).toBe('');
-    expect(result.code).toBe(0);
-    return JSON.parse(result.stdout) as ContendReport;
-  });
-  // No SQLITE_BUSY (nor anything else) reached a caller, on open or on reserve.
-  expect(reports.flatMap((report) => report.errors)).toEqual([]);
-  return reports;
 }
 
 async function expectOneWinnerEach(url: string, keyCount: number, reports: ContendReport[]) {
@@ -90,19 +83,13 @@ describe('libSQL store across processes', () => {
     for (let i = 0; i < 50; i++) {
       await store.acquire(`key-${i}`, 'd', { expires: 1_000, now: 0, leaseSeconds: 30 });
     }
-    const results = await runTogether(
+    const reports = await runContenders<{ won: string[]; errors: string[] }>(
       Array.from({ length: PROCESSES }, () => ({
         script: fixture('libsql-takeover.ts'),
         args: [url, '50'],
       })),
       dir,
     );
-    const reports = results.map((result) => {
-      expect(result.stderr).toBe('');
-      expect(result.code).toBe(0);
-      return JSON.parse(result.stdout) as { won: string[]; errors: string[] };
-    });
-    expect(reports.flatMap((report) => report.errors)).toEqual([]);
     const won = reports.flatMap((report) => report.won);
     expect(won).toHaveLength(50);
     expect(new Set(won).size).toBe(50);

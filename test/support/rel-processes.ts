@@ -1,5 +1,6 @@
 import { existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { expect } from 'vitest';
 import { type ChildResult, spawnTs } from './child.js';
 
 /** Resolves once `predicate` holds, polling every few milliseconds. */
@@ -32,4 +33,22 @@ export async function runTogether(
   );
   if (!existsSync(join(barrier, 'go'))) writeFileSync(join(barrier, 'go'), '');
   return Promise.all(running.map((run) => run.result));
+}
+
+/**
+ * Runs contending fixtures together (see {@link runTogether}) and reads the JSON report each
+ * prints, expecting every child to end cleanly, write nothing to stderr and report no error
+ * reaching its caller (no SQLITE_BUSY nor anything else). Resolves with the reports in order.
+ */
+export async function runContenders<R extends { errors: string[] }>(
+  jobs: { script: string; args: string[] }[],
+  scratchDir: string,
+): Promise<R[]> {
+  const reports = (await runTogether(jobs, scratchDir)).map((result) => {
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    return JSON.parse(result.stdout) as R;
+  });
+  expect(reports.flatMap((report) => report.errors)).toEqual([]);
+  return reports;
 }
