@@ -62,8 +62,7 @@ export function canonicalJson(root: unknown): string {
         out += value ? 'true' : 'false';
         continue;
       case 'bigint':
-        refuse('a BigInt is not JSON');
-        break;
+        return refuse('a BigInt is not JSON');
       case 'undefined':
       case 'function':
       case 'symbol':
