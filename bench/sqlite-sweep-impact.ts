@@ -64,8 +64,8 @@ type Side = 'sweep' | 'sweepLarge' | 'sweepNoDoneIndex' | 'delete' | 'idle';
  * by `sweep()` (batches of SWEEP_BATCH), once by `sweep()` in batches of LARGE_SWEEP_BATCH, once
  * by `sweep()` with the partial index of done rows dropped, and once by one `DELETE`, and
  * compares the p99 latency of the writer's reserves in each window with its p99 in a window of
- * the same round in which nothing else runs. Then sweeps a 100k and a 1M
- * backlog in child processes and reports what each sweep added to its process's RSS.
+ * the same round in which nothing else runs. Then sweeps a 100k and a 1M backlog in child
+ * processes and reports what each sweep added to its process's RSS.
  */
 export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResult> {
   const total = quick ? 300_000 : 1_000_000;
