@@ -1,5 +1,3 @@
-import { and, type Column, eq, type SQL } from 'drizzle-orm';
-import { KeyStatus } from '../core/status.js';
 import type { IdempotencyStore } from '../core/store.js';
 
 /** The call that owns a key: its key, its payload fingerprint and, with leases, its attempt. */
@@ -62,29 +60,6 @@ export interface TransactionRunner<TX> {
     handler: (tx: TX) => R | Promise<R>,
     record: (result: R) => string,
   ): Promise<TransactionOutcome<R>>;
-}
-
-/** The columns of a keys table that an owner's answer is matched by, on any dialect. */
-export interface OwnerColumns {
-  readonly id: Column;
-  readonly fingerprint: Column;
-  readonly status: Column;
-  readonly attempt: Column;
-}
-
-/**
- * The row an owner may record its answer on: its key and fingerprint, still pending, and with
- * leases its own fencing token (a takeover since the claim bumped it, so this matches nothing).
- */
-export function ownedPendingRow(table: OwnerColumns, owner: KeyOwner): SQL {
-  const conditions = [
-    eq(table.id, owner.key),
-    eq(table.fingerprint, owner.digest),
-    eq(table.status, KeyStatus.pending),
-  ];
-  if (owner.attempt !== undefined) conditions.push(eq(table.attempt, owner.attempt));
-  // Never undefined: there are always at least three conditions.
-  return and(...conditions) as SQL;
 }
 
 // Thrown inside the transaction callback to make the driver roll back, then caught outside.

@@ -2,6 +2,7 @@ import type { Client, InStatement, ResultSet } from '@libsql/client';
 import { and, asc, eq, gt, inArray, isNull, lte, or, sql } from 'drizzle-orm';
 import type { LibSQLDatabase } from 'drizzle-orm/libsql';
 import { AsyncIdempotencyStore, type KeyStatements, type StatsRow } from '../core/async-store.js';
+import { expiredAnswer, leaseHolderRow, ownerRow } from '../core/key-conditions.js';
 import type { KeyRow } from '../core/record.js';
 import { KeyStatus } from '../core/status.js';
 import type { AcquireOptions, AcquireResult, LeasedIdempotencyStore } from '../core/store.js';
@@ -29,15 +30,9 @@ export interface LibsqlStoreOptions {
 const p = sql.placeholder;
 
 function compileQueries(db: AnyLibsqlDatabase, keys: SqliteKeysTable) {
-  // Retention only ever selects done rows past their deadline; a pending row is owned by its worker.
-  const isExpiredAnswer = and(eq(keys.status, KeyStatus.done), lte(keys.expires, p('now')));
-  const ownPending = and(
-    eq(keys.id, p('id')),
-    eq(keys.fingerprint, p('fingerprint')),
-    eq(keys.status, KeyStatus.pending),
-  );
-  // The row an owner holds with its token, not handed to an operator: the fenced writes' target.
-  const ownedBy = and(ownPending, eq(keys.attempt, p('attempt')), eq(keys.unrecorded, false));
+  const isExpiredAnswer = expiredAnswer(keys, p('now'));
+  const ownPending = ownerRow(keys, p('id'), p('fingerprint'));
+  const ownedBy = leaseHolderRow(keys, p('id'), p('fingerprint'), p('attempt'));
   const isPending = eq(keys.status, KeyStatus.pending);
   const pendingRows = (where: ReturnType<typeof and>) =>
     db.select().from(keys).where(where).orderBy(asc(keys.id)).limit(p('limit'));
@@ -102,7 +97,7 @@ function compileQueries(db: AnyLibsqlDatabase, keys: SqliteKeysTable) {
       db
         .update(keys)
         .set({ status: KeyStatus.done, response: sql<string>`${p('response')}` })
-        .where(and(ownPending, eq(keys.attempt, p('attempt')))),
+        .where(ownerRow(keys, p('id'), p('fingerprint'), p('attempt'))),
       ['id', 'fingerprint', 'response', 'attempt'],
     ),
     renew: compileLibsqlStatement(
@@ -121,7 +116,7 @@ function compileQueries(db: AnyLibsqlDatabase, keys: SqliteKeysTable) {
       db
         .update(keys)
         .set({ unrecorded: true, leaseUntil: null })
-        .where(and(ownPending, eq(keys.attempt, p('attempt')))),
+        .where(ownerRow(keys, p('id'), p('fingerprint'), p('attempt'))),
       ['id', 'fingerprint', 'attempt'],
     ),
     pendingKeys: compileLibsqlStatement(pendingRows(isPending), ['limit']),

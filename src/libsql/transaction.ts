@@ -1,7 +1,8 @@
 import type { ResultSet } from '@libsql/client';
 import type { SQLiteTransaction } from 'drizzle-orm/sqlite-core';
+import { ownerRow } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
-import { ownedPendingRow, runFenced, type TransactionRunner } from '../function/transaction.js';
+import { runFenced, type TransactionRunner } from '../function/transaction.js';
 import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 import type { LibsqlIdempotencyStore } from './store.js';
 
@@ -67,7 +68,7 @@ export function libsqlTransaction(
           const done = await tx
             .update(table)
             .set({ status: KeyStatus.done, response: record(result) })
-            .where(ownedPendingRow(table, owner));
+            .where(ownerRow(table, owner.key, owner.digest, owner.attempt));
           return done.rowsAffected;
         },
       ),

@@ -6,6 +6,7 @@ import {
   type PendingQuery,
 } from '../core/async-store.js';
 import { InvalidDigestError, InvalidKeyError, InvalidOptionError } from '../core/errors.js';
+import { expiredAnswer, leaseHolderRow, ownerRow } from '../core/key-conditions.js';
 import { pendingLimit } from '../core/lease.js';
 import type { KeyRow } from '../core/record.js';
 import { KeyStatus } from '../core/status.js';
@@ -71,11 +72,7 @@ function affected(result: unknown): number {
 }
 
 function prepareQueries(db: AnyMysqlDatabase, keys: MysqlKeysTable) {
-  const ownPending = and(
-    eq(keys.id, p('id')),
-    eq(keys.fingerprint, p('fingerprint')),
-    eq(keys.status, KeyStatus.pending),
-  );
+  const ownPending = ownerRow(keys, p('id'), p('fingerprint'));
   return {
     // A plain INSERT, never INSERT IGNORE (which also turns truncations and other errors into
     // warnings): a duplicate key fails with ER_DUP_ENTRY and nothing else is swallowed.
@@ -124,15 +121,13 @@ function prepareQueries(db: AnyMysqlDatabase, keys: MysqlKeysTable) {
       db
         .update(keys)
         .set({ status: KeyStatus.done, response: sql`${p('response')}` })
-        .where(and(ownPending, eq(keys.attempt, p('attempt')))),
+        .where(ownerRow(keys, p('id'), p('fingerprint'), p('attempt'))),
       ['id', 'fingerprint', 'response', 'attempt'],
       'header',
     ),
     releaseFenced: compileMysqlStatement<'id' | 'fingerprint' | 'attempt', WriteHeader>(
       db,
-      db
-        .delete(keys)
-        .where(and(ownPending, eq(keys.attempt, p('attempt')), eq(keys.unrecorded, false))),
+      db.delete(keys).where(leaseHolderRow(keys, p('id'), p('fingerprint'), p('attempt'))),
       ['id', 'fingerprint', 'attempt'],
       'header',
     ),
@@ -141,14 +136,14 @@ function prepareQueries(db: AnyMysqlDatabase, keys: MysqlKeysTable) {
       db
         .update(keys)
         .set({ leaseUntil: sql`${p('leaseUntil')}` })
-        .where(and(ownPending, eq(keys.attempt, p('attempt')), eq(keys.unrecorded, false))),
+        .where(leaseHolderRow(keys, p('id'), p('fingerprint'), p('attempt'))),
       ['id', 'fingerprint', 'attempt', 'leaseUntil'],
       'header',
     ),
     markUnrecorded: db
       .update(keys)
       .set({ unrecorded: true, leaseUntil: null })
-      .where(and(ownPending, eq(keys.attempt, p('attempt'))))
+      .where(ownerRow(keys, p('id'), p('fingerprint'), p('attempt')))
       .prepare(),
     acquireInsert: compileMysqlStatement<
       'id' | 'fingerprint' | 'expires' | 'leaseUntil',
@@ -243,7 +238,7 @@ function deleteExpired(
   limit: number,
   order: 'id' | 'index',
 ): Promise<{ id: string }[]> {
-  const isExpiredAnswer = and(eq(keys.status, KeyStatus.done), lte(keys.expires, now));
+  const isExpiredAnswer = expiredAnswer(keys, now);
   const orderBy: SQL[] = order === 'id' ? [asc(keys.id)] : [asc(keys.expires), asc(keys.id)];
   return retryDeadlocks(() =>
     db.transaction(

@@ -1,7 +1,8 @@
 import type { MySqlTransaction, MySqlTransactionConfig } from 'drizzle-orm/mysql-core';
 import type { MySql2PreparedQueryHKT, MySql2QueryResultHKT } from 'drizzle-orm/mysql2';
+import { ownerRow } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
-import { ownedPendingRow, runFenced, type TransactionRunner } from '../function/transaction.js';
+import { runFenced, type TransactionRunner } from '../function/transaction.js';
 import { ER_LOCK_DEADLOCK, mysqlErrno, TransactionDeadlockError } from './errors.js';
 import { keys as defaultKeys, type MysqlKeysTable } from './schema.js';
 import type { MysqlIdempotencyStore } from './store.js';
@@ -79,7 +80,7 @@ export function mysqlTransaction(
             const [done] = await tx
               .update(table)
               .set({ status: KeyStatus.done, response: record(result) })
-              .where(ownedPendingRow(table, owner));
+              .where(ownerRow(table, owner.key, owner.digest, owner.attempt));
             return done.affectedRows;
           },
         );

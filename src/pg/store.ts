@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { and, asc, eq, gt, inArray, isNull, lte, or, sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { AsyncIdempotencyStore, type KeyStatements } from '../core/async-store.js';
+import { expiredAnswer, leaseHolderRow, ownerRow } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
 import type { LeasedIdempotencyStore, ReleasePendingResult } from '../core/store.js';
 import { compilePgStatement } from './compile.js';
@@ -33,13 +34,8 @@ function statementNames(schema: string, table: string): (operation: string) => s
 
 function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string, table: string) {
   const name = statementNames(schema, table);
-  // Retention only ever selects done rows past their deadline; a pending row is owned by its worker.
-  const isExpiredAnswer = and(eq(keys.status, KeyStatus.done), lte(keys.expires, p('now')));
-  const ownPending = and(
-    eq(keys.id, p('id')),
-    eq(keys.fingerprint, p('fingerprint')),
-    eq(keys.status, KeyStatus.pending),
-  );
+  const isExpiredAnswer = expiredAnswer(keys, p('now'));
+  const ownPending = ownerRow(keys, p('id'), p('fingerprint'));
   // One statement is one transaction: the candidates are locked with FOR UPDATE SKIP LOCKED, so
   // parallel purgers on other connections skip them and take disjoint batches, and the delete
   // repeats the predicate so a row that stopped being an expired answer is never deleted.
@@ -68,8 +64,7 @@ function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string, ta
     gt(keys.expires, p('now')),
   );
   const isPending = eq(keys.status, KeyStatus.pending);
-  // The row an owner holds with its token, not handed to an operator: the fenced writes' target.
-  const ownedBy = and(ownPending, eq(keys.attempt, p('attempt')), eq(keys.unrecorded, false));
+  const ownedBy = leaseHolderRow(keys, p('id'), p('fingerprint'), p('attempt'));
   // Under the columns' own names, so drizzle's path and the direct one give rows of one shape.
   const rowColumns = {
     id: keys.id,
@@ -125,7 +120,7 @@ function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string, ta
       db
         .update(keys)
         .set({ status: KeyStatus.done, response: sql<string>`${p('response')}` })
-        .where(and(ownPending, eq(keys.attempt, p('attempt'))))
+        .where(ownerRow(keys, p('id'), p('fingerprint'), p('attempt')))
         .returning({ id: keys.id }),
       ['id', 'fingerprint', 'response', 'attempt'],
     ),
@@ -148,7 +143,7 @@ function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string, ta
     markUnrecorded: db
       .update(keys)
       .set({ unrecorded: true, leaseUntil: null })
-      .where(and(ownPending, eq(keys.attempt, p('attempt'))))
+      .where(ownerRow(keys, p('id'), p('fingerprint'), p('attempt')))
       .returning({ id: keys.id })
       .prepare(name('mark_unrecorded')),
     pendingKeys: pendingList(isPending).prepare(name('pending_keys')),

@@ -1,6 +1,7 @@
 import type { PgQueryResultHKT, PgTransaction } from 'drizzle-orm/pg-core';
+import { ownerRow } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
-import { ownedPendingRow, runFenced, type TransactionRunner } from '../function/transaction.js';
+import { runFenced, type TransactionRunner } from '../function/transaction.js';
 import { keys as defaultKeys, type PgKeysTable } from './schema.js';
 import type { PgIdempotencyStore } from './store.js';
 
@@ -58,7 +59,7 @@ export function pgTransaction(
           const done = await tx
             .update(table)
             .set({ status: KeyStatus.done, response: record(result) })
-            .where(ownedPendingRow(table, owner))
+            .where(ownerRow(table, owner.key, owner.digest, owner.attempt))
             .returning({ id: table.id });
           return done.length;
         },

@@ -5,6 +5,7 @@ import { getTableConfig } from 'drizzle-orm/sqlite-core';
 import { AnswerCache } from '../core/answer-cache.js';
 import { StoreClosedError } from '../core/errors.js';
 import { parseResponse, serializeResponse } from '../core/json.js';
+import { expiredAnswer, leaseHolderRow } from '../core/key-conditions.js';
 import {
   acquiredOutcome,
   assertAttempt,
@@ -70,10 +71,6 @@ export interface SqliteStoreOptions {
 export const MAX_ANSWER_CACHE_SIZE = 10_000_000;
 
 const p = sql.placeholder;
-
-// Retention only ever selects done rows past their deadline; a pending row is owned by its worker.
-const isExpiredAnswer = (keys: SqliteKeysTable) =>
-  and(eq(keys.status, KeyStatus.done), lte(keys.expires, p('now')));
 
 // The per-request operations run as better-sqlite3 statements compiled from these drizzle
 // queries (see compileStatement): drizzle writes the SQL, the driver binds positionally. Statuses
@@ -189,15 +186,8 @@ function compileHotQueries(db: AnyBetterSqliteDatabase, keys: SqliteKeysTable) {
 }
 
 function prepareQueries(db: AnyBetterSqliteDatabase, keys: SqliteKeysTable) {
-  const isExpired = isExpiredAnswer(keys);
-  // The row an owner holds with its token, not handed to an operator: the fenced writes' target.
-  const ownedBy = and(
-    eq(keys.id, p('id')),
-    eq(keys.fingerprint, p('fingerprint')),
-    eq(keys.status, KeyStatus.pending),
-    eq(keys.attempt, p('attempt')),
-    eq(keys.unrecorded, false),
-  );
+  const isExpired = expiredAnswer(keys, p('now'));
+  const ownedBy = leaseHolderRow(keys, p('id'), p('fingerprint'), p('attempt'));
   const pendingColumns = {
     id: keys.id,
     fingerprint: keys.fingerprint,

@@ -1,0 +1,60 @@
+import { and, type Column, eq, lte, type SQL, type SQLWrapper } from 'drizzle-orm';
+import { KeyStatus } from './status.js';
+
+/** The columns of a keys table that the stores' conditions read, on any dialect. */
+export interface KeyColumns {
+  readonly id: Column;
+  readonly fingerprint: Column;
+  readonly status: Column;
+  readonly expires: Column;
+  readonly attempt: Column;
+  readonly unrecorded: Column;
+}
+
+/** A value a condition compares with: a literal, or a placeholder of a prepared statement. */
+export type Bound<T> = T | SQLWrapper;
+
+/**
+ * The done rows whose deadline has passed at `now`: all that retention (`expired`, `purge`,
+ * `sweepBatch`) may ever select. A pending row belongs to its worker, whatever its `expires` says.
+ */
+export function expiredAnswer(
+  keys: Pick<KeyColumns, 'status' | 'expires'>,
+  now: Bound<number>,
+): SQL {
+  return and(eq(keys.status, KeyStatus.done), lte(keys.expires, now)) as SQL;
+}
+
+/**
+ * The row an owner may write its answer on (or release): its key and fingerprint, still pending,
+ * and, when `attempt` is given, still carrying that fencing token (a takeover since the claim
+ * bumped it, so the condition then matches nothing).
+ */
+export function ownerRow(
+  keys: Pick<KeyColumns, 'id' | 'fingerprint' | 'status' | 'attempt'>,
+  key: Bound<string>,
+  digest: Bound<string>,
+  attempt?: Bound<number>,
+): SQL {
+  const conditions = [
+    eq(keys.id, key),
+    eq(keys.fingerprint, digest),
+    eq(keys.status, KeyStatus.pending),
+  ];
+  if (attempt !== undefined) conditions.push(eq(keys.attempt, attempt));
+  // Never undefined: there are always at least three conditions.
+  return and(...conditions) as SQL;
+}
+
+/**
+ * The row a lease holder still holds with its token and that was not handed to an operator
+ * (marked unrecorded): the target of the fenced writes that keep or give up a lease.
+ */
+export function leaseHolderRow(
+  keys: KeyColumns,
+  key: Bound<string>,
+  digest: Bound<string>,
+  attempt: Bound<number>,
+): SQL {
+  return and(ownerRow(keys, key, digest, attempt), eq(keys.unrecorded, false)) as SQL;
+}
