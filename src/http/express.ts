@@ -8,7 +8,7 @@ import type { IdempotentResult } from './outcome.js';
 import type { IdempotencyProblem } from './problems.js';
 import type { IdempotentRequest } from './request.js';
 import { type HttpResponse, toWire } from './response.js';
-import { prepareAndTransact } from './transactional.js';
+import { transactDecision } from './transactional.js';
 
 /** Options of {@link expressIdempotency}: the core's, plus Express-shaped hooks. */
 export interface ExpressIdempotencyOptions extends IdempotentOptions {
@@ -263,19 +263,13 @@ export function expressTransaction<TX, P = undefined>(
         next();
         return;
       }
-      let result: IdempotentResult;
-      if (decision.action === 'respond') {
-        result = decision.result;
-      } else {
-        const { prepare } = options;
-        result = await prepareAndTransact(
-          decision.execution,
-          runner,
-          prepare && (() => prepare(req)),
-          (tx, prepared) =>
-            handler(Object.assign(req, { tx }) as TransactionalRequest<TX>, prepared),
-        );
-      }
+      const { prepare } = options;
+      const result = await transactDecision(
+        decision,
+        runner,
+        prepare && (() => prepare(req)),
+        (tx, prepared) => handler(Object.assign(req, { tx }) as TransactionalRequest<TX>, prepared),
+      );
       if (result.outcome === 'problem' && options.onError) {
         options.onError(result.problem, req, res);
       } else {

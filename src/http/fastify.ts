@@ -8,7 +8,7 @@ import type { IdempotentOptions } from './options.js';
 import type { IdempotencyProblem } from './problems.js';
 import type { IdempotentRequest } from './request.js';
 import { type HttpResponse, toWire } from './response.js';
-import { prepareAndTransact } from './transactional.js';
+import { transactDecision } from './transactional.js';
 
 /** Options of {@link fastifyIdempotency}: the core's, plus Fastify-shaped hooks. */
 export interface FastifyIdempotencyOptions extends IdempotentOptions {
@@ -276,19 +276,13 @@ export function fastifyTransaction<TX, P = undefined>(
         return reply;
       }
       const { prepare } = options;
-      const result =
-        decision.action === 'respond'
-          ? decision.result
-          : await prepareAndTransact(
-              decision.execution,
-              runner,
-              prepare && (() => prepare(request)),
-              (tx, prepared) =>
-                handler(
-                  Object.assign(request, { tx }) as TransactionalFastifyRequest<TX>,
-                  prepared,
-                ),
-            );
+      const result = await transactDecision(
+        decision,
+        runner,
+        prepare && (() => prepare(request)),
+        (tx, prepared) =>
+          handler(Object.assign(request, { tx }) as TransactionalFastifyRequest<TX>, prepared),
+      );
       const response =
         result.outcome === 'problem'
           ? options.onError

@@ -5,7 +5,7 @@ import type { IdempotentOptions } from './options.js';
 import type { IdempotencyProblem } from './problems.js';
 import type { IdempotentRequest } from './request.js';
 import { type HttpResponse, toWire, type WireResponse } from './response.js';
-import { prepareAndTransact } from './transactional.js';
+import { transactDecision } from './transactional.js';
 
 /** Options of {@link fetchIdempotency}: the core's, plus Fetch-shaped hooks. */
 export interface FetchIdempotencyOptions extends IdempotentOptions {
@@ -223,16 +223,13 @@ export function fetchTransaction<TX, Rest extends unknown[] = [], P = undefined>
     const decision = await layer.begin(await idempotentRequest(request, options));
     if (decision.action === 'pass') return new Response(null, { status: 404 });
     const { prepare } = options;
-    const result =
-      decision.action === 'respond'
-        ? decision.result
-        : await prepareAndTransact(
-            decision.execution,
-            runner,
-            prepare && (() => prepare(request)),
-            (tx, prepared) =>
-              handler(Object.assign(request, { prepared }) as PreparedRequest<P>, tx, ...rest),
-          );
+    const result = await transactDecision(
+      decision,
+      runner,
+      prepare && (() => prepare(request)),
+      (tx, prepared) =>
+        handler(Object.assign(request, { prepared }) as PreparedRequest<P>, tx, ...rest),
+    );
     if (result.outcome === 'problem' && options.onError) {
       return options.onError(result.problem, request);
     }

@@ -6,6 +6,7 @@ import type { IdempotentOptions } from './options.js';
 import type { IdempotencyProblem } from './problems.js';
 import type { IdempotentRequest } from './request.js';
 import { type HttpResponse, toWire, type WireResponse } from './response.js';
+import { transactDecision } from './transactional.js';
 
 /** Options of {@link honoIdempotency}: the core's, plus Hono-shaped hooks. */
 export interface HonoIdempotencyOptions extends IdempotentOptions {
@@ -192,14 +193,11 @@ export function honoTransaction<TX>(
       await next();
       return;
     }
-    const result =
-      decision.action === 'respond'
-        ? decision.result
-        : await decision.execution.transact(runner, (tx) => {
-            const context = c as unknown as Context<TransactionEnv<TX>>;
-            context.set('tx', tx);
-            return handler(context);
-          });
+    const result = await transactDecision(decision, runner, undefined, (tx) => {
+      const context = c as unknown as Context<TransactionEnv<TX>>;
+      context.set('tx', tx);
+      return handler(context);
+    });
     return result.outcome === 'problem' && options.onError
       ? options.onError(result.problem, c)
       : send(c, toWire(result.response));
