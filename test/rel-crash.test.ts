@@ -12,10 +12,10 @@ import {
   writeCrashTemplate,
 } from './fixtures/rel-crash-data.js';
 import { fixture, spawnTs } from './support/child.js';
-import { until } from './support/rel-processes.js';
 import { readRows } from './support/sqlite-harness.js';
 import { scaled } from './support/stress.js';
 import { freshDbPath, tempDir } from './support/temp.js';
+import { until } from './support/waiting.js';
 
 const dir = tempDir();
 const FINISH_ROWS = 20_000;

@@ -60,11 +60,6 @@ export async function crashTrial(
   return read(prefix);
 }
 
-/** Resolves once `check` resolves true, polling every few milliseconds. */
-export async function eventually(check: () => Promise<boolean>): Promise<void> {
-  while (!(await check())) await new Promise((resolve) => setTimeout(resolve, 10));
-}
-
 // Effect and answer agree: a key whose answer is stored has exactly one effect, every other key
 // (pending: claimed, its transaction lost with the process) has none.
 export function expectAgreement(states: KeyState[]): { done: number; pending: number } {

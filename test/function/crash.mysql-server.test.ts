@@ -7,14 +7,8 @@ import {
   mysqlTransaction,
 } from '../../src/mysql/index.js';
 import { freshMysqlDatabase, type MysqlDatabase } from '../support/mysql.js';
-import {
-  crashTrial,
-  eventually,
-  expectAgreement,
-  inBatches,
-  type KeyState,
-  TRIALS,
-} from './crash-support.js';
+import { until } from '../support/waiting.js';
+import { crashTrial, expectAgreement, inBatches, type KeyState, TRIALS } from './crash-support.js';
 
 // Runs only when MYSQL_URL is set (see vitest.config.ts); then an unreachable server fails it.
 const url = process.env.MYSQL_URL as string;
@@ -48,7 +42,7 @@ describe('transactional makeIdempotent on the MySQL server, killed with SIGKILL'
         ['mysql', target],
         (prefix) => states(`${prefix}-%`),
         (sessions) =>
-          eventually(async () => {
+          until(async () => {
             const [rows] = await pool.query(
               'SELECT count(*) AS n FROM information_schema.PROCESSLIST WHERE ID IN (?)',
               [sessions],

@@ -8,9 +8,9 @@ import {
   pgTransaction,
 } from '../../src/pg/index.js';
 import { freshServerSchema, type ServerSchema } from '../support/pg.js';
+import { until } from '../support/waiting.js';
 import {
   crashTrial,
-  eventually,
   expectAgreement,
   inBatches,
   KEY_STATES,
@@ -39,7 +39,7 @@ describe('transactional makeIdempotent on the PostgreSQL server, killed with SIG
           return rows.map((s) => ({ ...s, effects: Number(s.effects) }));
         },
         (sessions) =>
-          eventually(async () => {
+          until(async () => {
             const { rows } = await pool.query<{ n: number }>(
               'SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = ANY($1)',
               [sessions],

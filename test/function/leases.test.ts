@@ -15,18 +15,7 @@ import { openSqliteStore, sqliteTransaction } from '../../src/sqlite/index.js';
 import { fileUrl } from '../support/libsql-harness.js';
 import { storeFactories } from '../support/store-factories.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
-
-function deferred<T = void>() {
-  let resolve!: (value: T) => void;
-  const promise = new Promise<T>((res) => {
-    resolve = res;
-  });
-  return { promise, resolve };
-}
-
-async function until(condition: () => Promise<boolean> | boolean): Promise<void> {
-  while (!(await condition())) await new Promise((resolve) => setTimeout(resolve, 5));
-}
+import { deferred, until } from '../support/waiting.js';
 
 describe.each(storeFactories())('makeIdempotent with leases on $name', (factory) => {
   let store: LeasedIdempotencyStore<unknown>;

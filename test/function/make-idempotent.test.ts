@@ -12,20 +12,7 @@ import {
 import { openLibsqlStore } from '../../src/libsql/index.js';
 import { type StoreFactory, storeFactories } from '../support/store-factories.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
-
-function deferred<T>() {
-  let resolve!: (value: T) => void;
-  let reject!: (error: unknown) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
-
-async function until(condition: () => boolean): Promise<void> {
-  while (!condition()) await new Promise((resolve) => setTimeout(resolve, 5));
-}
+import { deferred, until } from '../support/waiting.js';
 
 interface Order {
   readonly id: string;

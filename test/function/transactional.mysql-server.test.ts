@@ -13,6 +13,7 @@ import {
   TransactionDeadlockError,
 } from '../../src/mysql/index.js';
 import { freshMysqlDatabase, type MysqlDatabase } from '../support/mysql.js';
+import { deferred } from '../support/waiting.js';
 import { type Dialect, type Message, transactionalSuite } from './transactional-suite.js';
 
 // Runs only when MYSQL_URL is set (see vitest.config.ts); then an unreachable server fails it.
@@ -52,14 +53,6 @@ async function mysqlDialect(): Promise<Dialect> {
 }
 
 transactionalSuite([{ name: 'the MySQL server (mysql2)', open: mysqlDialect }]);
-
-function deferred() {
-  let resolve!: () => void;
-  const promise = new Promise<void>((res) => {
-    resolve = res;
-  });
-  return { promise, resolve };
-}
 
 describe('transactional makeIdempotent on the MySQL server', () => {
   const databases: MysqlDatabase[] = [];

@@ -16,6 +16,7 @@ import {
   type TestServer,
 } from '../support/http-servers.js';
 import { type StoreFactory, storeFactories } from '../support/store-factories.js';
+import { until } from '../support/waiting.js';
 
 /** Fields of a request body that steer the test handler. */
 interface Control {
@@ -46,10 +47,6 @@ function defer(): { promise: Promise<void>; open: () => void } {
     open = resolve;
   });
   return { promise, open };
-}
-
-async function until(check: () => Promise<boolean>): Promise<void> {
-  while (!(await check())) await sleep(5);
 }
 
 function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {

@@ -14,17 +14,10 @@ import {
 } from '../../src/pg/index.js';
 import { serveFetch, type TestServer } from '../support/http-servers.js';
 import { freshServerSchema, type ServerSchema } from '../support/pg.js';
+import { deferred } from '../support/waiting.js';
 
 // Runs only when DATABASE_URL is set (see vitest.config.ts); then an unreachable server fails it.
 const url = process.env.DATABASE_URL as string;
-
-function deferred() {
-  let resolve!: () => void;
-  const promise = new Promise<void>((res) => {
-    resolve = res;
-  });
-  return { promise, resolve };
-}
 
 type Handler = (tx: PgHandlerTransaction) => Promise<HttpResponse>;
 type Runner = ReturnType<typeof pgTransaction>;

@@ -23,16 +23,9 @@ import {
 } from '../../src/sqlite/index.js';
 import { serveFetch, type TestServer } from '../support/http-servers.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
+import { deferred } from '../support/waiting.js';
 
 const dir = tempDir('idem-http-tx-fx-');
-
-function deferred() {
-  let resolve!: () => void;
-  const promise = new Promise<void>((res) => {
-    resolve = res;
-  });
-  return { promise, resolve };
-}
 
 /** What a test request asks of the handler: the amount to pay and, optionally, its answer. */
 interface Order {

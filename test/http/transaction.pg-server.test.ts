@@ -12,17 +12,10 @@ import {
   pgTransaction,
 } from '../../src/pg/index.js';
 import { freshServerSchema, type ServerSchema } from '../support/pg.js';
+import { deferred } from '../support/waiting.js';
 
 // Runs only when DATABASE_URL is set (see vitest.config.ts); then an unreachable server fails it.
 const url = process.env.DATABASE_URL as string;
-
-function deferred() {
-  let resolve!: () => void;
-  const promise = new Promise<void>((res) => {
-    resolve = res;
-  });
-  return { promise, resolve };
-}
 
 describe('honoTransaction on the PostgreSQL server', () => {
   let server: ServerSchema | undefined;

@@ -20,16 +20,9 @@ import {
 import { openSqliteStore, sqliteTransaction } from '../../src/sqlite/index.js';
 import { fileUrl } from '../support/libsql-harness.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
+import { deferred } from '../support/waiting.js';
 
 const dir = tempDir('idem-http-tx-');
-
-function deferred() {
-  let resolve!: () => void;
-  const promise = new Promise<void>((res) => {
-    resolve = res;
-  });
-  return { promise, resolve };
-}
 
 async function listening(server: Server): Promise<string> {
   if (!server.listening) await once(server, 'listening');

@@ -7,6 +7,7 @@ import type { CreditMessage } from '../../examples/queue/schema.js';
 import { type RunningChild, spawnTs } from '../support/child.js';
 import { uniqueName } from '../support/pg.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
+import { until } from '../support/waiting.js';
 
 // Runs only when AMQP_URL is set (see vitest.config.ts); then an unreachable broker fails it.
 const url = process.env.AMQP_URL as string;
@@ -30,10 +31,6 @@ function creditsPerMessage(dbPath: string): Map<string, number> {
   } finally {
     db.close();
   }
-}
-
-async function until(condition: () => Promise<boolean>): Promise<void> {
-  while (!(await condition())) await new Promise((resolve) => setTimeout(resolve, 20));
 }
 
 describe('queue example on RabbitMQ', () => {

@@ -2,11 +2,7 @@ import { existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import { type ChildResult, spawnTs } from './child.js';
-
-/** Resolves once `predicate` holds, polling every few milliseconds. */
-export async function until(predicate: () => boolean): Promise<void> {
-  while (!predicate()) await new Promise((resolve) => setTimeout(resolve, 5));
-}
+import { until } from './waiting.js';
 
 /**
  * Runs several fixtures so that their work overlaps: each child waits at the barrier of
