@@ -1,43 +1,21 @@
-import { and, eq, gt, is, Param, Placeholder, sql } from 'drizzle-orm';
+import { and, eq, gt, sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/mysql2';
 import mysql from 'mysql2/promise';
+import { ownerRow } from '../src/core/key-conditions.js';
 import { KeyStatus } from '../src/core/status.js';
 import { ER_DUP_ENTRY, mysqlErrno, mysqlKeysTable, openMysqlStore } from '../src/mysql/index.js';
-import {
-  answerOfSize,
-  type JsonObject,
-  type RealisticKey,
-  realisticKeys,
-} from './support/inputs.js';
-import { alternate, check, median, nowMs, pairedRatio } from './support/measure.js';
+import type { JsonObject } from './support/inputs.js';
+import { check, median, pairedRatio } from './support/measure.js';
 import type { BenchSize, GroupResult } from './support/report.js';
+import { compareServerOperations, IN_FLIGHT, rawSql } from './support/server-ops.js';
 
 const URL = process.env.MYSQL_URL || 'mysql://root@127.0.0.1:3306/test';
-const CONNECTIONS = 8;
 const p = sql.placeholder;
 
-// A raw statement with exactly the text drizzle sends for the store's query, its parameters
-// filled in by name in the same order.
-function rawStatement(query: { toSQL(): { sql: string; params: unknown[] } }) {
-  const { sql: text, params } = query.toSQL();
-  const slots = params.map((param): { name: string } | { value: unknown } => {
-    const inner = is(param, Param) ? param.value : param;
-    return is(inner, Placeholder) ? { name: inner.name } : { value: inner };
-  });
-  return (values: Record<string, unknown>): [string, unknown[]] => [
-    text,
-    slots.map((slot) => ('name' in slot ? values[slot.name] : slot.value)),
-  ];
-}
-
-async function opsPerSecondConcurrent(count: number, op: (index: number) => Promise<unknown>) {
-  let next = 0;
-  const worker = async () => {
-    while (next < count) await op(next++);
-  };
-  const start = nowMs();
-  await Promise.all(Array.from({ length: CONNECTIONS }, worker));
-  return count / ((nowMs() - start) / 1000);
+// A statement with exactly the text drizzle sends for the store's query, as mysql2's arguments.
+function rawStatement(query: Parameters<typeof rawSql>[0]) {
+  const { text, values } = rawSql(query);
+  return (named: Record<string, unknown>): [string, unknown[]] => [text, values(named)];
 }
 
 interface Affected {
@@ -58,7 +36,7 @@ export async function mysqlOps({ quick }: BenchSize): Promise<GroupResult> {
   await admin.query(`CREATE DATABASE \`${name}\``);
   const target = new globalThis.URL(URL);
   target.pathname = `/${name}`;
-  const pool = mysql.createPool({ uri: target.toString(), connectionLimit: CONNECTIONS });
+  const pool = mysql.createPool({ uri: target.toString(), connectionLimit: IN_FLIGHT });
   const store = await openMysqlStore<JsonObject>(pool);
   const keys = mysqlKeysTable();
   const db = drizzle(pool);
@@ -75,13 +53,7 @@ export async function mysqlOps({ quick }: BenchSize): Promise<GroupResult> {
       db
         .update(keys)
         .set({ status: KeyStatus.done, response: sql`${p('response')}` })
-        .where(
-          and(
-            eq(keys.id, p('id')),
-            eq(keys.fingerprint, p('fingerprint')),
-            eq(keys.status, KeyStatus.pending),
-          ),
-        ),
+        .where(ownerRow(keys, p('id'), p('fingerprint'))),
     ),
     fetch: rawStatement(
       db
@@ -92,67 +64,31 @@ export async function mysqlOps({ quick }: BenchSize): Promise<GroupResult> {
         ),
     ),
   };
-  const answers = Array.from({ length: count }, (_, i) => answerOfSize(1024, i));
-  const ours: RealisticKey[][] = [];
-  const theirs: RealisticKey[][] = [];
-  for (let round = 0; round < rounds; round++) {
-    ours.push(realisticKeys(count));
-    theirs.push(realisticKeys(count));
-  }
-  const input = (side: RealisticKey[][], round: number, index: number) =>
-    side[round]?.[index] as RealisticKey;
   try {
-    const reserve = await alternate(
-      rounds,
-      (r) =>
-        opsPerSecondConcurrent(count, async (i) => {
-          const { key, digest } = input(ours, r, i);
-          check(await store.reserve(key, digest, 1e9), 'reserve');
-        }),
-      (r) =>
-        opsPerSecondConcurrent(count, async (i) => {
-          const { key, digest } = input(theirs, r, i);
+    const changed = async (statement: [string, unknown[]]) =>
+      ((await pool.query(...statement)) as unknown as [Affected])[0].affectedRows;
+    const { reserve, finish, fetch } = await compareServerOperations(
+      store,
+      {
+        reserve: async (key, digest) => {
           try {
-            const [result] = (await pool.query(
-              ...raw.reserve({ id: key, fingerprint: digest, expires: 1e9 }),
-            )) as unknown as [Affected];
-            check(result.affectedRows === 1, 'raw reserve');
+            return await changed(raw.reserve({ id: key, fingerprint: digest, expires: 1e9 }));
           } catch (error) {
             if (mysqlErrno(error) === ER_DUP_ENTRY) check(false, 'raw reserve of a new key');
             throw error;
           }
-        }),
-    );
-    const finish = await alternate(
+        },
+        finish: (key, digest, response) =>
+          changed(raw.finish({ id: key, fingerprint: digest, response })),
+        fetch: async (key, now) => {
+          const [rows] = (await pool.query(...raw.fetch({ id: key, now }))) as unknown as [
+            { response: string | null }[],
+          ];
+          return rows[0]?.response;
+        },
+      },
       rounds,
-      (r) =>
-        opsPerSecondConcurrent(count, async (i) => {
-          const { key, digest } = input(ours, r, i);
-          check(await store.finish(key, digest, answers[i] as JsonObject), 'finish');
-        }),
-      (r) =>
-        opsPerSecondConcurrent(count, async (i) => {
-          const { key, digest } = input(theirs, r, i);
-          const [result] = (await pool.query(
-            ...raw.finish({ id: key, fingerprint: digest, response: JSON.stringify(answers[i]) }),
-          )) as unknown as [Affected];
-          check(result.affectedRows === 1, 'raw finish');
-        }),
-    );
-    const fetch = await alternate(
-      rounds,
-      (r) =>
-        opsPerSecondConcurrent(count, async (i) => {
-          check((await store.fetch(input(ours, r, i).key, 5)) !== null, 'fetch');
-        }),
-      (r) =>
-        opsPerSecondConcurrent(count, async (i) => {
-          const [rows] = (await pool.query(
-            ...raw.fetch({ id: input(theirs, r, i).key, now: 5 }),
-          )) as unknown as [{ response: string | null }[]];
-          const text = rows[0]?.response;
-          check(text != null && JSON.parse(text) !== null, 'raw fetch');
-        }),
+      count,
     );
     return {
       metrics: {

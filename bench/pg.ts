@@ -1,45 +1,27 @@
-import { and, eq, gt, is, Param, Placeholder, sql } from 'drizzle-orm';
+import { and, eq, gt, sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
+import { ownerRow } from '../src/core/key-conditions.js';
 import { KeyStatus } from '../src/core/status.js';
 import { openPgStore, type PgIdempotencyStore, pgKeysTable } from '../src/pg/index.js';
-import {
-  answerOfSize,
-  type JsonObject,
-  type RealisticKey,
-  realisticKeys,
-} from './support/inputs.js';
+import { type JsonObject, type RealisticKey, realisticKeys } from './support/inputs.js';
 import { alternate, check, median, nowMs, pairedRatio, ratioOfMedians } from './support/measure.js';
 import type { BenchSize, GroupResult } from './support/report.js';
+import {
+  compareServerOperations,
+  IN_FLIGHT,
+  opsPerSecondConcurrent,
+  rawSql,
+} from './support/server-ops.js';
 
 const URL = 'postgres://postgres@127.0.0.1:5432/test';
-const CONNECTIONS = 8;
 const SEEDED_NOW = 5000;
 const p = sql.placeholder;
 
-// A raw statement with exactly the text drizzle sends for the store's query, its parameters
-// filled in by name in the same order.
-function rawStatement(name: string, query: { toSQL(): { sql: string; params: unknown[] } }) {
-  const { sql: text, params } = query.toSQL();
-  const slots = params.map((param): { name: string } | { value: unknown } => {
-    const inner = is(param, Param) ? param.value : param;
-    return is(inner, Placeholder) ? { name: inner.name } : { value: inner };
-  });
-  return (values: Record<string, unknown>) => ({
-    name,
-    text,
-    values: slots.map((slot) => ('name' in slot ? values[slot.name] : slot.value)),
-  });
-}
-
-async function opsPerSecondConcurrent(count: number, op: (index: number) => Promise<unknown>) {
-  let next = 0;
-  const worker = async () => {
-    while (next < count) await op(next++);
-  };
-  const start = nowMs();
-  await Promise.all(Array.from({ length: CONNECTIONS }, worker));
-  return count / ((nowMs() - start) / 1000);
+// A named statement with exactly the text drizzle sends for the store's query.
+function rawStatement(name: string, query: Parameters<typeof rawSql>[0]) {
+  const { text, values } = rawSql(query);
+  return (named: Record<string, unknown>) => ({ name, text, values: values(named) });
 }
 
 /**
@@ -52,7 +34,7 @@ export async function pgOps({ quick }: BenchSize): Promise<GroupResult> {
   const count = 2_000;
   const rounds = quick ? 9 : 41;
   const schema = `bench_${process.pid}`;
-  const pool = new pg.Pool({ connectionString: URL, max: CONNECTIONS });
+  const pool = new pg.Pool({ connectionString: URL, max: IN_FLIGHT });
   const store = await openPgStore<JsonObject>(pool, { schema });
   const keys = pgKeysTable(schema);
   const db = drizzle(pool);
@@ -75,13 +57,7 @@ export async function pgOps({ quick }: BenchSize): Promise<GroupResult> {
       db
         .update(keys)
         .set({ status: KeyStatus.done, response: sql<string>`${p('response')}` })
-        .where(
-          and(
-            eq(keys.id, p('id')),
-            eq(keys.fingerprint, p('fingerprint')),
-            eq(keys.status, KeyStatus.pending),
-          ),
-        )
+        .where(ownerRow(keys, p('id'), p('fingerprint')))
         .returning({ id: keys.id }),
     ),
     fetch: rawStatement(
@@ -94,60 +70,24 @@ export async function pgOps({ quick }: BenchSize): Promise<GroupResult> {
         ),
     ),
   };
-  const answers = Array.from({ length: count }, (_, i) => answerOfSize(1024, i));
-  const ours: RealisticKey[][] = [];
-  const theirs: RealisticKey[][] = [];
-  for (let round = 0; round < rounds; round++) {
-    ours.push(realisticKeys(count));
-    theirs.push(realisticKeys(count));
-  }
-  const input = (side: RealisticKey[][], round: number, index: number) =>
-    side[round]?.[index] as RealisticKey;
   try {
-    const reserve = await alternate(
+    const { reserve, finish, fetch } = await compareServerOperations(
+      store,
+      {
+        reserve: async (key, digest) =>
+          (await pool.query(raw.reserve({ id: key, fingerprint: digest, expires: 1e9 }))).rows
+            .length,
+        finish: async (key, digest, response) =>
+          (await pool.query(raw.finish({ id: key, fingerprint: digest, response }))).rows.length,
+        fetch: async (key, now) =>
+          (
+            (await pool.query(raw.fetch({ id: key, now }))).rows[0] as
+              | { response: string | null }
+              | undefined
+          )?.response,
+      },
       rounds,
-      (r) =>
-        opsPerSecondConcurrent(count, async (i) => {
-          const { key, digest } = input(ours, r, i);
-          check(await store.reserve(key, digest, 1e9), 'reserve');
-        }),
-      (r) =>
-        opsPerSecondConcurrent(count, async (i) => {
-          const { key, digest } = input(theirs, r, i);
-          const result = await pool.query(
-            raw.reserve({ id: key, fingerprint: digest, expires: 1e9 }),
-          );
-          check(result.rows.length === 1, 'raw reserve');
-        }),
-    );
-    const finish = await alternate(
-      rounds,
-      (r) =>
-        opsPerSecondConcurrent(count, async (i) => {
-          const { key, digest } = input(ours, r, i);
-          check(await store.finish(key, digest, answers[i] as JsonObject), 'finish');
-        }),
-      (r) =>
-        opsPerSecondConcurrent(count, async (i) => {
-          const { key, digest } = input(theirs, r, i);
-          const result = await pool.query(
-            raw.finish({ id: key, fingerprint: digest, response: JSON.stringify(answers[i]) }),
-          );
-          check(result.rows.length === 1, 'raw finish');
-        }),
-    );
-    const fetch = await alternate(
-      rounds,
-      (r) =>
-        opsPerSecondConcurrent(count, async (i) => {
-          check((await store.fetch(input(ours, r, i).key, 5)) !== null, 'fetch');
-        }),
-      (r) =>
-        opsPerSecondConcurrent(count, async (i) => {
-          const result = await pool.query(raw.fetch({ id: input(theirs, r, i).key, now: 5 }));
-          const text = (result.rows[0] as { response: string | null } | undefined)?.response;
-          check(text != null && JSON.parse(text) !== null, 'raw fetch');
-        }),
+      count,
     );
     // acquire (a reservation holding a 30 s lease) against reserve, on fresh keys of their own.
     const acquireKeys = Array.from({ length: rounds }, () => realisticKeys(count));
@@ -156,7 +96,7 @@ export async function pgOps({ quick }: BenchSize): Promise<GroupResult> {
       rounds,
       (r) =>
         opsPerSecondConcurrent(count, async (i) => {
-          const { key, digest } = input(acquireKeys, r, i);
+          const { key, digest } = (acquireKeys[r] as RealisticKey[])[i] as RealisticKey;
           const acquired = await store.acquire(key, digest, {
             expires: 1e9,
             now: 5,
@@ -166,7 +106,7 @@ export async function pgOps({ quick }: BenchSize): Promise<GroupResult> {
         }),
       (r) =>
         opsPerSecondConcurrent(count, async (i) => {
-          const { key, digest } = input(reserveKeys, r, i);
+          const { key, digest } = (reserveKeys[r] as RealisticKey[])[i] as RealisticKey;
           check(await store.reserve(key, digest, 1e9), 'reserve');
         }),
     );
