@@ -1,4 +1,4 @@
-import { and, type Column, eq, lte, type SQL, type SQLWrapper } from 'drizzle-orm';
+import { and, type Column, eq, lte, type SQL, type SQLWrapper, sql } from 'drizzle-orm';
 import { KeyStatus } from './status.js';
 
 /** The columns of a keys table that the stores' conditions read, on any dialect. */
@@ -57,4 +57,30 @@ export function leaseHolderRow(
   attempt: Bound<number>,
 ): SQL {
   return and(ownerRow(keys, key, digest, attempt), eq(keys.unrecorded, false)) as SQL;
+}
+
+/**
+ * The `DO UPDATE` half of the one-statement `acquire` (`INSERT … ON CONFLICT (id) DO UPDATE`):
+ * it takes over the existing row only when it is pending under the same fingerprint, not marked
+ * unrecorded, and its lease ended by `now`, bumping the fencing token and moving the lease and
+ * the deadline to the inserted row's (`excluded`). A row without a lease (NULL) never compares as
+ * lapsed, so it is never taken over.
+ */
+export function leaseTakeover(
+  keys: KeyColumns & { readonly leaseUntil: Column },
+  now: Bound<number>,
+) {
+  return {
+    set: {
+      attempt: sql`${keys.attempt} + 1`,
+      leaseUntil: sql`excluded.lease_until`,
+      expires: sql`excluded.expires`,
+    },
+    setWhere: and(
+      sql`${keys.fingerprint} = excluded.fingerprint`,
+      eq(keys.status, KeyStatus.pending),
+      eq(keys.unrecorded, false),
+      lte(keys.leaseUntil, now),
+    ),
+  };
 }

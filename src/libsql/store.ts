@@ -2,7 +2,7 @@ import type { Client, InStatement, ResultSet } from '@libsql/client';
 import { and, asc, eq, gt, inArray, isNull, lte, or, sql } from 'drizzle-orm';
 import type { LibSQLDatabase } from 'drizzle-orm/libsql';
 import { AsyncIdempotencyStore, type KeyStatements, type StatsRow } from '../core/async-store.js';
-import { expiredAnswer, leaseHolderRow, ownerRow } from '../core/key-conditions.js';
+import { expiredAnswer, leaseHolderRow, leaseTakeover, ownerRow } from '../core/key-conditions.js';
 import type { KeyRow } from '../core/record.js';
 import { KeyStatus } from '../core/status.js';
 import type { AcquireOptions, AcquireResult, LeasedIdempotencyStore } from '../core/store.js';
@@ -69,20 +69,7 @@ function compileQueries(db: AnyLibsqlDatabase, keys: SqliteKeysTable) {
           expires: p('expires'),
           leaseUntil: p('leaseUntil'),
         })
-        .onConflictDoUpdate({
-          target: keys.id,
-          set: {
-            attempt: sql`${keys.attempt} + 1`,
-            leaseUntil: sql`excluded.lease_until`,
-            expires: sql`excluded.expires`,
-          },
-          setWhere: and(
-            sql`${keys.fingerprint} = excluded.fingerprint`,
-            isPending,
-            eq(keys.unrecorded, false),
-            lte(keys.leaseUntil, p('now')),
-          ),
-        })
+        .onConflictDoUpdate({ target: keys.id, ...leaseTakeover(keys, p('now')) })
         .returning({ attempt: keys.attempt }),
       ['id', 'fingerprint', 'expires', 'leaseUntil', 'now'],
     ),

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { and, asc, eq, gt, inArray, isNull, lte, or, sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { AsyncIdempotencyStore, type KeyStatements } from '../core/async-store.js';
-import { expiredAnswer, leaseHolderRow, ownerRow } from '../core/key-conditions.js';
+import { expiredAnswer, leaseHolderRow, leaseTakeover, ownerRow } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
 import type { LeasedIdempotencyStore, ReleasePendingResult } from '../core/store.js';
 import { compilePgStatement } from './compile.js';
@@ -97,20 +97,7 @@ function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string, ta
           attempt: sql`1`,
           unrecorded: sql`false`,
         })
-        .onConflictDoUpdate({
-          target: keys.id,
-          set: {
-            attempt: sql`${keys.attempt} + 1`,
-            leaseUntil: sql`excluded.lease_until`,
-            expires: sql`excluded.expires`,
-          },
-          setWhere: and(
-            sql`${keys.fingerprint} = excluded.fingerprint`,
-            isPending,
-            eq(keys.unrecorded, false),
-            lte(keys.leaseUntil, p('now')),
-          ),
-        })
+        .onConflictDoUpdate({ target: keys.id, ...leaseTakeover(keys, p('now')) })
         .returning({ attempt: keys.attempt }),
       ['id', 'fingerprint', 'expires', 'leaseUntil', 'now'],
     ),
