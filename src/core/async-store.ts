@@ -120,8 +120,6 @@ export interface KeyStatements {
   stats(now: number): Promise<readonly StatsRow[]>;
   /** Called once by the first `close()`. */
   close?(): unknown;
-  /** A further check of a key or digest the dialect cannot store, after the common one. */
-  assertStorable?(value: string, what: 'key' | 'digest'): void;
   /** Checks the options of `pendingKeys`; {@link readPendingOptions} when not given. */
   readPendingOptions?(options: PendingKeysOptions): PendingQuery;
 }
@@ -164,12 +162,10 @@ export class AsyncIdempotencyStore<T = unknown> implements LeasedIdempotencyStor
 
   #checkKey(key: unknown): asserts key is string {
     assertKey(key);
-    this.#statements.assertStorable?.(key, 'key');
   }
 
   #checkDigest(digest: unknown): asserts digest is string {
     assertDigest(digest);
-    this.#statements.assertStorable?.(digest, 'digest');
   }
 
   /** {@inheritDoc IdempotencyStore.reserve} */

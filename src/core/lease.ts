@@ -41,6 +41,18 @@ export function assertAttempt(attempt: unknown): asserts attempt is number {
   assertIntegerOption(attempt, 'attempt', 1, Number.MAX_SAFE_INTEGER);
 }
 
+// Node runs a timer asked for more than 2^31 - 1 ms after 1 ms instead, so a lease too long for
+// the timer would be renewed a thousand times a second.
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * How often a lease of `leaseSeconds` is renewed, in milliseconds: every third of it, so it
+ * outlasts two missed renewals; never more than a Node timer can wait (about 24.8 days).
+ */
+export function renewalIntervalMs(leaseSeconds: number): number {
+  return Math.min((leaseSeconds * 1000) / 3, MAX_TIMER_MS);
+}
+
 /** Checks `pendingKeys`' limit and returns it, 100 when not given. */
 export function pendingLimit(limit: unknown): number {
   const value = limit ?? DEFAULT_PENDING_LIMIT;

@@ -10,13 +10,15 @@ import {
 } from 'drizzle-orm/mysql-core';
 import type { KeyStatus } from '../core/status.js';
 import { assertTableName, DEFAULT_TABLE_NAME, retentionIndexName } from '../core/table-name.js';
+import { MAX_KEY_BYTES } from '../core/validation.js';
 
 /**
- * The most UTF-8 bytes an `id` (the key) or a `fingerprint` holds on MySQL. Enough for any key of
- * 255 characters (the HTTP layer's limit) in any script. Longer ones are refused by the store with
- * a typed error before they reach the server, so no `sql_mode` can truncate them.
+ * The most UTF-8 bytes an `id` (the key) or a `fingerprint` holds on MySQL: `MAX_KEY_BYTES`, the
+ * limit every dialect enforces. Enough for any key of 255 characters (the HTTP layer's limit) in
+ * any script. Longer ones are refused by every store with a typed error before they reach the
+ * server, so no `sql_mode` can truncate them.
  */
-export const MYSQL_MAX_TEXT_BYTES = 1024;
+export const MYSQL_MAX_TEXT_BYTES = MAX_KEY_BYTES;
 
 // Keys and fingerprints are compared and ordered as bytes. VARBINARY is the one type that does
 // so on MySQL and MariaDB alike: the `utf8mb4_bin` collation is PAD SPACE on MariaDB (so 'k' and

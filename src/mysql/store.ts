@@ -5,7 +5,7 @@ import {
   type KeyStatements,
   type PendingQuery,
 } from '../core/async-store.js';
-import { InvalidDigestError, InvalidKeyError, InvalidOptionError } from '../core/errors.js';
+import { InvalidOptionError } from '../core/errors.js';
 import { expiredAnswer, leaseHolderRow, ownerRow } from '../core/key-conditions.js';
 import { pendingLimit } from '../core/lease.js';
 import type { KeyRow } from '../core/record.js';
@@ -41,15 +41,6 @@ export interface MysqlStoreOptions extends MysqlTableOptions {
 }
 
 const p = sql.placeholder;
-
-// The server would refuse (strict sql_mode) or truncate (any other) a longer value: refusing it
-// here gives the same typed error whatever the server's mode, before anything is sent.
-function assertStorable(value: string, what: 'key' | 'digest'): void {
-  const bytes = Buffer.byteLength(value, 'utf8');
-  if (bytes <= MYSQL_MAX_TEXT_BYTES) return;
-  const message = `${what} is ${bytes} UTF-8 bytes long; a MySQL store keeps at most ${MYSQL_MAX_TEXT_BYTES}`;
-  throw what === 'key' ? new InvalidKeyError(message) : new InvalidDigestError(message);
-}
 
 // Stricter than the other dialects: options that are not an object, or a `stale` that is not a
 // boolean, are refused instead of read loosely.
@@ -356,7 +347,6 @@ function mysqlStatements(
     counts: () => queries.counts.execute(),
     stats: (now) => queries.stats.execute({ now }),
     close: () => context.onClose?.(),
-    assertStorable,
     readPendingOptions,
   };
 }
@@ -387,8 +377,9 @@ function mysqlStatements(
  *
  * Keys and fingerprints are compared as bytes (VARBINARY): keys differing only by case or by
  * trailing spaces are different keys, and ids come back in byte order as on the other dialects.
- * Keys and fingerprints are at most {@link MYSQL_MAX_TEXT_BYTES} UTF-8 bytes; longer ones are
- * refused with a typed error whatever the server's `sql_mode`. The connection must speak utf8mb4
+ * Keys and fingerprints are at most {@link MYSQL_MAX_TEXT_BYTES} UTF-8 bytes, the limit of every
+ * dialect; longer ones are refused with a typed error before anything is sent, so no `sql_mode`
+ * can truncate them. The connection must speak utf8mb4
  * (mysql2's default).
  *
  * @typeParam T - the type of the stored responses

@@ -1,8 +1,11 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
+  InvalidDigestError,
+  InvalidKeyError,
   InvalidOptionError,
   InvalidTimeError,
   type LeasedIdempotencyStore,
+  MAX_KEY_BYTES,
 } from '../../src/index.js';
 import type { HarnessFactory, StoreHarness } from './harness.js';
 
@@ -22,6 +25,27 @@ export function describeLeaseContract(dialect: string, makeHarness: HarnessFacto
     });
     afterEach(async () => {
       await h.close();
+    });
+
+    it('acquires a key of MAX_KEY_BYTES UTF-8 bytes and refuses one byte more, writing nothing', async () => {
+      const longest = `${'é'.repeat((MAX_KEY_BYTES - 2) / 2)}ab`;
+      const over = `${longest}x`;
+      await expect(
+        Promise.resolve().then(() => store.acquire(over, 'd', LEASE)),
+      ).rejects.toBeInstanceOf(InvalidKeyError);
+      await expect(
+        Promise.resolve().then(() => store.acquire('k', over, LEASE)),
+      ).rejects.toBeInstanceOf(InvalidDigestError);
+      await expect(
+        Promise.resolve().then(() => store.renew(over, 'd', 1, 200)),
+      ).rejects.toBeInstanceOf(InvalidKeyError);
+      await expect(Promise.resolve().then(() => store.releasePending(over))).rejects.toBeInstanceOf(
+        InvalidKeyError,
+      );
+      expect(await h.rows()).toEqual([]);
+      const got = await store.acquire(longest, longest, LEASE);
+      expect(got.status).toBe('acquired');
+      expect(await store.get(longest)).toMatchObject({ key: longest, status: 'pending' });
     });
 
     it('acquires a missing key with attempt 1 and a lease until now + leaseSeconds', async () => {

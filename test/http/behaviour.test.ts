@@ -6,7 +6,7 @@ import {
   requestFingerprint,
   storedId,
 } from '../../src/http/index.js';
-import type { IdempotencyStore } from '../../src/index.js';
+import { type IdempotencyStore, MAX_KEY_BYTES } from '../../src/index.js';
 import { failingFinish } from '../support/failing-store.js';
 import {
   type Answer,
@@ -450,6 +450,22 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
       expect(ab.headers.get('idempotent-replayed')).toBeNull();
       expect(a2.headers.get('idempotent-replayed')).toBeNull();
       expect(calls).toBe(5);
+    });
+
+    it('takes a scoped key of MAX_KEY_BYTES stored bytes and answers 400, not 500, for one byte more', async () => {
+      const url = await start();
+      // The stored id is the scope as a JSON string, U+001F, then the key: 1019 + 2 + 1 + 2 bytes.
+      const scope = 'c'.repeat(MAX_KEY_BYTES - 5);
+      expect(Buffer.byteLength(storedId(scope, 'k1'))).toBe(MAX_KEY_BYTES);
+      const fits = await send(url, 'k1', { amount: 1 }, { headers: { 'x-client': scope } });
+      expect(fits.status).toBe(201);
+      const retry = await send(url, 'k1', { amount: 1 }, { headers: { 'x-client': scope } });
+      expect(retry.headers.get('idempotent-replayed')).toBe('true');
+      const over = await send(url, 'k1', { amount: 1 }, { headers: { 'x-client': `${scope}c` } });
+      const problem = await expectProblem(over, 400, 'key-malformed');
+      expect(problem.detail).toContain(`at most ${MAX_KEY_BYTES}`);
+      expect(calls).toBe(1);
+      expect(await store.counts()).toEqual({ pending: 0, done: 1 });
     });
 
     it('runs the handler once for 50 concurrent identical requests', async () => {
