@@ -7,6 +7,7 @@ import {
   storedId,
 } from '../../src/http/index.js';
 import { type IdempotencyStore, MAX_KEY_BYTES } from '../../src/index.js';
+import { countedStore } from '../support/counted-store.js';
 import { failingFinish } from '../support/failing-store.js';
 import {
   type Answer,
@@ -279,11 +280,14 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
     });
 
     it('waits for the first request and replays its answer in wait mode', async () => {
-      const url = await start({ wait: { timeoutMs: 10_000, intervalMs: 10 } });
+      const counted = countedStore(store);
+      const url = await start({ wait: { timeoutMs: 10_000, intervalMs: 10 } }, counted.store);
       const first = send(url, 'k1', { gate: true });
       await until(async () => (await store.get('k1'))?.status === 'pending');
       const second = send(url, 'k1', { gate: true });
-      await sleep(50);
+      // The second request claimed once and then read the row twice: it is waiting, not replaying.
+      await until(() => counted.calls('get') >= 2);
+      expect(counted.calls('acquire')).toBe(2);
       gate.open();
       const [a, b] = await Promise.all([first, second]);
       expect(a.status).toBe(201);
@@ -294,10 +298,13 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
     });
 
     it('gives up waiting after the bounded wait with 409', async () => {
-      const url = await start({ wait: { timeoutMs: 30, intervalMs: 10 } });
+      const counted = countedStore(store);
+      const url = await start({ wait: { timeoutMs: 30, intervalMs: 10 } }, counted.store);
       const first = send(url, 'k1', { gate: true });
       await until(async () => (await store.get('k1'))?.status === 'pending');
       await expectProblem(await send(url, 'k1', { gate: true }), 409, 'request-in-progress');
+      // It waited (read the row) before giving up.
+      expect(counted.calls('get')).toBeGreaterThanOrEqual(1);
       gate.open();
       await first;
     });

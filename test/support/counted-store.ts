@@ -1,4 +1,4 @@
-import { afterAll } from 'vitest';
+import { onTestFinished } from 'vitest';
 import { instrumentStore, STORE_SPAN_PREFIX } from '../../src/observe/index.js';
 import { otelHarness } from './otel.js';
 
@@ -14,11 +14,11 @@ export interface CountedStore<S> {
 /**
  * Wraps `store` with the package's own OpenTelemetry instrumentation over the real SDK exporting
  * into memory, so a test counts the store operations a layer made (every statement it sent)
- * without touching the driver. The SDK is shut down when the test file ends.
+ * without touching the driver. Call it inside a test: the SDK is shut down when the test ends.
  */
 export function countedStore<S extends object>(store: S): CountedStore<S> {
   const otel = otelHarness();
-  afterAll(() => otel.shutdown());
+  onTestFinished(() => otel.shutdown());
   const wrapped = instrumentStore(store, {
     dialect: 'test',
     recordKeys: true,
