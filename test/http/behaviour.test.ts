@@ -299,7 +299,8 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
 
     it('gives up waiting after the bounded wait with 409', async () => {
       const counted = countedStore(store);
-      const url = await start({ wait: { timeoutMs: 30, intervalMs: 10 } }, counted.store);
+      // Long enough that the claim before the wait never spends the whole budget on a busy server.
+      const url = await start({ wait: { timeoutMs: 500, intervalMs: 10 } }, counted.store);
       const first = send(url, 'k1', { gate: true });
       await until(async () => (await store.get('k1'))?.status === 'pending');
       await expectProblem(await send(url, 'k1', { gate: true }), 409, 'request-in-progress');
