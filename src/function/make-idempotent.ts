@@ -265,8 +265,10 @@ function wrap<A extends unknown[], R>(
             seen: found.record,
           });
           if (waited.status === 'inProgress') {
-            const record = waited.record ?? found.record;
-            throw new CallInProgressError(key, record, record?.leaseUntil ?? found.leaseUntil);
+            // The row as last seen, if the wait looked at it; else what the claim saw.
+            const { record } = waited;
+            if (record === null) throw new CallInProgressError(key, found.record, found.leaseUntil);
+            throw new CallInProgressError(key, record, record.leaseUntil);
           }
           // Only a row that is gone or whose lease lapsed is claimed again: a write.
           found =

@@ -200,7 +200,8 @@ export function idempotent(
         seen: holder,
       });
       if (waited.status === 'inProgress') {
-        const lapses = waited.record?.leaseUntil ?? leaseUntil;
+        // The row as last seen, if the wait looked at it; else what the claim saw.
+        const lapses = waited.record === null ? leaseUntil : waited.record.leaseUntil;
         const retryAfter =
           lapses === null
             ? settings.retryAfterSeconds
