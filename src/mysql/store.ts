@@ -9,6 +9,7 @@ import { InvalidDigestError, InvalidKeyError, InvalidOptionError } from '../core
 import { expiredAnswer, leaseHolderRow, ownerRow } from '../core/key-conditions.js';
 import { pendingLimit } from '../core/lease.js';
 import type { KeyRow } from '../core/record.js';
+import { primaryOf } from '../core/replicas.js';
 import { KeyStatus } from '../core/status.js';
 import type {
   AcquireOptions,
@@ -415,11 +416,13 @@ export class MysqlIdempotencyStore<T = unknown>
   readonly #db: AnyMysqlDatabase;
 
   /**
-   * @param db - a drizzle mysql2 database; the store shares its connections
+   * @param database - a drizzle mysql2 database (or a `withReplicas` one: the store runs on its
+   * primary); the store shares its connections
    * @param options - see {@link MysqlStoreOptions}
    */
-  constructor(db: AnyMysqlDatabase, options: MysqlStoreOptions = {}) {
+  constructor(database: AnyMysqlDatabase, options: MysqlStoreOptions = {}) {
     const { table, name } = resolveMysqlTable(options);
+    const db = primaryOf(database);
     const context = {
       db,
       table,
