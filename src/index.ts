@@ -8,6 +8,7 @@ export {
   InvalidLimitError,
   InvalidOptionError,
   InvalidTimeError,
+  ReplicationUnconfirmedError,
   SchemaMismatchError,
   StoreClosedError,
   UnserializableResponseError,

@@ -4,6 +4,7 @@ import { keysTableProblems } from '../core/adoption.js';
 import { SchemaMismatchError } from '../core/errors.js';
 import { migrationsFolder } from '../core/migrations-folder.js';
 import { migrationsTableName, renameMigrationStatement } from '../core/table-name.js';
+import { mysqlErrno } from './errors.js';
 import { MYSQL_MAX_TEXT_BYTES, type MysqlTableOptions, resolveMysqlTable } from './schema.js';
 import type { AnyMysqlDatabase } from './store.js';
 
@@ -109,6 +110,23 @@ function lockName(table: string): SQL {
 
 const LOCK_TIMEOUT_SECONDS = 120;
 
+// Table exists (1050), duplicate column (1060), duplicate key name (1061).
+const ALREADY_MADE = new Set([1050, 1060, 1061]);
+
+// Runs one statement of a migration, taking "it already exists" as done. GET_LOCK is node-local
+// on Galera, so instances started on several nodes each hold "the" lock and run the same DDL,
+// which Galera replicates in total order: the second CREATE of an index then finds it made. A
+// run cut off between two statements (MySQL's DDL is not transactional) meets the same errors
+// when it is started again.
+async function executeRepeatable(tx: Pick<AnyMysqlDatabase, 'execute'>, statement: string) {
+  try {
+    await tx.execute(sql.raw(statement));
+  } catch (error) {
+    const errno = mysqlErrno(error);
+    if (errno === undefined || !ALREADY_MADE.has(errno)) throw error;
+  }
+}
+
 async function lastApplied(
   db: Pick<AnyMysqlDatabase, 'execute'>,
   journal: string,
@@ -181,7 +199,7 @@ export async function applyMysqlMigrations(
         for (const migration of migrations) {
           if (migration.folderMillis <= last) continue;
           for (const statement of migration.sql) {
-            await tx.execute(sql.raw(renameMigrationStatement(statement, table, '`')));
+            await executeRepeatable(tx, renameMigrationStatement(statement, table, '`'));
           }
           await tx.execute(
             sql`INSERT INTO ${sql.identifier(journal)} (hash, created_at) VALUES (${migration.hash}, ${migration.folderMillis})`,

@@ -9,6 +9,7 @@ import { InvalidOptionError } from '../core/errors.js';
 import { expiredAnswer, leaseHolderRow, ownerRow } from '../core/key-conditions.js';
 import { pendingLimit } from '../core/lease.js';
 import type { KeyRow } from '../core/record.js';
+import { primaryOf } from '../core/replicas.js';
 import { KeyStatus } from '../core/status.js';
 import type {
   AcquireOptions,
@@ -222,7 +223,11 @@ interface MysqlContext {
 
 // Locks up to `limit` expired answers (skipping rows other transactions hold), deletes them with
 // the predicate repeated, and returns their ids: one READ COMMITTED transaction, retried whole
-// if it is a deadlock victim.
+// if it is a deadlock victim. On Galera, SKIP LOCKED sees only its own node's locks, so sweepers
+// on several nodes pick the same batch and all but one fail certification at commit (1213):
+// they back off at random and take the next batch, the rows they lost being already deleted.
+const RETENTION_RETRY = { attempts: 20, backoffMs: 5 };
+
 function deleteExpired(
   { db, table: keys, retentionIndex }: MysqlContext,
   now: number,
@@ -231,30 +236,32 @@ function deleteExpired(
 ): Promise<{ id: string }[]> {
   const isExpiredAnswer = expiredAnswer(keys, now);
   const orderBy: SQL[] = order === 'id' ? [asc(keys.id)] : [asc(keys.expires), asc(keys.id)];
-  return retryDeadlocks(() =>
-    db.transaction(
-      async (tx) => {
-        const candidates = await tx
-          .select({ id: keys.id })
-          // Index order reads the start of the retention index range and stops after `limit`
-          // rows: no batch sorts the backlog, so a sweep stays linear in it.
-          .from(keys, order === 'index' ? { forceIndex: retentionIndex } : undefined)
-          .where(isExpiredAnswer)
-          .orderBy(...orderBy)
-          .limit(limit)
-          .for('update', { skipLocked: true });
-        if (candidates.length === 0) return candidates;
-        const ids = candidates.map((row) => row.id);
-        const result = await tx.delete(keys).where(and(inArray(keys.id, ids), isExpiredAnswer));
-        if (affected(result) !== ids.length) {
-          throw new Error(
-            `purge locked ${ids.length} rows but deleted ${affected(result)}: rolled back`,
-          );
-        }
-        return candidates;
-      },
-      { isolationLevel: 'read committed' },
-    ),
+  return retryDeadlocks(
+    () =>
+      db.transaction(
+        async (tx) => {
+          const candidates = await tx
+            .select({ id: keys.id })
+            // Index order reads the start of the retention index range and stops after `limit`
+            // rows: no batch sorts the backlog, so a sweep stays linear in it.
+            .from(keys, order === 'index' ? { forceIndex: retentionIndex } : undefined)
+            .where(isExpiredAnswer)
+            .orderBy(...orderBy)
+            .limit(limit)
+            .for('update', { skipLocked: true });
+          if (candidates.length === 0) return candidates;
+          const ids = candidates.map((row) => row.id);
+          const result = await tx.delete(keys).where(and(inArray(keys.id, ids), isExpiredAnswer));
+          if (affected(result) !== ids.length) {
+            throw new Error(
+              `purge locked ${ids.length} rows but deleted ${affected(result)}: rolled back`,
+            );
+          }
+          return candidates;
+        },
+        { isolationLevel: 'read committed' },
+      ),
+    RETENTION_RETRY,
   );
 }
 
@@ -406,11 +413,13 @@ export class MysqlIdempotencyStore<T = unknown>
   readonly #db: AnyMysqlDatabase;
 
   /**
-   * @param db - a drizzle mysql2 database; the store shares its connections
+   * @param database - a drizzle mysql2 database (or a `withReplicas` one: the store runs on its
+   * primary); the store shares its connections
    * @param options - see {@link MysqlStoreOptions}
    */
-  constructor(db: AnyMysqlDatabase, options: MysqlStoreOptions = {}) {
+  constructor(database: AnyMysqlDatabase, options: MysqlStoreOptions = {}) {
     const { table, name } = resolveMysqlTable(options);
+    const db = primaryOf(database);
     const context = {
       db,
       table,

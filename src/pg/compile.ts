@@ -1,4 +1,5 @@
 import { entityKind, is, NoopLogger } from 'drizzle-orm';
+import { ReplicationUnconfirmedError } from '../core/errors.js';
 import { paramSlot } from '../core/query-params.js';
 import type { AnyPgDatabase } from './store.js';
 
@@ -22,6 +23,35 @@ interface NodePgQueryable {
     types: typeof STORE_TYPES;
   }): Promise<{ rows: unknown[] }>;
 }
+
+// A notice as node-postgres reports it.
+interface NodePgNotice {
+  readonly code?: string;
+  readonly message?: string;
+}
+
+// One connection lent by a node-postgres pool: it emits the notices of the statements it runs.
+interface NodePgConnection extends NodePgQueryable {
+  on(event: 'notice', listener: (notice: NodePgNotice) => void): unknown;
+  off(event: 'notice', listener: (notice: NodePgNotice) => void): unknown;
+  release(destroy?: boolean): void;
+}
+
+interface NodePgPool extends NodePgQueryable {
+  readonly totalCount: number;
+  connect(): Promise<NodePgConnection>;
+}
+
+function isNodePgPool(client: NodePgQueryable): client is NodePgPool {
+  const candidate = client as Partial<NodePgPool>;
+  return typeof candidate.totalCount === 'number' && typeof candidate.connect === 'function';
+}
+
+// The server's only sign that a commit was not confirmed by the synchronous standby it waited for
+// (design: a cancelled wait still reports success).
+const cancelledSyncWait = (notice: NodePgNotice) =>
+  notice.code === '01000' &&
+  /canceling wait for synchronous replication/i.test(notice.message ?? '');
 
 const BOOL_OID = 16;
 const INT4_OID = 23;
@@ -114,10 +144,42 @@ export function compilePgStatement<K extends string, R>(
     const prepared = query.prepare(name);
     return (values) => prepared.execute(values);
   }
-  return async (values) => {
+  const bind = (values: Readonly<Record<K, unknown>>) => {
     const record = values as Readonly<Record<string, unknown>>;
-    const bound = slots.map((slot) => ('name' in slot ? record[slot.name] : slot.value));
-    const result = await client.query({ name, text, values: bound, types: STORE_TYPES });
-    return result.rows as R;
+    return slots.map((slot) => ('name' in slot ? record[slot.name] : slot.value));
+  };
+  if (!isNodePgPool(client)) {
+    return async (values) => {
+      const result = await client.query({ name, text, values: bind(values), types: STORE_TYPES });
+      return result.rows as R;
+    };
+  }
+  // On a pool each statement borrows its own connection, so the notices heard there are its own:
+  // a write whose synchronous replication wait was cancelled is refused, not reported done.
+  return async (values) => {
+    const connection = await client.connect();
+    let unconfirmed = false;
+    const listen = (notice: NodePgNotice) => {
+      if (cancelledSyncWait(notice)) unconfirmed = true;
+    };
+    connection.on('notice', listen);
+    let failed = false;
+    try {
+      const result = await connection.query({
+        name,
+        text,
+        values: bind(values),
+        types: STORE_TYPES,
+      });
+      if (unconfirmed) throw new ReplicationUnconfirmedError(name);
+      return result.rows as R;
+    } catch (error) {
+      // As the pool's own `query` does: a connection that failed a statement is not lent again.
+      failed = !(error instanceof ReplicationUnconfirmedError);
+      throw error;
+    } finally {
+      connection.off('notice', listen);
+      connection.release(failed);
+    }
   };
 }

@@ -2,7 +2,9 @@ import { createHash } from 'node:crypto';
 import { and, asc, eq, gt, inArray, isNull, lte, or, sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { AsyncIdempotencyStore, type KeyStatements } from '../core/async-store.js';
+import { InvalidOptionError } from '../core/errors.js';
 import { expiredAnswer, leaseHolderRow, leaseTakeover, ownerRow } from '../core/key-conditions.js';
+import { primaryOf, replicasOf } from '../core/replicas.js';
 import { KeyStatus } from '../core/status.js';
 import type { LeasedIdempotencyStore, ReleasePendingResult } from '../core/store.js';
 import { compilePgStatement } from './compile.js';
@@ -21,6 +23,14 @@ export interface PgStoreOptions extends PgTableOptions {
    * connection alone: a store built over your database never ends your pool.
    */
   readonly onClose?: () => unknown;
+  /**
+   * Where `fetch` reads a stored answer when `db` was made by drizzle's `withReplicas`:
+   * `'primary'` (the default) or `'replica'`. A replica lags the primary, so an answer finished a
+   * moment ago may not be there yet: a miss on the replica is read again on the primary, and a
+   * finished request is never reported missing because of the lag. Every statement that decides
+   * or writes (acquire, finish, release, purge, sweep, …) runs on the primary either way.
+   */
+  readonly replays?: 'primary' | 'replica';
 }
 
 const p = sql.placeholder;
@@ -239,10 +249,28 @@ function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string, ta
   };
 }
 
+// The answer of a done row, read on one replica: a statement of its own per replica database.
+function replicaFetch(replica: AnyPgDatabase, keys: PgKeysTable, schema: string, table: string) {
+  return compilePgStatement(
+    replica,
+    statementNames(schema, table)('fetch_replica'),
+    replica
+      .select({ response: keys.response })
+      .from(keys)
+      .where(
+        and(eq(keys.id, p('id')), eq(keys.status, KeyStatus.done), gt(keys.expires, p('now'))),
+      ),
+    ['id', 'now'],
+  );
+}
+
 function pgStatements(
   queries: ReturnType<typeof prepareQueries>,
+  replicas: readonly ReturnType<typeof replicaFetch>[],
   onClose: (() => unknown) | undefined,
 ): KeyStatements {
+  const fetchPrimary = async (id: string, now: number) =>
+    (await queries.fetch({ id, now }))[0]?.response;
   return {
     reserve: async (id, fingerprint, expires) =>
       (await queries.reserve({ id, fingerprint, expires })).length,
@@ -277,7 +305,15 @@ function pgStatements(
       const [row] = await queries.get({ id });
       return { released: false, row };
     },
-    fetch: async (id, now) => (await queries.fetch({ id, now }))[0]?.response,
+    fetch:
+      replicas.length === 0
+        ? fetchPrimary
+        : async (id, now) => {
+            const replica = replicas[
+              Math.floor(Math.random() * replicas.length)
+            ] as (typeof replicas)[number];
+            return (await replica({ id, now }))[0]?.response ?? fetchPrimary(id, now);
+          },
     get: async (id) => (await queries.get({ id }))[0],
     expired: (now, limit) => queries.expired.execute({ now, limit }),
     purge: (now, limit) => queries.purge.execute({ now, limit }),
@@ -323,16 +359,30 @@ export class PgIdempotencyStore<T = unknown>
   /**
    * @param db - a drizzle PostgreSQL database; the store shares its connections
    * @param options - see {@link PgStoreOptions}
-   * @throws {@link InvalidOptionError} for a schema name PostgreSQL cannot hold, or a `schema`
-   * that is not the table's
+   * @throws {@link InvalidOptionError} for a schema name PostgreSQL cannot hold, a `schema`
+   * that is not the table's, or a `replays` other than `'primary'` or `'replica'`
    */
   constructor(db: AnyPgDatabase, options: PgStoreOptions = {}) {
     const { table, name, schema } = resolvePgTable(options);
-    super(pgStatements(prepareQueries(db, table, schema, name), options.onClose));
-    this.#db = db;
+    if (
+      options.replays !== undefined &&
+      options.replays !== 'primary' &&
+      options.replays !== 'replica'
+    ) {
+      throw new InvalidOptionError(
+        `replays must be 'primary' or 'replica', got ${String(options.replays)}`,
+      );
+    }
+    const primary = primaryOf(db);
+    const replicas =
+      options.replays === 'replica'
+        ? replicasOf(db).map((replica) => replicaFetch(replica, table, schema, name))
+        : [];
+    super(pgStatements(prepareQueries(primary, table, schema, name), replicas, options.onClose));
+    this.#db = primary;
   }
 
-  /** The drizzle database the store runs on. */
+  /** The drizzle database the store runs on: the primary of a `withReplicas` database. */
   get db(): AnyPgDatabase {
     return this.#db;
   }
