@@ -38,14 +38,16 @@ function send(c: Context, wire: WireResponse): Response {
     : c.body(wire.body as Uint8Array<ArrayBuffer>, status, wire.headers);
 }
 
-// What the layer sees of a Hono request: the body as bytes (see readBody).
+// What the layer sees of a Hono request: the body as bytes (see readBody), and the path as it was
+// sent, not `c.req.path`, which Hono percent-decodes: the fingerprint normalises every adapter's
+// path one way.
 async function idempotentRequest(
   c: Context,
   options: HonoIdempotencyOptions,
 ): Promise<IdempotentRequest> {
   return {
     method: c.req.method,
-    path: c.req.path,
+    path: new URL(c.req.url).pathname,
     headers: c.req.header(),
     body: await readBody(c),
     scope: options.scope ? await options.scope(c) : undefined,
