@@ -202,24 +202,28 @@ async function idempotentRequest(
  * - a new key runs the handler once; its answer is stored before it is sent;
  * - a retry gets the stored answer with `Idempotent-Replayed: true`, without running the handler;
  * - every other outcome is an `application/problem+json` answer (see {@link IdempotencyProblem});
- * - a handler that fails (an error, or a status that is not stored) releases the key;
+ * - a handler that fails (a throw, a rejection, `next(err)`, or a status that is not stored)
+ *   releases the key; what the app's error handler answers is sent, never stored (the error is
+ *   heard on router's `express.router.request` tracing channel, router 2.3 and later);
  * - an answer that cannot be recorded (the store fails) gives a 500 `answer-not-recorded` and
  *   leaves the key pending, since the handler's effect happened (see {@link idempotent}).
  *
  * What is stored is what was sent: the status, the stored headers and the exact body bytes.
  * Replays and problems keep the headers set by middleware that ran before this one (CORS, a
- * request id). The body's bytes (`express.raw`), text (`express.text`) or parsed JSON
- * (`express.json`) are fingerprinted alike (see `requestFingerprint`).
+ * request id). The body's bytes (`express.raw`, or `req.rawBody` as {@link keepRawBody} keeps
+ * it beside `express.json`) or text (`express.text`) are fingerprinted as written; a body only
+ * `express.json` parsed, as its canonical JSON (see `requestFingerprint`).
  *
  * @param store - any {@link IdempotencyStore}, e.g. `openSqliteStore(path)`
  * @param options - see {@link ExpressIdempotencyOptions}
  * @example
  * ```ts
  * import express from 'express';
- * import { expressIdempotency } from 'drizzle-idempotency/express';
+ * import { expressIdempotency, keepRawBody } from 'drizzle-idempotency/express';
  *
  * const app = express();
- * app.post('/payments', express.json(), expressIdempotency(store), (req, res) => {
+ * app.use(express.json({ verify: keepRawBody }));
+ * app.post('/payments', expressIdempotency(store), (req, res) => {
  *   res.status(201).json(createPayment(req.body));
  * });
  * ```

@@ -142,9 +142,10 @@ async function idempotentRequest(
  * - an answer that cannot be recorded (the store fails) gives a 500 `answer-not-recorded` and
  *   leaves the key pending, since the handler's effect happened (see {@link idempotent}).
  *
- * The body Fastify parsed is part of the fingerprint, so the hooks run after parsing
- * (`preHandler`). What is stored is what was sent: the status, the stored headers and the exact
- * body bytes; a streamed answer is read whole before it is stored.
+ * The body is part of the fingerprint: `preParsing` keeps its bytes as Fastify reads them, so it
+ * is fingerprinted as the client wrote it, and the decision waits for parsing (`preHandler`).
+ * What is stored is what was sent: the status, the stored headers and the exact body bytes; a
+ * streamed answer is read whole before it is stored.
  *
  * @param store - any {@link IdempotencyStore}, e.g. `openSqliteStore(path)`
  * @param options - see {@link FastifyIdempotencyOptions}

@@ -66,8 +66,8 @@ async function idempotentRequest(
  *   leaves the key pending, since the handler's effect happened (see {@link idempotent}).
  *
  * What is stored is what was sent: the status, the stored headers and the exact body bytes. The
- * request body's bytes are fingerprinted (canonical JSON when they parse as JSON). Replays and
- * problems keep the headers set by middleware that ran before this one.
+ * request body's bytes are fingerprinted (JSON read as written, see `requestFingerprint`).
+ * Replays and problems keep the headers set by middleware that ran before this one.
  *
  * @param store - any {@link IdempotencyStore}, e.g. `openSqliteStore(path)`
  * @param options - see {@link HonoIdempotencyOptions}

@@ -46,7 +46,7 @@ describe('optional peers', () => {
     expect(output).toMatchObject({
       otelMissing: true,
       fastifyMissing: true,
-      fastifyHooks: ['onError', 'onSend', 'preHandler'],
+      fastifyHooks: ['onError', 'onSend', 'preHandler', 'preParsing'],
       fetchStatus: 201,
       unwrapped: true,
       reserved: true,
