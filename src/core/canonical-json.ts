@@ -5,8 +5,9 @@
 // rather than recursing, so no nesting depth can overflow the call stack.
 
 // What an entry of the value walk's stack holds (kept in two parallel arrays, so the walk
-// allocates nothing per value): text to write as is, a value to write, or an object whose members
-// are all written, leaving the ancestors' set.
+// allocates nothing per value): text to write as is, a value to write (its `toJSON` already
+// applied, so that runs once per value), or an object whose members are all written, leaving the
+// ancestors' set.
 const TEXT = 0;
 const VALUE = 1;
 const LEAVE = 2;
@@ -15,11 +16,6 @@ type Entry = typeof TEXT | typeof VALUE | typeof LEAVE;
 function resolved(value: unknown): unknown {
   const toJSON = (value as { toJSON?: unknown } | null | undefined)?.toJSON;
   return typeof toJSON === 'function' ? toJSON.call(value) : value;
-}
-
-// Values JSON.stringify leaves out of an object (and writes as null in an array).
-function omitted(value: unknown): boolean {
-  return value === undefined || typeof value === 'function' || typeof value === 'symbol';
 }
 
 /**
@@ -37,18 +33,17 @@ export function canonicalJson(root: unknown, refuse: (reason: string) => never):
   let out = '';
   const ancestors = new Set<object>();
   const entries: Entry[] = [VALUE];
-  const items: unknown[] = [root];
+  const items: unknown[] = [resolved(root)];
   for (let entry = entries.pop(); entry !== undefined; entry = entries.pop()) {
-    const item = items.pop();
+    const value = items.pop();
     if (entry === TEXT) {
-      out += item as string;
+      out += value as string;
       continue;
     }
     if (entry === LEAVE) {
-      ancestors.delete(item as object);
+      ancestors.delete(value as object);
       continue;
     }
-    const value = resolved(item);
     switch (typeof value) {
       case 'string':
         out += JSON.stringify(value);
@@ -76,14 +71,13 @@ export function canonicalJson(root: unknown, refuse: (reason: string) => never):
     const object = value as object;
     if (ancestors.has(object)) refuse('it contains a cycle');
     ancestors.add(object);
-    entries.push(LEAVE);
+    entries.push(LEAVE, TEXT);
     items.push(object);
     if (Array.isArray(object)) {
-      entries.push(TEXT);
       items.push(']');
       for (let index = object.length - 1; index >= 0; index--) {
         entries.push(VALUE);
-        items.push(object[index]);
+        items.push(resolved(object[index]));
         if (index > 0) {
           entries.push(TEXT);
           items.push(',');
@@ -91,16 +85,23 @@ export function canonicalJson(root: unknown, refuse: (reason: string) => never):
       }
       out += '[';
     } else {
-      const record = object as Record<string, unknown>;
-      const keys = Object.keys(record)
-        .filter((key) => !omitted(resolved(record[key])))
-        .sort();
-      entries.push(TEXT);
       items.push('}');
-      for (let index = keys.length - 1; index >= 0; index--) {
-        const key = keys[index] as string;
+      const record = object as Record<string, unknown>;
+      const keys = Object.keys(record).sort();
+      // Members JSON.stringify leaves out (undefined, functions, symbols) are skipped; the first
+      // one written goes without a comma, so the members are pushed last first.
+      const members: [string, unknown][] = [];
+      for (const key of keys) {
+        const member = resolved(record[key]);
+        const kind = typeof member;
+        if (kind !== 'undefined' && kind !== 'function' && kind !== 'symbol') {
+          members.push([key, member]);
+        }
+      }
+      for (let index = members.length - 1; index >= 0; index--) {
+        const [key, member] = members[index] as [string, unknown];
         entries.push(VALUE, TEXT);
-        items.push(record[key], `${index > 0 ? ',' : ''}${JSON.stringify(key)}:`);
+        items.push(member, `${index > 0 ? ',' : ''}${JSON.stringify(key)}:`);
       }
       out += '{';
     }
@@ -114,10 +115,13 @@ interface ArrayFrame {
   readonly items: string[];
 }
 
-// An object being read: its members so far, and the name of the one whose value comes next.
+// An object being read: its members so far (the name, for sorting, and the canonical
+// `"name":value` text), whether they came in order, and the member whose value comes next.
 interface ObjectFrame {
   readonly members: [string, string][];
+  sorted: boolean;
   name: string;
+  written: string;
 }
 
 type Frame = ArrayFrame | ObjectFrame;
@@ -125,6 +129,7 @@ type Frame = ArrayFrame | ObjectFrame;
 const NUMBER = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
 // Integers of up to 15 digits: written as they are (except -0), the common case.
 const SHORT_INTEGER = /^-?(?:0|[1-9]\d{0,14})$/;
+const EXPONENT = /[eE]/;
 const LEADING_ZEROS = /^0+/;
 const TRAILING_ZEROS = /0+$/;
 
@@ -139,9 +144,12 @@ const TRAILING_ZEROS = /0+$/;
  */
 export function canonicalNumber(text: string): string {
   if (SHORT_INTEGER.test(text)) return text === '-0' ? '0' : text;
+  // At most 15 digits and no exponent: a double holds such a decimal exactly enough that its
+  // shortest form is that decimal (DBL_DIG is 15), so Number::toString writes it, much faster.
+  if (text.length <= 17 && !EXPONENT.test(text)) return String(Number(text));
   const negative = text.startsWith('-');
   const unsigned = negative ? text.slice(1) : text;
-  const exponentAt = unsigned.search(/[eE]/);
+  const exponentAt = unsigned.search(EXPONENT);
   const mantissa = exponentAt < 0 ? unsigned : unsigned.slice(0, exponentAt);
   const point = mantissa.indexOf('.');
   const whole = point < 0 ? mantissa : mantissa.slice(0, point);
@@ -198,8 +206,11 @@ export function canonicalJsonText(source: string): string | undefined {
   const skipSpace = () => {
     while (at < end && isSpace(text.charCodeAt(at))) at++;
   };
-  // The string starting at `at` (a double quote), as the text it denotes; `at` moves past it.
-  const readString = (): string | undefined => {
+  // The string starting at `at` (a double quote): `decoded` is the text it denotes, `written` its
+  // canonical form; `at` moves past it. False when it is not a JSON string.
+  let decoded = '';
+  let written = '';
+  const readString = (): boolean => {
     let close = at + 1;
     let escaped = false;
     for (; close < end; close++) {
@@ -209,18 +220,35 @@ export function canonicalJsonText(source: string): string | undefined {
         escaped = true;
         close++;
       } else if (code < 0x20) {
-        return undefined;
+        return false;
       }
     }
-    if (close >= end) return undefined;
+    if (close >= end) return false;
     const raw = text.slice(at, close + 1);
     at = close + 1;
-    if (!escaped) return raw.slice(1, -1);
-    try {
-      return JSON.parse(raw) as string;
-    } catch {
-      return undefined;
+    if (escaped) {
+      try {
+        decoded = JSON.parse(raw) as string;
+      } catch {
+        return false;
+      }
+      written = JSON.stringify(decoded);
+    } else {
+      decoded = raw.slice(1, -1);
+      // Unescaped text is written as it came, unless it holds a lone surrogate (possible in a
+      // string handed over as such, never in decoded UTF-8), which JSON.stringify escapes.
+      written = decoded.isWellFormed() ? raw : JSON.stringify(decoded);
     }
+    return true;
+  };
+  // The name of a member and its colon, at `at`.
+  const readName = (): boolean => {
+    if (text.charCodeAt(at) !== 0x22 || !readString()) return false;
+    skipSpace();
+    if (text.charCodeAt(at) !== 0x3a) return false;
+    at++;
+    skipSpace();
+    return true;
   };
   const stack: Frame[] = [];
   skipSpace();
@@ -239,20 +267,13 @@ export function canonicalJsonText(source: string): string | undefined {
         stack.push({ members: null, items: [] });
         continue;
       } else {
-        if (text.charCodeAt(at) !== 0x22) return undefined;
-        const name = readString();
-        if (name === undefined) return undefined;
-        skipSpace();
-        if (text.charCodeAt(at) !== 0x3a) return undefined;
-        at++;
-        skipSpace();
-        stack.push({ members: [], name });
+        if (!readName()) return undefined;
+        stack.push({ members: [], sorted: true, name: decoded, written });
         continue;
       }
     } else if (code === 0x22) {
-      const string = readString();
-      if (string === undefined) return undefined;
-      value = JSON.stringify(string);
+      if (!readString()) return undefined;
+      value = written;
     } else if (code === 0x2d || (code >= 0x30 && code <= 0x39)) {
       NUMBER.lastIndex = at;
       const match = NUMBER.exec(text);
@@ -286,28 +307,26 @@ export function canonicalJsonText(source: string): string | undefined {
         value = `[${frame.items.join(',')}]`;
         continue;
       }
-      frame.members.push([frame.name, value]);
+      const { members } = frame;
+      const previous = members[members.length - 1];
+      if (previous !== undefined && previous[0] > frame.name) frame.sorted = false;
+      members.push([frame.name, `${frame.written}:${value}`]);
       if (next === 0x2c) {
         skipSpace();
-        if (text.charCodeAt(at) !== 0x22) return undefined;
-        const name = readString();
-        if (name === undefined) return undefined;
-        skipSpace();
-        if (text.charCodeAt(at) !== 0x3a) return undefined;
-        at++;
-        frame.name = name;
+        if (!readName()) return undefined;
+        frame.name = decoded;
+        frame.written = written;
         break;
       }
       if (next !== 0x7d) return undefined;
       stack.pop();
       // A stable sort: members of one name stay in the order they came.
-      frame.members.sort(compareMembers);
-      let object = '{';
-      for (let index = 0; index < frame.members.length; index++) {
-        const [name, member] = frame.members[index] as [string, string];
-        object += `${index > 0 ? ',' : ''}${JSON.stringify(name)}:${member}`;
+      if (!frame.sorted) members.sort(compareMembers);
+      value = '{';
+      for (let index = 0; index < members.length; index++) {
+        value += `${index > 0 ? ',' : ''}${(members[index] as [string, string])[1]}`;
       }
-      value = `${object}}`;
+      value += '}';
     }
     skipSpace();
   }

@@ -268,6 +268,13 @@ describe('canonicalJson', () => {
     );
   });
 
+  it("calls each value's toJSON once, as JSON.stringify does", () => {
+    const calls: string[] = [];
+    const stamp = (name: string) => ({ toJSON: () => calls.push(name) && name });
+    expect(canonicalJson({ b: stamp('b'), a: [stamp('a')] })).toBe('{"a":["a"],"b":"b"}');
+    expect(calls.sort()).toEqual(['a', 'b']);
+  });
+
   it('walks 100,000 levels of nesting without overflowing the stack', () => {
     const text = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
     expect(canonicalJson(JSON.parse(text))).toBe(text);
@@ -347,6 +354,22 @@ describe('canonicalNumber', () => {
         const written = String(x);
         expect(canonicalNumber(JSON.stringify(x))).toBe(written);
         expect(canonicalNumber(x.toExponential().replace('e+', 'e'))).toBe(written);
+      }),
+    );
+  });
+
+  it('writes a short decimal as its exact value, like any other spelling of it', () => {
+    const decimal = fc
+      .tuple(
+        fc.boolean(),
+        fc.stringMatching(/^(?:0|[1-9]\d{0,7})$/),
+        fc.stringMatching(/^\d{1,8}$/),
+      )
+      .map(([negative, whole, fraction]) => `${negative ? '-' : ''}${whole}.${fraction}`);
+    fc.assert(
+      fc.property(decimal, (text) => {
+        expect(canonicalNumber(text)).toBe(canonicalNumber(`${text}e0`));
+        expect(canonicalNumber(text)).toBe(canonicalNumber(`${text}000e-0`));
       }),
     );
   });
