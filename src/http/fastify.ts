@@ -251,7 +251,7 @@ export type TransactionalFastifyRequest<TX> = FastifyRequest & {
 
 /** The route options {@link fastifyTransaction} returns: spread them into a route's options. */
 export interface FastifyTransactionRoute {
-  /** Keeps the request body's bytes for the fingerprint, as {@link FastifyIdempotencyHooks} does. */
+  /** Keeps the request body's bytes for the fingerprint, as in {@link FastifyIdempotencyHooks}. */
   readonly preParsing: FastifyIdempotencyHooks['preParsing'];
   /** Claims the key, runs the handler in its transaction, and sends the recorded answer. */
   readonly handler: (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply>;

@@ -115,10 +115,10 @@ function removeDotSegments(path: string): string {
  * is a number, not Infinity) and a member sent twice counts twice, so two bodies a JSON parser
  * would read alike but that say different things are different requests. An already parsed body
  * counts as its RFC 8785 canonical JSON. Any other body counts as its exact bytes, so `[0xff]`
- * and `[0xfe]` differ. For a body in canonical-friendly form (numbers as a double writes them,
- * names unique) or none the value is the one 0.1.0 computed (`sha256(JCS({ method, path, body }))`),
- * so keys stored by 0.1.0 still match. Headers and the query string are not part of it; pass your
- * own `fingerprint` option to add them.
+ * and `[0xfe]` differ. For a JSON body whose numbers are written as a double writes them and
+ * whose names are unique, or no body, the value is the one 0.1.0 computed
+ * (`sha256(JCS({ method, path, body }))`), so keys stored by 0.1.0 still match. Headers and the
+ * query string are not part of it; pass your own `fingerprint` option to add them.
  *
  * @example
  * ```ts
