@@ -178,6 +178,23 @@ function capture(
   } as End;
 }
 
+let warned = false;
+
+// A body only a parser has seen (express.json() without keepRawBody) has lost what the parser
+// collapsed, so two different bodies may share a fingerprint. Refusing it would break every app
+// set up that way; the process is told once instead. An empty object cannot have lost anything.
+function warnOfParsedBody(body: unknown): void {
+  if (warned || body === undefined || body instanceof Uint8Array || typeof body === 'string') {
+    return;
+  }
+  if (typeof body === 'object' && body !== null && Object.keys(body).length === 0) return;
+  warned = true;
+  process.emitWarning(
+    'expressIdempotency sees only the parsed request body, so bodies JSON.parse reads alike (digits beyond a double, a member sent twice) share a fingerprint: give the parser keepRawBody, express.json({ verify: keepRawBody })',
+    { type: 'DrizzleIdempotencyWarning', code: 'IDEMPOTENCY_RAW_BODY_MISSING' },
+  );
+}
+
 // What the layer sees of an Express request: the path under the router's mount point, every
 // key header line, and the body as the client wrote it when a parser kept it (`keepRawBody`).
 async function idempotentRequest(
@@ -186,6 +203,7 @@ async function idempotentRequest(
 ): Promise<IdempotentRequest> {
   const { rawBody } = req as Request & { rawBody?: unknown };
   const raw = rawBody instanceof Uint8Array || typeof rawBody === 'string';
+  if (!raw) warnOfParsedBody(req.body);
   return {
     method: req.method,
     path: req.baseUrl + req.path,
@@ -212,7 +230,8 @@ async function idempotentRequest(
  * Replays and problems keep the headers set by middleware that ran before this one (CORS, a
  * request id). The body's bytes (`express.raw`, or `req.rawBody` as {@link keepRawBody} keeps
  * it beside `express.json`) or text (`express.text`) are fingerprinted as written; a body only
- * `express.json` parsed, as its canonical JSON (see `requestFingerprint`).
+ * `express.json` parsed, as its canonical JSON (see `requestFingerprint`), with one process
+ * warning (`IDEMPOTENCY_RAW_BODY_MISSING`) saying so.
  *
  * @param store - any {@link IdempotencyStore}, e.g. `openSqliteStore(path)`
  * @param options - see {@link ExpressIdempotencyOptions}

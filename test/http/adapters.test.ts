@@ -17,6 +17,7 @@ import { KeyMissingError, KeyReusedError } from '../../src/http/index.js';
 import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/index.js';
 import { failingFinish } from '../support/failing-store.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
+import { until } from '../support/waiting.js';
 
 const dir = tempDir('idem-adapters-');
 let store: SqliteIdempotencyStore<unknown>;
@@ -96,6 +97,28 @@ describe('Express adapter', () => {
     const base = await listen(app.listen(0, '127.0.0.1'));
     expect((await post(`${base}/v1/pay`, 'k1', {})).status).toBe(201);
     expect((await post(`${base}/v2/pay`, 'k1', {})).status).toBe(422);
+  });
+
+  it('warns once, by a process warning, when it sees only the parsed body', async () => {
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      const app = express();
+      app.use(express.json());
+      app.post('/pay', expressIdempotency(store), (_req, res) => {
+        res.status(201).json({});
+      });
+      const url = `${await listen(app.listen(0, '127.0.0.1'))}/pay`;
+      for (const key of ['w1', 'w2']) expect((await post(url, key, { a: 1 })).status).toBe(201);
+      // The earlier tests of this file send only `{}`, which a parser cannot have changed.
+      await until(() => warnings.length > 0);
+      const ours = warnings.filter((warning) => warning.name === 'DrizzleIdempotencyWarning');
+      expect(ours).toHaveLength(1);
+      expect(ours[0]?.message).toMatch(/keepRawBody/);
+    } finally {
+      process.off('warning', onWarning);
+    }
   });
 
   it('passes a store failure to the error handler without running the route', async () => {
