@@ -134,7 +134,7 @@ export function idempotent(
       const reason = `the header must be sent once, not ${header.length} times`;
       return respond(unkeyed, problemResult(new KeyMalformedError(reason)));
     }
-    const parsed = parseIdempotencyKey(typeof header === 'string' ? header : header.join(', '));
+    const parsed = parseIdempotencyKey(typeof header === 'string' ? header : (header[0] ?? ''));
     if (!parsed.ok) return respond(unkeyed, problemResult(new KeyMalformedError(parsed.reason)));
     const { scope } = request;
     // The scope comes from the request (a header, a token): an empty or broken one is the
