@@ -19,6 +19,7 @@ export const ErrorCode = {
   answerNotRecorded: 'IDEMPOTENCY_ANSWER_NOT_RECORDED',
   answerTooLarge: 'IDEMPOTENCY_ANSWER_TOO_LARGE',
   bodyRefused: 'IDEMPOTENCY_BODY_REFUSED',
+  scopeMalformed: 'IDEMPOTENCY_SCOPE_MALFORMED',
   requestSuperseded: 'IDEMPOTENCY_REQUEST_SUPERSEDED',
   transactionDeadlock: 'IDEMPOTENCY_TRANSACTION_DEADLOCK',
   replicationUnconfirmed: 'IDEMPOTENCY_REPLICATION_UNCONFIRMED',

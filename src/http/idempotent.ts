@@ -14,9 +14,10 @@ import {
   KeyMissingError,
   KeyReusedError,
   RequestInProgressError,
+  ScopeMalformedError,
 } from './problems.js';
 import { type Report, reported, reporter } from './report.js';
-import { headerValue, type IdempotentRequest } from './request.js';
+import type { IdempotentRequest } from './request.js';
 import { fromStoredAnswer, type HttpResponse, omittedSize, toWire } from './response.js';
 import { storedId } from './scope.js';
 
@@ -122,15 +123,28 @@ export function idempotent(
       unkeyed({ outcome: Outcome.passedThrough, status: undefined });
       return { action: 'pass' };
     }
-    const header = headerValue(request.headers, IDEMPOTENCY_KEY_HEADER);
+    const header = request.headers[IDEMPOTENCY_KEY_HEADER];
     if (header === undefined) {
       if (settings.required) return respond(unkeyed, problemResult(new KeyMissingError()));
       unkeyed({ outcome: Outcome.passedThrough, status: undefined });
       return { action: 'pass' };
     }
-    const parsed = parseIdempotencyKey(header);
+    // Header lines an adapter could count; those joined into one value are refused by the key's
+    // grammar (a key has no comma).
+    if (typeof header !== 'string' && header.length > 1) {
+      const reason = `the header must be sent once, not ${header.length} times`;
+      return respond(unkeyed, problemResult(new KeyMalformedError(reason)));
+    }
+    const parsed = parseIdempotencyKey(typeof header === 'string' ? header : (header[0] ?? ''));
     if (!parsed.ok) return respond(unkeyed, problemResult(new KeyMalformedError(parsed.reason)));
-    const id = storedId(request.scope, parsed.key);
+    const { scope } = request;
+    // The scope comes from the request (a header, a token): an empty or broken one is the
+    // client's to fix. Anything but a string or undefined is the scope function's bug.
+    if (typeof scope === 'string' && (scope.length === 0 || !scope.isWellFormed())) {
+      const reason = scope.length === 0 ? 'it is empty' : 'it holds a lone UTF-16 surrogate';
+      return respond(unkeyed, problemResult(new ScopeMalformedError(reason)));
+    }
+    const id = storedId(scope, parsed.key);
     // Refused here as the client's error, before the store would refuse it as an argument error.
     const idBytes = Buffer.byteLength(id, 'utf8');
     if (idBytes > MAX_KEY_BYTES) {
