@@ -9,7 +9,6 @@ import {
   MAX_BATCH_SIZE,
 } from '../core/validation.js';
 import { assertSchemaName } from '../pg/identifier.js';
-import { assertServerUrl } from './location.js';
 
 const INTEGER = /^\d+$/;
 const DECIMAL = /^-?\d+(\.\d+)?$/;
@@ -98,12 +97,6 @@ export function assertSaneNow(now: number | undefined, force: boolean, wall: num
       `--now ${now} is more than a year after the wall clock (${Math.floor(wall)}), which would expire answers still owed to retries; pass --force to use it anyway`,
     );
   }
-}
-
-/** `--url URL`: a `postgres://`, `postgresql://` or `mysql://` connection string. */
-export function parseUrl(text: string): string {
-  usingLibraryCheck(() => assertServerUrl(text, '--url'));
-  return text;
 }
 
 /** `--schema NAME`: a PostgreSQL schema name of at most 63 bytes. */
