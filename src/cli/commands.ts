@@ -3,7 +3,7 @@ import type { IdempotencyRecord } from '../core/store.js';
 import { fromStoredAnswer, omittedSize } from '../http/response.js';
 import { storedId } from '../http/scope.js';
 import { formatPrometheusStats } from '../observe/prometheus.js';
-import { type CliIo, writeJson } from './io.js';
+import { asciiJson, type CliIo, writeJson } from './io.js';
 import { asciiJsonString, printableKey, printableWord } from './keys.js';
 import { describeLocation, type StoreLocation } from './location.js';
 import { withStore } from './open-store.js';
@@ -290,13 +290,25 @@ export async function showCommand(io: CliIo, options: ShowOptions): Promise<numb
     record.status === KeyStatus.done
       ? 'done'
       : `pending (${record.unrecorded ? 'unrecorded: ran, answer not recorded; release by hand' : record.leaseUntil === null ? 'unleased' : record.leaseUntil > now ? 'live' : 'lapsed'})`;
+  const pending = record.status !== KeyStatus.done;
+  const lease =
+    record.leaseUntil === null || !pending
+      ? 'none'
+      : record.leaseUntil > now
+        ? `ends ${fromNow(record.leaseUntil, now)}`
+        : `ended ${fromNow(record.leaseUntil, now)}`;
+  const replayed = pending
+    ? ''
+    : record.expires > now
+      ? ' (replayed until then)'
+      : ' (no longer replayed; a sweep deletes it)';
   const lines = [
     `key          ${printableKey(record.key)}`,
     `status       ${state}`,
-    `lease        ${record.status === KeyStatus.done ? 'none (done)' : leaseText(record.leaseUntil, now)}`,
+    `lease        ${lease}`,
     `attempt      ${record.attempt}`,
     `fingerprint  ${printableWord(record.fingerprint)}`,
-    `expires      ${expiresText(record.expires, now)}`,
+    `retention    ${expiresText(record.expires, now)}${replayed}`,
   ];
   const answer =
     record.status === KeyStatus.done ? summarize(record.key, record.response) : undefined;
@@ -304,7 +316,7 @@ export async function showCommand(io: CliIo, options: ShowOptions): Promise<numb
   io.stdout.write(`${lines.join('\n')}\n`);
   if (!options.body || answer === undefined) return 0;
   if (answer.kind === 'value') {
-    io.stdout.write(`\n${asciiJsonString(JSON.stringify(answer.value) ?? 'null').slice(1, -1)}\n`);
+    io.stdout.write(`\n${asciiJson(answer.value)}\n`);
   } else if (answer.body !== undefined) {
     const body = bodyText(answer.body);
     const text = body.encoding === undefined ? terminalText(body.text) : body.text;
