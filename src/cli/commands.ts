@@ -4,7 +4,7 @@ import { fromStoredAnswer, omittedSize } from '../http/response.js';
 import { storedId } from '../http/scope.js';
 import { formatPrometheusStats } from '../observe/prometheus.js';
 import { asciiJson, type CliIo, writeJson } from './io.js';
-import { asciiJsonString, printableKey, printableWord } from './keys.js';
+import { printableKey, printableWord, terminalSafe } from './keys.js';
 import { describeLocation, type StoreLocation } from './location.js';
 import { withStore } from './open-store.js';
 
@@ -43,7 +43,7 @@ export async function migrateCommand(io: CliIo, options: MigrateOptions): Promis
   await withStore(options.location, 'migrate', async () => undefined);
   const store = describeLocation(options.location);
   if (options.json) writeJson(io.stdout, { store, upToDate: true });
-  else io.stdout.write(`${printableWord(store)}: keys table up to date\n`);
+  else io.stdout.write(`${store}: keys table up to date\n`);
 }
 
 /** Options of `idem stats`: {@link TimedOptions} plus `--prometheus`. */
@@ -190,34 +190,6 @@ function summarize(id: string, response: unknown): AnswerSummary {
   }
 }
 
-// Text a terminal shows as it is: printable characters, tabs and newlines. Anything else (an
-// escape sequence, a carriage return, a lone surrogate, a bidirectional override) is written
-// `\uXXXX`, so a stored body cannot repaint the operator's screen.
-// Invisible characters that reorder or hide text: zero-width ones, bidirectional controls, line
-// and paragraph separators, the BOM, interlinear annotations.
-const HIDDEN: readonly (readonly [number, number])[] = [
-  [0x200b, 0x200f],
-  [0x2028, 0x202e],
-  [0x2060, 0x206f],
-  [0xfeff, 0xfeff],
-  [0xfff9, 0xfffb],
-];
-
-function shownAsIs(point: number): boolean {
-  if (point === 0x09 || point === 0x0a) return true;
-  if (point < 0x20 || (point >= 0x7f && point < 0xa0)) return false;
-  return !HIDDEN.some(([from, to]) => point >= from && point <= to);
-}
-
-function terminalText(text: string): string {
-  let out = '';
-  for (const character of text) {
-    const point = character.codePointAt(0) ?? 0;
-    out += shownAsIs(point) ? character : asciiJsonString(character).slice(1, -1);
-  }
-  return out;
-}
-
 function bodyText(body: Uint8Array): { text: string; encoding?: 'base64' } {
   try {
     return { text: new TextDecoder('utf-8', { fatal: true }).decode(body) };
@@ -264,7 +236,7 @@ function answerLine(answer: AnswerSummary): string {
     return `a stored value (not an HTTP answer), ${answer.bytes} bytes of JSON`;
   const type = answer.headers['content-type'];
   const kept = answer.kept ? '' : ', body not kept (over maxStoredBytes)';
-  const typed = type === undefined ? '' : `, ${terminalText(type)}`;
+  const typed = type === undefined ? '' : `, ${terminalSafe(type)}`;
   return `HTTP ${answer.status}, ${answer.bytes} bytes${typed}${kept}`;
 }
 
@@ -319,7 +291,7 @@ export async function showCommand(io: CliIo, options: ShowOptions): Promise<numb
     io.stdout.write(`\n${asciiJson(answer.value)}\n`);
   } else if (answer.body !== undefined) {
     const body = bodyText(answer.body);
-    const text = body.encoding === undefined ? terminalText(body.text) : body.text;
+    const text = body.encoding === undefined ? terminalSafe(body.text) : body.text;
     const label = body.encoding === undefined ? '' : '(binary, base64)\n';
     io.stdout.write(`\n${label}${text}${text.endsWith('\n') ? '' : '\n'}`);
   }

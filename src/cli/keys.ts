@@ -113,3 +113,33 @@ export function parseScopeWord(text: string): string {
   }
   return scope;
 }
+
+// Invisible characters that reorder or hide text: zero-width ones, bidirectional controls, line
+// and paragraph separators, the BOM, interlinear annotations.
+const HIDDEN: readonly (readonly [number, number])[] = [
+  [0x200b, 0x200f],
+  [0x2028, 0x202e],
+  [0x2060, 0x206f],
+  [0xfeff, 0xfeff],
+  [0xfff9, 0xfffb],
+];
+
+function shownAsIs(point: number): boolean {
+  if (point === 0x09 || point === 0x0a) return true;
+  if (point < 0x20 || (point >= 0x7f && point < 0xa0)) return false;
+  return !HIDDEN.some(([from, to]) => point >= from && point <= to);
+}
+
+/**
+ * Text as a terminal may show it: printable characters, tabs and newlines stay; anything else (an
+ * escape sequence, a carriage return, a C1 control, a bidirectional override, a zero-width
+ * character) is written `\uXXXX`, so no byte of it can repaint the screen or hide what it says.
+ */
+export function terminalSafe(text: string): string {
+  let out = '';
+  for (const character of text) {
+    const point = character.codePointAt(0) ?? 0;
+    out += shownAsIs(point) ? character : asciiJsonString(character).slice(1, -1);
+  }
+  return out;
+}

@@ -1,6 +1,7 @@
 import { InvalidOptionError } from '../core/errors.js';
 import { DEFAULT_TABLE_NAME } from '../core/table-name.js';
 import { DEFAULT_PG_SCHEMA } from '../pg/schema.js';
+import { printableWord } from './keys.js';
 
 /** The file used when no flag or environment variable names a store. */
 export const DEFAULT_DB = './idempotency.db';
@@ -96,11 +97,12 @@ function server(url: string, schema: string | undefined, table: string): StoreLo
 }
 
 /**
- * Names a store for messages: the file, or the URL with its password hidden (and the schema).
+ * Names a store for messages: the file (as {@link printableWord} prints it), or the URL with its
+ * password hidden (and the schema).
  */
 export function describeLocation(location: StoreLocation): string {
   const table = location.table === DEFAULT_TABLE_NAME ? '' : ` (table "${location.table}")`;
-  if (location.dialect === 'sqlite') return `${location.path}${table}`;
+  if (location.dialect === 'sqlite') return `${printableWord(location.path)}${table}`;
   const schema = location.dialect === 'pg' ? ` (schema "${location.schema}")` : '';
   return `${maskUrl(location.url)}${schema}${table}`;
 }

@@ -14,7 +14,7 @@ import {
   statsCommand,
 } from './commands.js';
 import type { CliIo } from './io.js';
-import { parseKeyWord, parseScopeWord } from './keys.js';
+import { parseKeyWord, parseScopeWord, terminalSafe } from './keys.js';
 import { DEFAULT_DB, type LocationFlags, resolveStoreLocation } from './location.js';
 import {
   assertSaneNow,
@@ -98,7 +98,8 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
     .showHelpAfterError()
     .configureOutput({
       writeOut: (text) => io.stdout.write(text),
-      writeErr: (text) => io.stderr.write(text),
+      // Commander's messages quote the arguments they refuse, which may hold escape sequences.
+      writeErr: (text) => io.stderr.write(terminalSafe(text)),
     })
     .option('--force', 'accept a --now that looks like milliseconds or lies over a year ahead')
     .hook('preAction', (root, command) => {

@@ -1,6 +1,7 @@
 import { type Command, CommanderError } from 'commander';
 import { IdempotencyError, InvalidArgumentError } from '../core/errors.js';
 import { type CliIo, type CliOutput, processIo } from './io.js';
+import { terminalSafe } from './keys.js';
 import { urlSecrets } from './location.js';
 import { buildProgram } from './program.js';
 
@@ -44,7 +45,7 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo()): 
     }
     const message = error instanceof Error ? error.message : String(error);
     if (error instanceof InvalidArgumentError) {
-      stderr.write(`idem: ${message}\n`);
+      stderr.write(`idem: ${terminalSafe(message)}\n`);
       running.outputHelp({ error: true });
       return ExitCode.usage;
     }
@@ -52,7 +53,7 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo()): 
     // unexpected one keeps its stack, which is what a bug report needs.
     const detail =
       error instanceof IdempotencyError ? message : ((error as Error).stack ?? message);
-    stderr.write(`idem: ${detail}\n`);
+    stderr.write(`idem: ${terminalSafe(detail)}\n`);
     return ExitCode.runtime;
   }
 }
