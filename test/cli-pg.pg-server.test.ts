@@ -337,7 +337,7 @@ describe('the operator commands on PostgreSQL', () => {
         fresh.schema,
         '--json',
       ]);
-      expect(migrated.code).toBe(0);
+      expect({ code: migrated.code, stderr: migrated.stderr }).toEqual({ code: 0, stderr: '' });
       expect(jsonLine(migrated).store).toContain(':***@');
       const missing = await idem(['stats', '--url', withPassword.toString(), '--schema', 'nope_x']);
       expect(missing.code).toBe(1);
