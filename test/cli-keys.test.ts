@@ -6,6 +6,7 @@ import { PassThrough } from 'node:stream';
 import { promisify } from 'node:util';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
+import { maskUrl, urlSecrets } from '../src/cli/location.js';
 import { runCli } from '../src/cli/run.js';
 import { storedId } from '../src/http/scope.js';
 import { openSqliteStore } from '../src/sqlite/index.js';
@@ -363,6 +364,8 @@ describe('passwords are never printed', () => {
       [['stats', '--url', 'mysql://root:s3cret@127.0.0.1:1/x'], {}, 1],
       [['pending', '--url', 'postgres://app:s3cret@127.0.0.1:1/x?password=s3cret2'], {}, 1],
       [['migrate', '--json'], { DATABASE_URL: 'postgres://app:s3cret@127.0.0.1:1/x' }, 1],
+      // Commander quotes the value it refuses: stderr hides the password anyway.
+      [['purge', '--db', 'x.db', '--limit', 'postgres://app:s3cret@db/x'], {}, 2],
     ];
     const results = await Promise.all(cases.map(([args, env]) => idem(args, env)));
     results.forEach((result, index) => {
@@ -373,6 +376,28 @@ describe('passwords are never printed', () => {
     });
     expect(results[5]?.stderr).toContain('mysql://root:***@127.0.0.1:1/x');
     expect(results[6]?.stderr).toContain('postgres://app:***@127.0.0.1:1/x?password=***');
+    expect(results[8]?.stderr).toContain("argument 'postgres://app:***@db/x' is invalid");
+  });
+
+  it('maskUrl hides the password of any connection string, parseable or not', () => {
+    expect(
+      [
+        'postgres://app:s3cret@db:5432/x',
+        'postgres://app:s3cret@db:99999/x',
+        'postgres://app:p@ss/w@db:99999/x',
+        'mysql://root@127.0.0.1/x?password=abc&ssl=1',
+        'postgres://app@db:99999/x',
+        'postgres://:pw@h/x',
+      ].map(maskUrl),
+    ).toEqual([
+      'postgres://app:***@db:5432/x',
+      'postgres://app:***@db:99999/x',
+      'postgres://app:***@db:99999/x',
+      'mysql://root@127.0.0.1/x?password=***&ssl=1',
+      'postgres://app@db:99999/x',
+      'postgres://:***@h/x',
+    ]);
+    expect(urlSecrets('postgres://app:p%40ss@db/x')).toEqual(['p%40ss', 'p@ss']);
   });
 });
 
