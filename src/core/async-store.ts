@@ -6,6 +6,7 @@ import {
   existingOutcome,
   leaseDeadline,
   pendingLimit,
+  pendingPrefix,
   toPendingKey,
 } from './lease.js';
 import { compareKeys } from './order.js';
@@ -58,6 +59,8 @@ export interface PendingQuery {
   readonly stale: boolean;
   /** At most this many rows. */
   readonly limit: number;
+  /** Only ids starting with this text; `''` for all. */
+  readonly prefix: string;
 }
 
 /** A `GROUP BY status` row of the `stats` statement; counts as the driver gives them. */
@@ -126,7 +129,8 @@ export interface KeyStatements {
 
 /**
  * Checks the options of `pendingKeys`: `now` a finite time, `limit` within range (100 when not
- * given); any truthy `stale` asks for the stale rows only.
+ * given), `prefix` a well-formed string (`''` when not given); any truthy `stale` asks for the
+ * stale rows only.
  *
  * @throws {@link InvalidTimeError} for a `now` that is not a finite number
  * @throws {@link InvalidOptionError} for a `limit` out of range
@@ -134,7 +138,7 @@ export interface KeyStatements {
 export function readPendingOptions(options: PendingKeysOptions): PendingQuery {
   assertTime(options?.now, 'now');
   const limit = pendingLimit(options.limit);
-  return { now: options.now, stale: Boolean(options.stale), limit };
+  return { now: options.now, stale: Boolean(options.stale), limit, prefix: pendingPrefix(options) };
 }
 
 /**

@@ -84,3 +84,13 @@ export function leaseTakeover(
     ),
   };
 }
+
+/**
+ * The rows whose id starts with `prefix` (every row for `''`): what `pendingKeys({ prefix })`
+ * lists, e.g. one scope's keys. `substr` and `length` count the same units on each dialect
+ * (characters on SQLite and PostgreSQL, bytes of MySQL's VARBINARY), so the test is exact; the
+ * range condition lets the primary key's index start at the prefix.
+ */
+export function idStartsWith(keys: Pick<KeyColumns, 'id'>, prefix: Bound<string>): SQL {
+  return sql`(${keys.id} >= ${prefix} AND substr(${keys.id}, 1, length(${prefix})) = ${prefix})`;
+}

@@ -60,6 +60,19 @@ export function pendingLimit(limit: unknown): number {
   return value as number;
 }
 
+/**
+ * Checks `pendingKeys`' prefix and returns it, `''` (every key) when not given.
+ *
+ * @throws {@link InvalidOptionError} for a prefix that is not a well-formed string without NUL
+ */
+export function pendingPrefix(options: { readonly prefix?: unknown }): string {
+  const prefix = options.prefix ?? '';
+  if (typeof prefix !== 'string' || !prefix.isWellFormed() || prefix.includes('\0')) {
+    throw new InvalidOptionError('prefix must be a well-formed string without NUL characters');
+  }
+  return prefix;
+}
+
 /** The lease state of a pending row at `now` (see {@link LeaseState}). */
 export function leaseState(row: KeyRow, now: number): LeaseState {
   if (readBoolean(row.unrecorded)) return 'unrecorded';

@@ -124,6 +124,11 @@ export interface PendingKeysOptions {
   readonly stale?: boolean;
   /** At most this many rows, ascending by key: an integer from 1 to 10,000. Default 100. */
   readonly limit?: number;
+  /**
+   * Only the keys that start with this text, e.g. `storedId('client-7', '')` for one scope's keys.
+   * Default `''`: every key.
+   */
+  readonly prefix?: string;
 }
 
 /** What {@link LeasedIdempotencyStore.releasePending} did. */

@@ -2,7 +2,13 @@ import type { Client, InStatement, ResultSet } from '@libsql/client';
 import { and, asc, eq, gt, inArray, isNull, lte, or, sql } from 'drizzle-orm';
 import type { LibSQLDatabase } from 'drizzle-orm/libsql';
 import { AsyncIdempotencyStore, type KeyStatements, type StatsRow } from '../core/async-store.js';
-import { expiredAnswer, leaseHolderRow, leaseTakeover, ownerRow } from '../core/key-conditions.js';
+import {
+  expiredAnswer,
+  idStartsWith,
+  leaseHolderRow,
+  leaseTakeover,
+  ownerRow,
+} from '../core/key-conditions.js';
 import type { KeyRow } from '../core/record.js';
 import { KeyStatus } from '../core/status.js';
 import type { AcquireOptions, AcquireResult, LeasedIdempotencyStore } from '../core/store.js';
@@ -106,11 +112,15 @@ function compileQueries(db: AnyLibsqlDatabase, keys: SqliteKeysTable) {
         .where(ownerRow(keys, p('id'), p('fingerprint'), p('attempt'))),
       ['id', 'fingerprint', 'attempt'],
     ),
-    pendingKeys: compileLibsqlStatement(pendingRows(isPending), ['limit']),
+    pendingKeys: compileLibsqlStatement(
+      pendingRows(and(isPending, idStartsWith(keys, p('prefix')))),
+      ['limit', 'prefix'],
+    ),
     stalePendingKeys: compileLibsqlStatement(
       pendingRows(
         and(
           isPending,
+          idStartsWith(keys, p('prefix')),
           or(
             eq(keys.unrecorded, true),
             lte(keys.leaseUntil, p('now')),
@@ -118,7 +128,7 @@ function compileQueries(db: AnyLibsqlDatabase, keys: SqliteKeysTable) {
           ),
         ),
       ),
-      ['now', 'limit'],
+      ['now', 'limit', 'prefix'],
     ),
     // The operator's release: whatever the lease and the attempt.
     releasePending: compileLibsqlStatement(
@@ -252,12 +262,12 @@ function libsqlStatements(
       if (row === undefined) throw new Error('libSQL lost the row acquire conflicted with');
       return { row };
     },
-    pendingKeys: async ({ now, stale, limit }) =>
+    pendingKeys: async ({ now, stale, limit, prefix }) =>
       rowsOf<KeyRow>(
         await read(
           stale
-            ? queries.stalePendingKeys.bind({ now, limit })
-            : queries.pendingKeys.bind({ limit }),
+            ? queries.stalePendingKeys.bind({ now, limit, prefix })
+            : queries.pendingKeys.bind({ limit, prefix }),
         ),
       ),
     // The delete and the read of what stayed run in one write batch: the verdict is about the row

@@ -6,8 +6,8 @@ import {
   type PendingQuery,
 } from '../core/async-store.js';
 import { InvalidOptionError } from '../core/errors.js';
-import { expiredAnswer, leaseHolderRow, ownerRow } from '../core/key-conditions.js';
-import { pendingLimit } from '../core/lease.js';
+import { expiredAnswer, idStartsWith, leaseHolderRow, ownerRow } from '../core/key-conditions.js';
+import { pendingLimit, pendingPrefix } from '../core/lease.js';
 import type { KeyRow } from '../core/record.js';
 import { primaryOf } from '../core/replicas.js';
 import { KeyStatus } from '../core/status.js';
@@ -47,7 +47,7 @@ const p = sql.placeholder;
 // boolean, are refused instead of read loosely.
 function readPendingOptions(options: PendingKeysOptions): PendingQuery {
   if (typeof options !== 'object' || options === null) {
-    throw new InvalidOptionError('pendingKeys takes { now, stale?, limit? }');
+    throw new InvalidOptionError('pendingKeys takes { now, stale?, limit?, prefix? }');
   }
   const { now, stale = false } = options;
   assertTime(now, 'now');
@@ -55,7 +55,7 @@ function readPendingOptions(options: PendingKeysOptions): PendingQuery {
   if (typeof stale !== 'boolean') {
     throw new InvalidOptionError(`stale must be a boolean, got ${typeof stale}`);
   }
-  return { now, stale, limit };
+  return { now, stale, limit, prefix: pendingPrefix(options) };
 }
 
 // drizzle answers a write in a transaction with mysql2's [header, fields].
@@ -320,7 +320,7 @@ function mysqlStatements(
       if (taken.affectedRows === 1) return { attempt: taken.insertId };
       return { row: await readRow(queries, id) };
     },
-    pendingKeys: async ({ now, stale, limit }) => {
+    pendingKeys: async ({ now, stale, limit, prefix }) => {
       // What an operator should look at: a lapsed lease, an unrecorded row, or a row without a
       // lease past its retention deadline (see isStale).
       const needsLook = or(
@@ -331,7 +331,13 @@ function mysqlStatements(
       const rows = await db
         .select()
         .from(keys)
-        .where(and(eq(keys.status, KeyStatus.pending), stale ? needsLook : undefined))
+        .where(
+          and(
+            eq(keys.status, KeyStatus.pending),
+            idStartsWith(keys, prefix),
+            stale ? needsLook : undefined,
+          ),
+        )
         .orderBy(asc(keys.id))
         .limit(limit);
       return rows.map((row) => ({ ...row, lease_until: row.leaseUntil }));

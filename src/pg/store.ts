@@ -3,7 +3,13 @@ import { and, asc, eq, gt, inArray, isNull, lte, or, sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { AsyncIdempotencyStore, type KeyStatements } from '../core/async-store.js';
 import { InvalidOptionError } from '../core/errors.js';
-import { expiredAnswer, leaseHolderRow, leaseTakeover, ownerRow } from '../core/key-conditions.js';
+import {
+  expiredAnswer,
+  idStartsWith,
+  leaseHolderRow,
+  leaseTakeover,
+  ownerRow,
+} from '../core/key-conditions.js';
 import { primaryOf, replicasOf } from '../core/replicas.js';
 import { KeyStatus } from '../core/status.js';
 import type { LeasedIdempotencyStore, ReleasePendingResult } from '../core/store.js';
@@ -143,10 +149,13 @@ function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string, ta
       .where(ownerRow(keys, p('id'), p('fingerprint'), p('attempt')))
       .returning({ id: keys.id })
       .prepare(name('mark_unrecorded')),
-    pendingKeys: pendingList(isPending).prepare(name('pending_keys')),
+    pendingKeys: pendingList(and(isPending, idStartsWith(keys, p('prefix')))).prepare(
+      name('pending_keys'),
+    ),
     stalePendingKeys: pendingList(
       and(
         isPending,
+        idStartsWith(keys, p('prefix')),
         or(
           eq(keys.unrecorded, true),
           lte(keys.leaseUntil, p('now')),
@@ -292,10 +301,10 @@ function pgStatements(
       const [row] = await queries.get({ id });
       return { row };
     },
-    pendingKeys: ({ now, stale, limit }) =>
+    pendingKeys: ({ now, stale, limit, prefix }) =>
       stale
-        ? queries.stalePendingKeys.execute({ now, limit })
-        : queries.pendingKeys.execute({ limit }),
+        ? queries.stalePendingKeys.execute({ now, limit, prefix })
+        : queries.pendingKeys.execute({ limit, prefix }),
     releasePending: async (id, fingerprint) => {
       const deleted = await queries.releasePending.execute({
         id,

@@ -5,13 +5,14 @@ import { getTableConfig } from 'drizzle-orm/sqlite-core';
 import { AnswerCache } from '../core/answer-cache.js';
 import { StoreClosedError } from '../core/errors.js';
 import { parseResponse, serializeResponse } from '../core/json.js';
-import { expiredAnswer, leaseHolderRow } from '../core/key-conditions.js';
+import { expiredAnswer, idStartsWith, leaseHolderRow } from '../core/key-conditions.js';
 import {
   acquiredOutcome,
   assertAttempt,
   existingOutcome,
   leaseDeadline,
   pendingLimit,
+  pendingPrefix,
   toPendingKey,
 } from '../core/lease.js';
 import { type KeyRow, toRecord } from '../core/record.js';
@@ -221,7 +222,7 @@ function prepareQueries(db: AnyBetterSqliteDatabase, keys: SqliteKeysTable) {
     pendingKeys: db
       .select(pendingColumns)
       .from(keys)
-      .where(isPending)
+      .where(and(isPending, idStartsWith(keys, p('prefix'))))
       .orderBy(asc(keys.id))
       .limit(p('limit'))
       .prepare(),
@@ -231,6 +232,7 @@ function prepareQueries(db: AnyBetterSqliteDatabase, keys: SqliteKeysTable) {
       .where(
         and(
           isPending,
+          idStartsWith(keys, p('prefix')),
           or(
             eq(keys.unrecorded, true),
             lte(keys.leaseUntil, p('now')),
@@ -499,10 +501,11 @@ export class SqliteIdempotencyStore<T = unknown> implements LeasedIdempotencySto
   pendingKeys(options: PendingKeysOptions): PendingKey[] {
     assertTime(options?.now, 'now');
     const limit = pendingLimit(options.limit);
+    const prefix = pendingPrefix(options);
     const queries = this.#open();
     const rows = options.stale
-      ? queries.stalePendingKeys.all({ now: options.now, limit })
-      : queries.pendingKeys.all({ limit });
+      ? queries.stalePendingKeys.all({ now: options.now, limit, prefix })
+      : queries.pendingKeys.all({ limit, prefix });
     return rows.map((row) => toPendingKey(row, options.now));
   }
 

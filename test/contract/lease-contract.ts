@@ -183,6 +183,47 @@ export function describeLeaseContract(dialect: string, makeHarness: HarnessFacto
       expect(await store.get('k')).toBeNull();
     });
 
+    it('lists only the keys that start with a prefix: one scope, exactly, with its own limit', async () => {
+      // Ids around the scope's in byte order, and look-alikes: `%` and `_` are not wildcards, a
+      // longer scope name is another scope, and case, NFD and 4-byte characters stay distinct.
+      const scope = (name: string, key: string) => `${JSON.stringify(name)}\u001f${key}`;
+      const ids = [
+        '"client-6"\u001fz',
+        scope('client-7', 'a'),
+        scope('client-7', 'b%_'),
+        scope('client-7', 'cafe\u0301'),
+        scope('client-7', '\u{1f600}'),
+        scope('client-77', 'a'),
+        scope('Client-7', 'a'),
+        '"client-7"',
+        '"client-7"x',
+        'client-7',
+        'z',
+      ];
+      for (const id of ids) await store.acquire(id, 'd', LEASE);
+      await store.acquire(scope('client-7', 'done'), 'd', LEASE);
+      await store.finish(scope('client-7', 'done'), 'd', 1, 1);
+      const listed = async (prefix: string, extra: { stale?: boolean; limit?: number } = {}) =>
+        (await store.pendingKeys({ now: 110, prefix, ...extra })).map((row) => row.key);
+      expect(await listed(scope('client-7', ''))).toEqual([
+        scope('client-7', 'a'),
+        scope('client-7', 'b%_'),
+        scope('client-7', 'cafe\u0301'),
+        scope('client-7', '\u{1f600}'),
+      ]);
+      expect(await listed(scope('client-7', ''), { limit: 2 })).toEqual([
+        scope('client-7', 'a'),
+        scope('client-7', 'b%_'),
+      ]);
+      expect(await listed(scope('client-7', ''), { stale: true })).toEqual([]);
+      expect(await listed(scope('client-7', 'b%'))).toEqual([scope('client-7', 'b%_')]);
+      expect(await listed('\u{1f600}')).toEqual([]);
+      expect(await listed('')).toHaveLength(ids.length);
+      await expect(
+        (async () => store.pendingKeys({ now: 1, prefix: '\ud800' }))(),
+      ).rejects.toBeInstanceOf(InvalidOptionError);
+    });
+
     it('lists pending rows with their state, ascending by key; --stale keeps the ones to look at', async () => {
       await store.acquire('a-live', 'd', LEASE);
       await store.acquire('b-lapsed', 'd', { ...LEASE, leaseSeconds: 1 });
