@@ -319,6 +319,7 @@ export class PgIdempotencyStore<T = unknown>
   implements LeasedIdempotencyStore<T>
 {
   readonly #db: AnyPgDatabase;
+  readonly #table: PgKeysTable;
 
   /**
    * @param db - a drizzle PostgreSQL database; the store shares its connections
@@ -330,11 +331,17 @@ export class PgIdempotencyStore<T = unknown>
     const { table, name, schema } = resolvePgTable(options);
     super(pgStatements(prepareQueries(db, table, schema, name), options.onClose));
     this.#db = db;
+    this.#table = table;
   }
 
   /** The drizzle database the store runs on. */
   get db(): AnyPgDatabase {
     return this.#db;
+  }
+
+  /** The keys table the store keeps its rows in (its schema and name); `pgTransaction` records there. */
+  get table(): PgKeysTable {
+    return this.#table;
   }
 
   /**

@@ -3,37 +3,24 @@ import { and, eq, sql } from 'drizzle-orm';
 import type { SQLiteTransaction } from 'drizzle-orm/sqlite-core';
 import { InvalidOptionError } from '../core/errors.js';
 import { KeyStatus } from '../core/status.js';
+import { isThenable } from '../core/thenable.js';
 import type { TransactionRunner } from '../function/transaction.js';
-import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 import type { SqliteIdempotencyStore } from './store.js';
 
 /** The drizzle transaction a synchronous SQLite handler receives. */
 // biome-ignore lint/suspicious/noExplicitAny: the handler may use any schema of the app's
 export type SqliteHandlerTransaction = SQLiteTransaction<'sync', RunResult, any, any>;
 
-/** Options of {@link sqliteTransaction}. */
-export interface SqliteTransactionOptions {
-  /** The store's keys table (`sqliteKeysTable(name)`), when it is not the default `keys`. */
-  readonly table?: SqliteKeysTable;
-}
-
 const p = sql.placeholder;
 
 // Thrown inside the transaction callback to make better-sqlite3 roll back, then caught outside.
 class OwnershipLost extends Error {}
 
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return (
-    (typeof value === 'object' || typeof value === 'function') &&
-    value !== null &&
-    typeof (value as { then?: unknown }).then === 'function'
-  );
-}
-
 /**
  * The transactional form on SQLite (better-sqlite3): the handler's writes and the stored answer
  * commit in one `BEGIN IMMEDIATE` transaction on the store's own connection, so the app's tables
- * must live in the same database file as the keys table.
+ * must live in the same database file as the keys table. The answer is recorded in the store's
+ * own table (`store.table`), whatever its name.
  *
  * The handler is **synchronous**, `(tx) => result`: better-sqlite3 runs a transaction in one call,
  * and a write after an `await` would land outside it (committed on its own, not rolled back).
@@ -42,8 +29,8 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
  * {@link InvalidOptionError}. The transaction is immediate so it takes the write lock before its
  * first read, and waits for it (busy timeout) instead of failing with `SQLITE_BUSY`.
  *
- * @param store - the store the keys are kept in; the transaction runs on its database
- * @param options - the store's table, when not the default
+ * @param store - the store the keys are kept in; the transaction runs on its database and records
+ *   in its table
  * @example
  * ```ts
  * import { makeIdempotent } from 'drizzle-idempotency/function';
@@ -61,9 +48,8 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
  */
 export function sqliteTransaction(
   store: SqliteIdempotencyStore<unknown>,
-  options: SqliteTransactionOptions = {},
 ): TransactionRunner<SqliteHandlerTransaction> {
-  const table = options.table ?? defaultKeys;
+  const { table } = store;
   // Prepared once: building the UPDATE per call would cost more than the whole transaction. It
   // runs on the store's connection, so inside the open transaction.
   const recordAnswer = (fenced: boolean) =>

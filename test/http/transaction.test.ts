@@ -11,12 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { expressTransaction } from '../../src/http/express.js';
 import { honoTransaction } from '../../src/http/hono.js';
 import { libsqlTransaction, openLibsqlStore } from '../../src/libsql/index.js';
-import {
-  applyPgMigrations,
-  PgIdempotencyStore,
-  pgKeysTable,
-  pgTransaction,
-} from '../../src/pg/index.js';
+import { applyPgMigrations, PgIdempotencyStore, pgTransaction } from '../../src/pg/index.js';
 import { openSqliteStore, sqliteTransaction } from '../../src/sqlite/index.js';
 import { fileUrl } from '../support/libsql-harness.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
@@ -165,7 +160,7 @@ describe('honoTransaction on PostgreSQL (PGlite): async handlers in one transact
       const app = new Hono();
       app.post(
         '/payments',
-        honoTransaction(pgTransaction(store, { table: pgKeysTable({ schema }) }), async (c) => {
+        honoTransaction(pgTransaction(store), async (c) => {
           const { amount, answer } = (await c.req.json()) as { amount: number; answer?: number };
           await c.var.tx.execute(
             sql`INSERT INTO ${sql.identifier(schema)}.payments (amount) VALUES (${amount})`,
