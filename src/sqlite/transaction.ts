@@ -4,7 +4,7 @@ import type { SQLiteTransaction } from 'drizzle-orm/sqlite-core';
 import { InvalidOptionError } from '../core/errors.js';
 import { KeyStatus } from '../core/status.js';
 import { isThenable } from '../core/thenable.js';
-import type { TransactionRunner } from '../function/transaction.js';
+import type { KeyOwner, TransactionOutcome, TransactionRunner } from '../function/transaction.js';
 import type { SqliteIdempotencyStore } from './store.js';
 
 /** The drizzle transaction a synchronous SQLite handler receives. */
@@ -15,6 +15,9 @@ const p = sql.placeholder;
 
 // Thrown inside the transaction callback to make better-sqlite3 roll back, then caught outside.
 class OwnershipLost extends Error {}
+
+// Thrown out of a transaction SQLite already rolled back, whose handler caught the error that did it.
+class RolledBackUnderHandler extends Error {}
 
 /**
  * The transactional form on SQLite (better-sqlite3): the handler's writes and the stored answer
@@ -28,6 +31,11 @@ class OwnershipLost extends Error {}
  * `.get()`. A handler that returns a promise is rolled back and refused with
  * {@link InvalidOptionError}. The transaction is immediate so it takes the write lock before its
  * first read, and waits for it (busy timeout) instead of failing with `SQLITE_BUSY`.
+ *
+ * A failed statement the handler catches undoes only that statement (a unique violation it turns
+ * into a 409 commits with its other writes), unless the failure made SQLite roll the whole
+ * transaction back (`INSERT OR ROLLBACK`, `RAISE(ROLLBACK)`, a full disk): then nothing of the
+ * handler's is left, and its answer is recorded alone, as on PostgreSQL.
  *
  * @param store - the store the keys are kept in; the transaction runs on its database and records
  *   in its table
@@ -68,10 +76,24 @@ export function sqliteTransaction(
       .prepare();
   const recordUnfenced = recordAnswer(false);
   const recordFenced = recordAnswer(true);
+  // Whether the answer landed on the owner's pending row.
+  const recorded = (owner: KeyOwner, response: string): boolean => {
+    const values = { id: owner.key, fingerprint: owner.digest, response };
+    const done =
+      owner.attempt === undefined
+        ? recordUnfenced.run(values)
+        : recordFenced.run({ ...values, attempt: owner.attempt });
+    return done.changes === 1;
+  };
   return {
     store,
     synchronous: true,
-    async run(owner, handler, record) {
+    async run<R>(
+      owner: KeyOwner,
+      handler: (tx: SqliteHandlerTransaction) => R | Promise<R>,
+      record: (result: R) => string,
+    ): Promise<TransactionOutcome<R>> {
+      let answered: { readonly result: R; readonly response: string } | undefined;
       try {
         const result = store.db.transaction(
           (tx) => {
@@ -83,12 +105,15 @@ export function sqliteTransaction(
                 'a SQLite transactional handler must be synchronous: it returned a promise',
               );
             }
-            const values = { id: owner.key, fingerprint: owner.digest, response: record(result) };
-            const done =
-              owner.attempt === undefined
-                ? recordUnfenced.run(values)
-                : recordFenced.run({ ...values, attempt: owner.attempt });
-            if (done.changes !== 1) throw new OwnershipLost();
+            const response = record(result);
+            // Some failures (`INSERT OR ROLLBACK`, `RAISE(ROLLBACK)`, a full disk) make SQLite roll
+            // the whole transaction back; a handler that caught one still answers. Recorded here,
+            // the answer would commit on its own and the commit after it fail.
+            if (!store.db.$client.inTransaction) {
+              answered = { result, response };
+              throw new RolledBackUnderHandler();
+            }
+            if (!recorded(owner, response)) throw new OwnershipLost();
             return result;
           },
           { behavior: 'immediate' },
@@ -96,6 +121,13 @@ export function sqliteTransaction(
         return { committed: true, result };
       } catch (error) {
         if (error instanceof OwnershipLost) return { committed: false };
+        // Nothing of the handler's is left to commit with it, as on PostgreSQL after a caught
+        // failure: the answer is recorded alone, fenced like any other.
+        if (error instanceof RolledBackUnderHandler && answered !== undefined) {
+          return recorded(owner, answered.response)
+            ? { committed: true, result: answered.result }
+            : { committed: false };
+        }
         throw error;
       }
     },

@@ -225,6 +225,38 @@ describe('transactional makeIdempotent on SQLite', () => {
     store.close();
   });
 
+  it('records the answer alone when SQLite rolled the transaction back under a handler that caught it', async () => {
+    const store = openSqliteStore(freshDbPath(dir));
+    store.db.run(sql`CREATE TABLE effects (id TEXT PRIMARY KEY)`);
+    store.db.run(sql`INSERT INTO effects (id) VALUES ('taken')`);
+    let runs = 0;
+    const job = makeIdempotent(
+      (tx, id: string) => {
+        runs += 1;
+        tx.run(sql`INSERT INTO effects (id) VALUES (${id})`);
+        try {
+          // OR ROLLBACK: the violation rolls back the whole transaction, not just the statement.
+          tx.run(sql`INSERT OR ROLLBACK INTO effects (id) VALUES ('taken')`);
+        } catch (error) {
+          if (!isUniqueViolation(error)) throw error;
+          return { conflict: id };
+        }
+        return { ran: id };
+      },
+      { transaction: sqliteTransaction(store), key: (id) => id },
+    );
+    expect(await job('k')).toEqual({ conflict: 'k' });
+    expect(store.get('k')).toMatchObject({
+      status: 'done',
+      response: { value: { conflict: 'k' } },
+    });
+    expect(await job('k')).toEqual({ conflict: 'k' });
+    expect(runs).toBe(1);
+    // What SQLite rolled back stays rolled back, as on PostgreSQL after a caught failure.
+    expect(store.db.all(sql`SELECT id FROM effects`)).toEqual([{ id: 'taken' }]);
+    store.close();
+  });
+
   it('refuses a transaction option that is not a runner', () => {
     expect(() =>
       makeIdempotent((_tx: unknown, id: string) => id, {
