@@ -257,6 +257,37 @@ describe('transactional makeIdempotent on SQLite', () => {
     store.close();
   });
 
+  it('records the answer alone when libSQL’s transaction was rolled back under a handler that caught it', async () => {
+    const store = await openLibsqlStore(fileUrl(freshDbPath(dir)));
+    await store.db.run(sql`CREATE TABLE effects (id TEXT PRIMARY KEY)`);
+    await store.db.run(sql`INSERT INTO effects (id) VALUES ('taken')`);
+    let runs = 0;
+    const job = makeIdempotent(
+      async (tx, id: string) => {
+        runs += 1;
+        await tx.run(sql`INSERT INTO effects (id) VALUES (${id})`);
+        try {
+          // OR ROLLBACK: the violation rolls back the whole transaction, not just the statement.
+          await tx.run(sql`INSERT OR ROLLBACK INTO effects (id) VALUES ('taken')`);
+        } catch (error) {
+          if (!isUniqueViolation(error)) throw error;
+          return { conflict: id };
+        }
+        return { ran: id };
+      },
+      { transaction: libsqlTransaction(store), key: (id) => id },
+    );
+    expect(await job('k')).toEqual({ conflict: 'k' });
+    expect(await store.get('k')).toMatchObject({
+      status: 'done',
+      response: { value: { conflict: 'k' } },
+    });
+    expect(await job('k')).toEqual({ conflict: 'k' });
+    expect(runs).toBe(1);
+    expect(await store.db.all(sql`SELECT id FROM effects`)).toEqual([{ id: 'taken' }]);
+    await store.close();
+  });
+
   it('refuses a transaction option that is not a runner', () => {
     expect(() =>
       makeIdempotent((_tx: unknown, id: string) => id, {
