@@ -33,6 +33,10 @@ export interface MysqlTransactionOptions {
  * committed first makes it match nothing, and the whole transaction rolls back; one that comes
  * later waits on the row lock and then finds the row done.
  *
+ * A failed statement the handler catches undoes only that statement (a unique violation it turns
+ * into a 409 commits with its other writes). A deadlock must not be caught in the handler: InnoDB
+ * has then rolled the whole transaction back and the connection runs in autocommit.
+ *
  * A transaction MySQL picks as a deadlock victim is rolled back whole and **not** run again on its
  * own (that would run the handler twice behind the caller's back): the call's key is released and
  * it rejects with {@link TransactionDeadlockError}. Wrap the call in `retryDeadlocks` to run it
