@@ -215,14 +215,14 @@ function transactionalExecute<TX, A extends unknown[], R>(
   return async (owner, args) => {
     let outcome: Awaited<ReturnType<typeof runner.run<R>>>;
     try {
-      const work = () =>
+      outcome = await withHeartbeat(settings, owner, () =>
         runner.run(
           owner,
           (tx) => fn(tx, ...args),
           // Checked inside the transaction: a result that cannot be stored rolls the writes back.
           (result) => serializeResponse(settings.codec.serialize(result)),
-        );
-      outcome = await (runner.holdsWriteLock ? work() : withHeartbeat(settings, owner, work));
+        ),
+      );
     } catch (error) {
       // Rolled back: nothing of the function's was committed, so a retry may run it.
       return releaseAfter(settings, owner, error);

@@ -178,6 +178,12 @@ export class AnswerExpiredError extends IdempotencyProblem {
  * (`store.release(id, record.fingerprint)`), or a lease policy of yours does. Only a handler that
  * *failed* (threw, or answered a status that is not stored) releases its key. `response` is the
  * handler's answer, for logs and for an `onError` hook that prefers to send it.
+ *
+ * In the transactional forms (`expressTransaction`, …) the answer is recorded inside the handler's
+ * transaction: when that transaction fails (the recording or the commit), nothing of the handler's
+ * committed, so the key is released instead, and the database's error is the `cause`. The body
+ * sent is always the fixed one of {@link IdempotencyProblem.details}: never a statement, its
+ * parameters or a stack.
  */
 export class AnswerNotRecordedError extends IdempotencyProblem {
   readonly status = 500;

@@ -14,6 +14,7 @@ import { KeyStatus } from '../core/status.js';
 import type { AcquireOptions, AcquireResult, LeasedIdempotencyStore } from '../core/store.js';
 import { compileLibsqlStatement } from './compile.js';
 import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
+import { writeQueue } from './write-queue.js';
 
 /** Any drizzle database over a libSQL client, whatever schema it was built with. */
 // biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
@@ -218,15 +219,19 @@ function rowsOf<Row>(result: ResultSet): Row[] {
 }
 
 // Every write runs as a `write` batch, so it takes the write lock before it reads; two statements
-// in one batch see the same row, with no other writer in between.
+// in one batch see the same row, with no other writer in between. Every batch waits its turn in the
+// client's write queue, behind any open transaction of `libsqlTransaction` on the same client.
 function libsqlStatements(
   client: Client,
   queries: ReturnType<typeof compileQueries>,
   closeConnection: boolean,
 ): KeyStatements {
+  const queued = writeQueue(client);
   const read = (statement: InStatement): Promise<ResultSet> => client.execute(statement);
+  const writeBatch = (statements: InStatement[]): Promise<ResultSet[]> =>
+    queued(() => client.batch(statements, 'write'));
   const write = async (statement: InStatement): Promise<ResultSet> => {
-    const [result] = await client.batch([statement], 'write');
+    const [result] = await writeBatch([statement]);
     if (result === undefined) throw new Error('libSQL returned no result for a batch of one');
     return result;
   };
@@ -249,13 +254,10 @@ function libsqlStatements(
     markUnrecorded: (id, fingerprint, attempt) =>
       changed(queries.markUnrecorded.bind({ id, fingerprint, attempt })),
     acquire: async (id, fingerprint, { expires, now, leaseUntil }) => {
-      const [won, existing] = await client.batch(
-        [
-          queries.acquire.bind({ id, fingerprint, expires, leaseUntil, now }),
-          queries.get.bind({ id }),
-        ],
-        'write',
-      );
+      const [won, existing] = await writeBatch([
+        queries.acquire.bind({ id, fingerprint, expires, leaseUntil, now }),
+        queries.get.bind({ id }),
+      ]);
       const [owned] = won === undefined ? [] : rowsOf<{ attempt: number }>(won);
       if (owned !== undefined) return { attempt: owned.attempt };
       const row = rowOf(existing);
@@ -273,13 +275,10 @@ function libsqlStatements(
     // The delete and the read of what stayed run in one write batch: the verdict is about the row
     // the delete saw.
     releasePending: async (id, fingerprint) => {
-      const [deleted, left] = await client.batch(
-        [
-          queries.releasePending.bind({ id, fingerprint: fingerprint ?? null }),
-          queries.get.bind({ id }),
-        ],
-        'write',
-      );
+      const [deleted, left] = await writeBatch([
+        queries.releasePending.bind({ id, fingerprint: fingerprint ?? null }),
+        queries.get.bind({ id }),
+      ]);
       if (deleted !== undefined && deleted.rows.length === 1) return { released: true };
       return { released: false, row: rowOf(left) };
     },
@@ -322,7 +321,10 @@ function libsqlStatements(
  * instead of failing. The store never keeps a
  * transaction open across an `await`: libSQL's local client waits for a lock synchronously, so a
  * transaction left open while the event loop ran another operation on a second connection of the
- * same client would block the process until the busy timeout.
+ * same client would block the process until the busy timeout. For the same reason the writes of
+ * every store and every `libsqlTransaction` over one client take turns in one queue: a write that
+ * comes while a transaction of this process holds the write lock waits for it to end, as a promise,
+ * instead of blocking the event loop on the lock.
  *
  * @typeParam T - the type of the stored responses
  * @example
@@ -345,20 +347,29 @@ export class LibsqlIdempotencyStore<T = unknown>
   implements LeasedIdempotencyStore<T>
 {
   readonly #db: AnyLibsqlDatabase;
+  readonly #table: SqliteKeysTable;
 
   /**
    * @param db - a drizzle database over a libSQL client; the store shares its client
    * @param options - see {@link LibsqlStoreOptions}
    */
   constructor(db: AnyLibsqlDatabase, options: LibsqlStoreOptions = {}) {
-    const queries = compileQueries(db, options.table ?? defaultKeys);
-    super(libsqlStatements(db.$client, queries, options.closeConnection ?? false));
+    const table = options.table ?? defaultKeys;
+    super(
+      libsqlStatements(db.$client, compileQueries(db, table), options.closeConnection ?? false),
+    );
     this.#db = db;
+    this.#table = table;
   }
 
   /** The drizzle database the store runs on; use it to run your own queries on the same client. */
   get db(): AnyLibsqlDatabase {
     return this.#db;
+  }
+
+  /** The keys table the store keeps its rows in; `libsqlTransaction` records there. */
+  get table(): SqliteKeysTable {
+    return this.#table;
   }
 
   /**

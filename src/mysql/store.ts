@@ -417,6 +417,7 @@ export class MysqlIdempotencyStore<T = unknown>
   implements LeasedIdempotencyStore<T>
 {
   readonly #db: AnyMysqlDatabase;
+  readonly #table: MysqlKeysTable;
 
   /**
    * @param database - a drizzle mysql2 database (or a `withReplicas` one: the store runs on its
@@ -434,11 +435,17 @@ export class MysqlIdempotencyStore<T = unknown>
     };
     super(mysqlStatements(context, prepareQueries(db, table)));
     this.#db = db;
+    this.#table = table;
   }
 
   /** The drizzle database the store runs on. */
   get db(): AnyMysqlDatabase {
     return this.#db;
+  }
+
+  /** The keys table the store keeps its rows in; `mysqlTransaction` records there. */
+  get table(): MysqlKeysTable {
+    return this.#table;
   }
 
   /**

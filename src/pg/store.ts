@@ -364,6 +364,7 @@ export class PgIdempotencyStore<T = unknown>
   implements LeasedIdempotencyStore<T>
 {
   readonly #db: AnyPgDatabase;
+  readonly #table: PgKeysTable;
 
   /**
    * @param db - a drizzle PostgreSQL database; the store shares its connections
@@ -389,11 +390,17 @@ export class PgIdempotencyStore<T = unknown>
         : [];
     super(pgStatements(prepareQueries(primary, table, schema, name), replicas, options.onClose));
     this.#db = primary;
+    this.#table = table;
   }
 
   /** The drizzle database the store runs on: the primary of a `withReplicas` database. */
   get db(): AnyPgDatabase {
     return this.#db;
+  }
+
+  /** The keys table the store keeps its rows in (its schema and name); `pgTransaction` records there. */
+  get table(): PgKeysTable {
+    return this.#table;
   }
 
   /**

@@ -11,5 +11,5 @@ export type { SqliteKeysTable } from './schema.js';
 export { keys, sqliteKeysTable } from './schema.js';
 export type { AnyBetterSqliteDatabase, SqliteStoreOptions } from './store.js';
 export { MAX_ANSWER_CACHE_SIZE, SqliteIdempotencyStore } from './store.js';
-export type { SqliteHandlerTransaction, SqliteTransactionOptions } from './transaction.js';
+export type { SqliteHandlerTransaction } from './transaction.js';
 export { sqliteTransaction } from './transaction.js';

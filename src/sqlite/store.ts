@@ -392,6 +392,7 @@ export class SqliteIdempotencyStore<T = unknown> implements LeasedIdempotencySto
   readonly #hot: ReturnType<typeof compileHotQueries>;
   readonly #cache: AnswerCache | undefined;
   readonly #closeConnection: boolean;
+  readonly #table: SqliteKeysTable;
   #closed = false;
 
   /**
@@ -407,11 +408,17 @@ export class SqliteIdempotencyStore<T = unknown> implements LeasedIdempotencySto
     this.#hot = compileHotQueries(db, table);
     this.#cache = cacheSize > 0 ? new AnswerCache(cacheSize) : undefined;
     this.#closeConnection = options.closeConnection ?? false;
+    this.#table = table;
   }
 
   /** The drizzle database the store runs on; use it to run your own queries on the same connection. */
   get db(): AnyBetterSqliteDatabase {
     return this.#db;
+  }
+
+  /** The keys table the store keeps its rows in; `sqliteTransaction` records there. */
+  get table(): SqliteKeysTable {
+    return this.#table;
   }
 
   #open(): ReturnType<typeof prepareQueries> {

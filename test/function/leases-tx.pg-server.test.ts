@@ -1,12 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CallSupersededError, makeIdempotent } from '../../src/index.js';
-import {
-  applyPgMigrations,
-  PgIdempotencyStore,
-  pgKeysTable,
-  pgTransaction,
-} from '../../src/pg/index.js';
+import { applyPgMigrations, PgIdempotencyStore, pgTransaction } from '../../src/pg/index.js';
 import { freshServerSchema, type ServerSchema } from '../support/pg.js';
 import { deferred } from '../support/waiting.js';
 
@@ -40,7 +35,7 @@ describe('transactional makeIdempotent with leases on the PostgreSQL server', ()
         return run;
       },
       {
-        transaction: pgTransaction(store, { table: pgKeysTable({ schema }) }),
+        transaction: pgTransaction(store),
         key: (id) => id,
         leaseSeconds: 10,
         now: () => clock,

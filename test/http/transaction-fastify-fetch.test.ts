@@ -13,7 +13,6 @@ import {
   applyPgMigrations,
   type PgHandlerTransaction,
   PgIdempotencyStore,
-  pgKeysTable,
   pgTransaction,
 } from '../../src/pg/index.js';
 import {
@@ -80,7 +79,7 @@ function pgliteDatabase(): Database<PgHandlerTransaction> {
     await applyPgMigrations(db, { schema });
     await db.execute(sql`CREATE TABLE ${table} (run integer NOT NULL, amount integer NOT NULL)`);
   })();
-  const runner = pgTransaction(store, { table: pgKeysTable({ schema }) });
+  const runner = pgTransaction(store);
   return {
     runner,
     ready,
