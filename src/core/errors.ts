@@ -21,6 +21,7 @@ export const ErrorCode = {
   bodyRefused: 'IDEMPOTENCY_BODY_REFUSED',
   requestSuperseded: 'IDEMPOTENCY_REQUEST_SUPERSEDED',
   transactionDeadlock: 'IDEMPOTENCY_TRANSACTION_DEADLOCK',
+  deploymentRefused: 'IDEMPOTENCY_DEPLOYMENT_REFUSED',
 } as const;
 
 /** One of the values of {@link ErrorCode}. */
