@@ -77,6 +77,7 @@ async function openPg(
     }
     const store = await openPgStore(pool, {
       table: pgKeysTable({ name: location.table, schema: location.schema }),
+      prepare: location.prepare !== false,
     });
     return {
       store,

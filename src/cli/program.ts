@@ -11,6 +11,7 @@ import {
   releaseCommand,
   statsCommand,
 } from './commands.js';
+import { registerDoctorCommand } from './doctor.js';
 import type { CliIo } from './io.js';
 import { DEFAULT_DB, type LocationFlags, resolveStoreLocation } from './location.js';
 import {
@@ -57,6 +58,12 @@ function addLocationOptions(command: Command): Command {
     .addOption(
       new Option('--table <name>', 'the name of the keys table (default keys)').argParser(
         parseTable,
+      ),
+    )
+    .addOption(
+      new Option(
+        '--no-prepare',
+        'PostgreSQL: send unnamed statements, as a transaction pooler (PgBouncer, Supabase, Neon) needs',
       ),
     );
 }
@@ -212,6 +219,8 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
     .action(async (key: string, options) =>
       setExitCode(await releaseCommand(io, { ...options, key, location: locate(options) })),
     );
+
+  registerDoctorCommand(program, { io, setExitCode, withLocation: addLocationOptions, locate });
 
   return program;
 }
