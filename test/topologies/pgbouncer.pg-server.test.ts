@@ -12,6 +12,7 @@ import {
 } from '../../src/pg/index.js';
 import { describeLeaseContract } from '../contract/lease-contract.js';
 import { describeStoreContract } from '../contract/store-contract.js';
+import { idem, jsonLine } from '../support/cli.js';
 import { describeConcurrency } from '../support/concurrency-suite.js';
 import {
   freshServerSchema,
@@ -247,6 +248,27 @@ if (pgbouncerBinary() === undefined) {
           level: 'warn',
           fix: expect.stringContaining('prepare: false'),
         });
+      } finally {
+        await direct.drop();
+      }
+    });
+  });
+
+  describe('idem through PgBouncer', () => {
+    it('doctor reports the pooler with named statements (exit 3), not with --no-prepare; the commands work with --no-prepare', async () => {
+      const direct = await freshServerSchema(url, 1);
+      try {
+        const on = ['--url', await bouncerUrl(), '--schema', direct.schema];
+        expect((await idem(['migrate', ...on, '--no-prepare'])).code).toBe(0);
+        const named = await idem(['doctor', ...on, '--json']);
+        expect(named.code).toBe(3);
+        expect(jsonLine(named)).toMatchObject({ findings: [{ level: 'warn', code: 'pooler' }] });
+        const unnamed = await idem(['doctor', ...on, '--no-prepare', '--json']);
+        expect(unnamed.code).toBe(0);
+        expect(jsonLine(unnamed)).toMatchObject({ findings: [] });
+        const stats = await idem(['stats', ...on, '--no-prepare', '--json']);
+        expect(stats.code).toBe(0);
+        expect(jsonLine(stats)).toMatchObject({ pending: 0, done: 0 });
       } finally {
         await direct.drop();
       }
