@@ -42,7 +42,9 @@ export interface PgStoreOptions extends PgTableOptions {
 const p = sql.placeholder;
 
 // Named statements are kept per connection by name, and node-postgres refuses one name for two
-// texts: the schema and the table are part of the text, so they are part of the name too.
+// texts: the schema and the table are part of the text, so they are part of the name too. The
+// compiler adds a tag of the process and the connection (see compilePgStatement); the whole name
+// stays under PostgreSQL's 63 bytes.
 function statementNames(schema: string, table: string): (operation: string) => string {
   const tag = createHash('sha256').update(`${schema}.${table}`).digest('hex').slice(0, 12);
   return (operation) => `idempotency_${tag}_${operation}`;
