@@ -3,7 +3,7 @@ import { drizzle as drizzlePostgresJs } from 'drizzle-orm/postgres-js';
 import pg from 'pg';
 import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { LeasedIdempotencyStore } from '../../src/index.js';
+import type { DeploymentFinding, LeasedIdempotencyStore } from '../../src/index.js';
 import {
   type AnyPgDatabase,
   applyPgMigrations,
@@ -248,6 +248,14 @@ if (pgbouncerBinary() === undefined) {
           level: 'warn',
           fix: expect.stringContaining('prepare: false'),
         });
+        const warnings: DeploymentFinding[] = [];
+        const opened = await openPgStore(await bouncerUrl(), {
+          schema: direct.schema,
+          max: 1,
+          onDeploymentWarning: (found) => warnings.push(found),
+        });
+        await opened.close();
+        expect(warnings.map((found) => found.code)).toEqual(['pooler']);
       } finally {
         await direct.drop();
       }
