@@ -47,7 +47,7 @@ export interface BouncerOptions {
  * Starts PgBouncer on a free loopback port with a temporary configuration (trust
  * authentication, the given pool mode and size) pointing at the server `serverUrl` names, and
  * waits until a query goes through it. PgBouncer refuses to run as root: as root it runs as the
- * `postgres` user (or `nobody`).
+ * `postgres` user. It ends with the test process even when `stop()` is never reached.
  *
  * @param serverUrl - the real server, e.g. `postgres://postgres@127.0.0.1:5432/test`
  */
@@ -88,15 +88,32 @@ export async function startPgbouncer(
     { mode: 0o644 },
   );
   const asRoot = process.getuid?.() === 0;
-  const runAs = existsSync('/usr/bin/setpriv') && asRoot ? 'postgres' : undefined;
-  const child: ChildProcess =
-    runAs === undefined
-      ? spawn(binary, [config], { stdio: ['ignore', 'ignore', 'pipe'] })
-      : spawn(
+  const command =
+    asRoot && existsSync('/usr/bin/setpriv')
+      ? [
           '/usr/bin/setpriv',
-          [`--reuid=${runAs}`, `--regid=${runAs}`, '--init-groups', binary, config],
-          { stdio: ['ignore', 'ignore', 'pipe'] },
-        );
+          '--reuid=postgres',
+          '--regid=postgres',
+          '--init-groups',
+          binary,
+          config,
+        ]
+      : [binary, config];
+  // Through a shell that ends PgBouncer when its stdin closes, which happens however the test
+  // process ends (even killed), so no PgBouncer outlives its test file; the shell itself ends
+  // with PgBouncer, removing its files. An asynchronous list reads /dev/null unless given stdin
+  // explicitly (fd 3).
+  const child: ChildProcess = spawn(
+    '/bin/sh',
+    [
+      '-c',
+      'dir=$1; shift; exec 3<&0; "$@" & p=$!; (read _ <&3; kill $p 2>/dev/null) & wait $p; rm -rf "$dir"',
+      'sh',
+      dir,
+      ...command,
+    ],
+    { stdio: ['pipe', 'ignore', 'pipe'] },
+  );
   let log = '';
   child.stderr?.on('data', (chunk: Buffer) => {
     // Only the tail matters for a failure message; PgBouncer logs every connection.
@@ -114,7 +131,7 @@ export async function startPgbouncer(
   target.port = String(port);
   const url = target.toString();
   const stop = async () => {
-    if (!exited) child.kill('SIGTERM');
+    child.stdin?.end();
     await exit;
     rmSync(dir, { recursive: true, force: true });
   };
