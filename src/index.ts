@@ -1,3 +1,10 @@
+export type {
+  DeploymentFinding,
+  DeploymentReport,
+  DeploymentWarningHook,
+  DeploymentWarningOptions,
+} from './core/deployment.js';
+export { DeploymentCode, DeploymentLevel, DeploymentRefusedError } from './core/deployment.js';
 export {
   DatabaseOpenError,
   ErrorCode,

@@ -17,6 +17,8 @@ export type StoreLocation =
       readonly url: string;
       readonly schema: string;
       readonly table: string;
+      /** `false` for unnamed statements (`--no-prepare`), as a transaction pooler needs. */
+      readonly prepare?: boolean;
     }
   | { readonly dialect: 'mysql'; readonly url: string; readonly table: string };
 
@@ -30,6 +32,8 @@ export interface LocationFlags {
   readonly schema?: string;
   /** `--table NAME`: the keys table's name; default `keys`. */
   readonly table?: string;
+  /** `false` with `--no-prepare`: unnamed statements on PostgreSQL. */
+  readonly prepare?: boolean;
 }
 
 const PG_PROTOCOLS = ['postgres:', 'postgresql:'];
@@ -74,12 +78,12 @@ export function resolveStoreLocation(
   let location: StoreLocation;
   if (flags.url !== undefined) {
     assertServerUrl(flags.url, '--url');
-    location = server(flags.url, flags.schema, table);
+    location = server(flags.url, flags.schema, table, flags.prepare);
   } else if (flags.db !== undefined) location = { dialect: 'sqlite', path: flags.db, table };
   else if (envDb !== undefined) location = { dialect: 'sqlite', path: envDb, table };
   else if (envUrl !== undefined) {
     assertServerUrl(envUrl, 'DATABASE_URL');
-    location = server(envUrl, flags.schema, table);
+    location = server(envUrl, flags.schema, table, flags.prepare);
   } else location = { dialect: 'sqlite', path: DEFAULT_DB, table };
   if (location.dialect !== 'pg' && flags.schema !== undefined) {
     throw new InvalidOptionError(
@@ -89,11 +93,17 @@ export function resolveStoreLocation(
   return location;
 }
 
-function server(url: string, schema: string | undefined, table: string): StoreLocation {
+function server(
+  url: string,
+  schema: string | undefined,
+  table: string,
+  prepare: boolean | undefined,
+): StoreLocation {
   if (URL.canParse(url) && new URL(url).protocol === MYSQL_PROTOCOL) {
     return { dialect: 'mysql', url, table };
   }
-  return { dialect: 'pg', url, schema: schema ?? DEFAULT_PG_SCHEMA, table };
+  const pg = { dialect: 'pg', url, schema: schema ?? DEFAULT_PG_SCHEMA, table } as const;
+  return prepare === false ? { ...pg, prepare } : pg;
 }
 
 /**

@@ -191,6 +191,7 @@ async function openPg(
     // Up to date, the store's own migrator only reads.
     const store = await openPgStore(pool, {
       table: pgKeysTable({ name: location.table, schema: location.schema }),
+      prepare: location.prepare !== false,
     });
     return {
       store,

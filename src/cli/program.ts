@@ -13,6 +13,7 @@ import {
   showCommand,
   statsCommand,
 } from './commands.js';
+import { registerDoctorCommand } from './doctor.js';
 import type { CliIo } from './io.js';
 import { parseKeyWord, parseScopeWord, terminalSafe } from './keys.js';
 import { DEFAULT_DB, type LocationFlags, resolveStoreLocation } from './location.js';
@@ -57,6 +58,12 @@ function addLocationOptions(command: Command): Command {
     .addOption(
       new Option('--table <name>', 'the name of the keys table (default keys)').argParser(
         parseTable,
+      ),
+    )
+    .addOption(
+      new Option(
+        '--no-prepare',
+        'PostgreSQL: send unnamed statements, as a transaction pooler (PgBouncer, Supabase, Neon) needs',
       ),
     );
 }
@@ -250,6 +257,8 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
         await releaseCommand(io, { ...options, id: idOf(key, options), location: locate(options) }),
       ),
     );
+
+  registerDoctorCommand(program, { io, setExitCode, withLocation: addLocationOptions, locate });
 
   return program;
 }

@@ -23,6 +23,7 @@ export const ErrorCode = {
   requestSuperseded: 'IDEMPOTENCY_REQUEST_SUPERSEDED',
   transactionDeadlock: 'IDEMPOTENCY_TRANSACTION_DEADLOCK',
   replicationUnconfirmed: 'IDEMPOTENCY_REPLICATION_UNCONFIRMED',
+  deploymentRefused: 'IDEMPOTENCY_DEPLOYMENT_REFUSED',
 } as const;
 
 /** One of the values of {@link ErrorCode}. */

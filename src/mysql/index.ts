@@ -1,3 +1,5 @@
+export type { MysqlDeploymentVariables } from './deployment.js';
+export { checkMysqlDeployment, mysqlDeploymentFindings } from './deployment.js';
 export {
   ER_DUP_ENTRY,
   ER_LOCK_DEADLOCK,

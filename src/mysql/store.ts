@@ -5,6 +5,7 @@ import {
   type KeyStatements,
   type PendingQuery,
 } from '../core/async-store.js';
+import type { DeploymentReport } from '../core/deployment.js';
 import { InvalidOptionError } from '../core/errors.js';
 import { expiredAnswer, idStartsWith, leaseHolderRow, ownerRow } from '../core/key-conditions.js';
 import { pendingLimit, pendingPrefix } from '../core/lease.js';
@@ -20,6 +21,7 @@ import type {
 import { retentionIndexName } from '../core/table-name.js';
 import { assertTime } from '../core/validation.js';
 import { compileMysqlStatement, type WriteHeader } from './compile.js';
+import { checkMysqlDeployment } from './deployment.js';
 import { ER_DUP_ENTRY, mysqlErrno, retryDeadlocks } from './errors.js';
 import {
   MYSQL_MAX_TEXT_BYTES,
@@ -446,6 +448,19 @@ export class MysqlIdempotencyStore<T = unknown>
   /** The keys table the store keeps its rows in; `mysqlTransaction` records there. */
   get table(): MysqlKeysTable {
     return this.#table;
+  }
+
+  /**
+   * Reads what the server says about this store's deployment, without writing: see
+   * `checkMysqlDeployment`. `openMysqlStore` runs it at open; call it on demand.
+   *
+   * @example
+   * ```ts
+   * const { findings } = await store.checkDeployment();
+   * ```
+   */
+  checkDeployment(): Promise<DeploymentReport> {
+    return checkMysqlDeployment(this.#db);
   }
 
   /**

@@ -1,6 +1,12 @@
 import { type SQL, sql } from 'drizzle-orm';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { keysTableProblems } from '../core/adoption.js';
+import {
+  DeploymentCode,
+  type DeploymentFinding,
+  DeploymentLevel,
+  DeploymentRefusedError,
+} from '../core/deployment.js';
 import { SchemaMismatchError } from '../core/errors.js';
 import {
   addedColumn,
@@ -52,7 +58,36 @@ export async function queryRows<Row>(
   return Array.isArray(result) ? result : result.rows;
 }
 
+/**
+ * The refusal of a keys table whose `pg_class.relpersistence` is not `p` (permanent): an UNLOGGED
+ * table skips the WAL, so a crash empties it and no standby receives it; a temporary one ends with
+ * its session. `undefined` for a permanent table.
+ *
+ * @param schema - the table's schema
+ * @param name - the table's name
+ * @param persistence - its `relpersistence`
+ */
+export function keysTablePersistenceFinding(
+  schema: string,
+  name: string,
+  persistence: string,
+): DeploymentFinding | undefined {
+  if (persistence === 'p') return undefined;
+  const table = `${quoteIdentifier(schema)}.${quoteIdentifier(name)}`;
+  const kind = persistence === 'u' ? 'UNLOGGED' : 'temporary';
+  return {
+    level: DeploymentLevel.refuse,
+    code: DeploymentCode.unloggedTable,
+    message: `the keys table ${table} is ${kind}: PostgreSQL empties it at the first crash${persistence === 'u' ? ' and never sends it to a standby' : ''}, so every stored answer is lost and every retry runs its effect again.`,
+    fix:
+      persistence === 'u'
+        ? `ALTER TABLE ${table} SET LOGGED`
+        : `create the keys table as a permanent table (applyPgMigrations or "idem migrate")`,
+  };
+}
+
 interface ColumnInfo {
+  persistence: string;
   name: string;
   type: string;
   collation: string | null;
@@ -63,8 +98,10 @@ interface ColumnInfo {
  * Checks, without writing, that an existing keys table is one the store can adopt: exactly the
  * columns of the contract with their types (the lease columns may be missing, on a table from
  * before their migration), `id` in the byte-order "C" collation and as the sole
- * primary key (the primary key is what makes `reserve` atomic).
+ * primary key (the primary key is what makes `reserve` atomic), and a permanent table: an UNLOGGED
+ * one empties at the first crash.
  *
+ * @throws {@link DeploymentRefusedError} for an UNLOGGED or temporary table
  * @throws {@link SchemaMismatchError} naming what differs
  */
 export async function assertAdoptablePgKeysTable(
@@ -74,7 +111,7 @@ export async function assertAdoptablePgKeysTable(
   const { name, schema } = resolvePgTable(options);
   const columns = await queryRows<ColumnInfo>(
     db,
-    sql`SELECT a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type,
+    sql`SELECT c.relpersistence::text AS persistence, a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type,
           co.collname AS collation, coalesce(a.attnum = ANY (i.indkey), false) AS "primary"
         FROM pg_attribute a
         JOIN pg_class c ON c.oid = a.attrelid
@@ -84,7 +121,10 @@ export async function assertAdoptablePgKeysTable(
         WHERE n.nspname = ${schema} AND c.relname = ${name} AND a.attnum > 0 AND NOT a.attisdropped
         ORDER BY a.attnum`,
   );
-  if (columns.length === 0) return;
+  const [first] = columns;
+  if (first === undefined) return;
+  const persistence = keysTablePersistenceFinding(schema, name, first.persistence);
+  if (persistence !== undefined) throw new DeploymentRefusedError([persistence]);
   const problems = keysTableProblems(columns, EXPECTED_COLUMNS, LEASE_COLUMNS);
   const id = columns.find((column) => column.name === 'id');
   if (id && id.type === 'text' && id.collation !== 'C') {

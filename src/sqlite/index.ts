@@ -1,3 +1,5 @@
+export type { SqlitePragmaSource } from './deployment.js';
+export { checkSqliteDeployment } from './deployment.js';
 export { SqliteGroupCommitStore } from './group-commit-store.js';
 export type { SqliteMigrationOptions } from './migrate.js';
 export {

@@ -3,6 +3,7 @@ import { and, asc, eq, gt, inArray, isNull, lte, or, sql } from 'drizzle-orm';
 import type { BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
 import { getTableConfig } from 'drizzle-orm/sqlite-core';
 import { AnswerCache } from '../core/answer-cache.js';
+import type { DeploymentReport } from '../core/deployment.js';
 import { StoreClosedError } from '../core/errors.js';
 import { parseResponse, serializeResponse } from '../core/json.js';
 import { expiredAnswer, idStartsWith, leaseHolderRow } from '../core/key-conditions.js';
@@ -40,6 +41,7 @@ import {
   MAX_BATCH_SIZE,
 } from '../core/validation.js';
 import { compileStatement } from './compile.js';
+import { checkSqliteDeployment } from './deployment.js';
 import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 
 /** Any drizzle database over better-sqlite3, whatever schema it was built with. */
@@ -419,6 +421,19 @@ export class SqliteIdempotencyStore<T = unknown> implements LeasedIdempotencySto
   /** The keys table the store keeps its rows in; `sqliteTransaction` records there. */
   get table(): SqliteKeysTable {
     return this.#table;
+  }
+
+  /**
+   * Reads this connection's `journal_mode` and `synchronous`: see `checkSqliteDeployment`.
+   * `openSqliteStore` runs it at open.
+   *
+   * @example
+   * ```ts
+   * const { findings } = store.checkDeployment();
+   * ```
+   */
+  checkDeployment(): DeploymentReport {
+    return checkSqliteDeployment(this.#db.$client);
   }
 
   #open(): ReturnType<typeof prepareQueries> {
