@@ -147,7 +147,7 @@ export function idempotent(
       const expires = now + settings.ttlSeconds;
       // What is in the way when the key is someone else's, and how long until a retry may win it.
       let holder: IdempotencyRecord<unknown> | null = null;
-      let retryAfter = settings.retryAfterSeconds;
+      let retryAfter = settings.retryAfterSeconds ?? 1;
       if (leased) {
         const { leaseSeconds } = settings;
         const got = await leased.acquire(id, fingerprint, { expires, now, leaseSeconds });
@@ -166,9 +166,13 @@ export function idempotent(
             record.expires > now ? replay(record) : problemResult(new AnswerExpiredError(record)),
           );
         }
-        // In progress: a live lease says when it lapses; a row without one (unleased, or marked
-        // unrecorded) waits for its owner or an operator.
-        if (got.leaseUntil !== null) retryAfter = Math.max(1, Math.ceil(got.leaseUntil - now));
+        // In progress: a live lease says when it lapses at the latest, the configured estimate
+        // when the answer is likely there; a row without one (unleased, or marked unrecorded)
+        // waits for its owner or an operator.
+        if (got.leaseUntil !== null) {
+          const leaseLeft = Math.max(1, Math.ceil(got.leaseUntil - now));
+          retryAfter = Math.min(settings.retryAfterSeconds ?? leaseLeft, leaseLeft);
+        }
       } else {
         if (await store.reserve(id, fingerprint, expires)) {
           const ownership = { store, id, fingerprint, attempt: undefined };
