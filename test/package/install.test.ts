@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { tempDir } from '../support/temp.js';
@@ -181,6 +181,25 @@ describe('a NestJS application on CommonJS and node10 resolution, from the tarba
     expect(out.busy?.retryAfter).toBe('2');
     expect(out.held?.status).toBe(201);
     expect(out.runs).toBe(4);
+  });
+});
+
+describe('the documentation in the tarball', () => {
+  it("ships every file the README's and the docs' relative links name", async () => {
+    const app = await scratchApp(join(work, 'docs-app'), tarball);
+    const installed = join(app, 'node_modules', 'drizzle-idempotency');
+    const pages = [
+      'README.md',
+      ...readdirSync(join(installed, 'docs')).map((name) => `docs/${name}`),
+    ];
+    expect(pages).toContain('docs/http.md');
+    for (const page of pages) {
+      const text = readFileSync(join(installed, page), 'utf8');
+      for (const [, target] of text.matchAll(/\]\((?!https?:|#|mailto:)([^)#\s]+)/g)) {
+        const file = join(installed, dirname(page), target as string);
+        expect(existsSync(file), `${page} → ${target}`).toBe(true);
+      }
+    }
   });
 });
 
