@@ -34,10 +34,17 @@ import { type HttpResponse, toWire } from './response.js';
  * `FastifyRequest`, depending on the platform. Anything a guard put on it (`request.user`) is there.
  */
 export interface NestHttpRequest {
+  /** The HTTP method. */
   readonly method: string;
+  /** The URL as received: the path and the query string (which is not fingerprinted). */
   readonly url: string;
+  /** The URL before any router rewrote `url` (Express's mounted routers do). */
+  readonly originalUrl?: string;
+  /** The request headers, names in lower case. */
   readonly headers: HeaderValues;
+  /** The body as the platform parsed it. */
   readonly body?: unknown;
+  /** Whatever middleware and guards added, such as `user`. */
   readonly [property: string]: unknown;
 }
 
@@ -250,7 +257,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     }
     const decision = await this.#layer(context, route).begin({
       method: req.method,
-      path: req.url.split('?', 1)[0] ?? '/',
+      path: (req.originalUrl ?? req.url).split('?', 1)[0] ?? '/',
       headers: req.headers,
       body: req.body,
       scope: route.scope ? await route.scope(req) : undefined,
