@@ -15,6 +15,7 @@ import {
   serverKinds,
   type TestServer,
 } from '../support/http-servers.js';
+import { nestServerKinds } from '../support/nest-servers.js';
 import { type StoreFactory, storeFactories } from '../support/store-factories.js';
 import { until } from '../support/waiting.js';
 
@@ -476,6 +477,6 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
   });
 }
 
-for (const kind of serverKinds) {
+for (const kind of [...serverKinds, ...nestServerKinds]) {
   for (const factory of factories) describeHttpBehaviour(kind, factory);
 }
