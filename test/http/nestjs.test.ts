@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+import { PGlite } from '@electric-sql/pglite';
 import {
   BadRequestException,
   Body,
@@ -16,6 +17,7 @@ import {
   UseGuards,
 } from '@nestjs/common';
 import { sql } from 'drizzle-orm';
+import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IdempotencyModule, IdempotencyTransaction, Idempotent } from '../../src/http/nestjs.js';
 import {
@@ -23,7 +25,13 @@ import {
   libsqlTransaction,
   openLibsqlStore,
 } from '../../src/libsql/index.js';
-import { openSqliteStore } from '../../src/sqlite/index.js';
+import {
+  applyPgMigrations,
+  type PgHandlerTransaction,
+  PgIdempotencyStore,
+  pgTransaction,
+} from '../../src/pg/index.js';
+import { openSqliteStore, sqliteTransaction } from '../../src/sqlite/index.js';
 import { fileUrl } from '../support/libsql-harness.js';
 import { nestPlatforms, type RunningNestApp, startNestApp } from '../support/nest-app.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
@@ -333,11 +341,62 @@ for (const platform of nestPlatforms) {
   });
 }
 
+@Controller()
+class PgLedgerController {
+  @Post('ledger')
+  @Idempotent({ transactional: true })
+  async write(
+    @IdempotencyTransaction() tx: PgHandlerTransaction,
+    @Body(AmountPipe) body: { amount: number },
+  ) {
+    await tx.execute(sql`INSERT INTO ledger (amount) VALUES (${body.amount})`);
+    if (body.amount === 0) throw new Error('the handler failed after writing');
+    return { amount: body.amount };
+  }
+}
+
+describe('NestJS on fastify: the transactional form over PostgreSQL (PGlite)', () => {
+  const pglite = new PGlite();
+  const db = drizzlePglite(pglite);
+  let store: PgIdempotencyStore<unknown>;
+  let nest: RunningNestApp;
+
+  beforeAll(async () => {
+    await applyPgMigrations(db);
+    await db.execute(sql`CREATE TABLE ledger (id serial PRIMARY KEY, amount integer NOT NULL)`);
+    store = new PgIdempotencyStore(db);
+    nest = await startNestApp('fastify', {
+      imports: [IdempotencyModule.forRoot({ store, transaction: pgTransaction(store) })],
+      controllers: [PgLedgerController],
+    });
+  });
+  afterAll(async () => {
+    await nest.close();
+    await pglite.close();
+  });
+
+  const rows = async (amount: number) =>
+    (await db.execute(sql`SELECT amount FROM ledger WHERE amount = ${amount}`)).rows.length;
+
+  it('commits the write with the answer once, and rolls back a throw with its key released', async () => {
+    expect((await post(nest.url, '/ledger', '"pg-1"', { amount: 7 })).status).toBe(201);
+    const retry = await post(nest.url, '/ledger', '"pg-1"', { amount: 7 });
+    expect(retry.headers.get('idempotent-replayed')).toBe('true');
+    expect(await rows(7)).toBe(1);
+    expect((await post(nest.url, '/ledger', '"pg-0"', { amount: 0 })).status).toBe(500);
+    expect(await rows(0)).toBe(0);
+    expect(await store.get('pg-0')).toBeNull();
+  });
+});
+
 describe('IdempotencyModule options', () => {
   it('refuses a bad option at once, and a transactional route without a runner', async () => {
     const store = openSqliteStore(freshDbPath(dir));
     expect(() => IdempotencyModule.forRoot({ store, ttlSeconds: -1 })).toThrow(/ttlSeconds/);
     expect(() => Idempotent({ leaseSeconds: 0 })).toThrow(/leaseSeconds/);
+    expect(() =>
+      IdempotencyModule.forRoot({ store, transaction: sqliteTransaction(store) }),
+    ).toThrow(/synchronous/);
     const nest = await startNestApp('express', {
       imports: [IdempotencyModule.forRoot({ store })],
       controllers: [LedgerController],
