@@ -181,6 +181,16 @@ export function createPaymentsApp(
     res.json(all);
   });
 
+  // What the Location header of a created payment names.
+  app.get('/payments/:id', async (req, res) => {
+    const payment = await backend.getPayment(req.params.id);
+    if (payment === undefined) {
+      problem(res, 404, 'Not found', 'no payment with this id', 'not-found');
+    } else {
+      res.json(payment);
+    }
+  });
+
   app.get('/metrics', async (_req, res) => {
     res.type(PROMETHEUS_CONTENT_TYPE).send(await prometheusStats(backend.store, options.now()));
   });

@@ -215,11 +215,16 @@ export function idempotent(
       });
       if (waited.status === 'inProgress') {
         // The row as last seen, if the wait looked at it; else what the claim saw.
+        // A live lease says when it lapses at the latest, the configured estimate when the answer
+        // is likely there; a row without one (unleased, or marked unrecorded) waits for its owner
+        // or an operator.
         const lapses = waited.record === null ? leaseUntil : waited.record.leaseUntil;
+        const leaseLeft =
+          lapses === null ? undefined : Math.max(1, Math.ceil(lapses - settings.now()));
         const retryAfter =
-          lapses === null
-            ? settings.retryAfterSeconds
-            : Math.max(1, Math.ceil(lapses - settings.now()));
+          leaseLeft === undefined
+            ? (settings.retryAfterSeconds ?? 1)
+            : Math.min(settings.retryAfterSeconds ?? leaseLeft, leaseLeft);
         return respond(
           report,
           problemResult(new RequestInProgressError(retryAfter, waited.record)),

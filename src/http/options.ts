@@ -59,9 +59,14 @@ export interface IdempotentOptions {
   /** Response headers stored and replayed with the answer (case-insensitive). */
   readonly storedHeaders?: readonly string[];
   /**
-   * The `Retry-After` of a 409 for a request in progress whose lease is not known (a row without a
-   * lease, or a store without leases), in whole seconds. Default 1. With a lease, the 409 carries
-   * the lease left instead.
+   * An estimate of how long the handler takes, in whole seconds: the `Retry-After` of a 409 for a
+   * request in progress. With a lease the 409 carries the smaller of this estimate and the lease
+   * left (a retry sooner than the estimate would most likely meet the same 409; one after the
+   * lease lapses may take the key over); without one (a row without a lease, a store without
+   * leases) it carries the estimate. Default: none, so the 409 carries the lease left, which is
+   * 20–30 s with the default 30 s lease however fast the handler is, or 1 s without a lease. Set it
+   * to your handler's usual duration (say 2 for a 1.5 s payment call) so clients retry when the
+   * answer is likely there.
    */
   readonly retryAfterSeconds?: number;
   /**
@@ -95,7 +100,7 @@ export interface ResolvedOptions {
   readonly fingerprint: (request: IdempotentRequest) => string | Promise<string>;
   readonly shouldStore: (status: number) => boolean;
   readonly storedHeaders: ReadonlySet<string>;
-  readonly retryAfterSeconds: number;
+  readonly retryAfterSeconds: number | undefined;
   readonly waitTimeoutMs: number;
   readonly waitIntervalMs: number;
   readonly maxStoredBytes: number;
@@ -138,8 +143,10 @@ export function resolveOptions(options: IdempotentOptions): ResolvedOptions {
   assertStrings(methods, 'methods');
   const storedHeaders = options.storedHeaders ?? DEFAULT_STORED_HEADERS;
   assertStrings(storedHeaders, 'storedHeaders');
-  const retryAfterSeconds = options.retryAfterSeconds ?? 1;
-  assertIntegerOption(retryAfterSeconds, 'retryAfterSeconds', 0, 86_400);
+  const { retryAfterSeconds } = options;
+  if (retryAfterSeconds !== undefined) {
+    assertIntegerOption(retryAfterSeconds, 'retryAfterSeconds', 0, 86_400);
+  }
   const wait = resolveWait(options.wait);
   const maxStoredBytes = options.maxStoredBytes ?? DEFAULT_MAX_STORED_BYTES;
   if (

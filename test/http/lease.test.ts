@@ -109,6 +109,23 @@ function describeLeases(factory: StoreFactory): void {
       if (first.action === 'run') await first.execution.fail(new Error('done with it'));
     });
 
+    it('answers 409 with the configured estimate as Retry-After while it is below the lease left', async () => {
+      const layer = idempotent(store, { now, leaseSeconds: 30, retryAfterSeconds: 2 });
+      const first = await layer.begin(request);
+      expect(first.action).toBe('run');
+      const busy = await layer.handle(request, () => ({ status: 201 }));
+      expect(busy.response.status).toBe(409);
+      expect(busy.response.headers?.['retry-after']).toBe('2');
+      clock += 29;
+      const late = await layer.handle(request, () => ({ status: 201 }));
+      expect(late.response.headers?.['retry-after']).toBe('1');
+      const slow = idempotent(store, { now, leaseSeconds: 30, retryAfterSeconds: 60 });
+      clock -= 19;
+      const capped = await slow.handle(request, () => ({ status: 201 }));
+      expect(capped.response.headers?.['retry-after']).toBe('20');
+      if (first.action === 'run') await first.execution.fail(new Error('done with it'));
+    });
+
     it('marks an executed answer it could not record unrecorded: never taken over', async () => {
       let runs = 0;
       const layer = idempotent(finishFails(store), { now, leaseSeconds: 30 });
