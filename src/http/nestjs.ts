@@ -26,7 +26,7 @@ import { type IdempotentExecutor, idempotent } from './idempotent.js';
 import { type IdempotentOptions, resolveOptions } from './options.js';
 import type { IdempotentResult } from './outcome.js';
 import type { IdempotencyProblem } from './problems.js';
-import type { HeaderValues } from './request.js';
+import { type HeaderValues, nodeHeaders } from './request.js';
 import { type HttpResponse, toWire } from './response.js';
 
 /**
@@ -44,6 +44,10 @@ export interface NestHttpRequest {
   readonly headers: HeaderValues;
   /** The body as the platform parsed it. */
   readonly body?: unknown;
+  /** The body's bytes as the client sent them, kept by Nest when the app has `rawBody: true`. */
+  readonly rawBody?: unknown;
+  /** Express's header lines as received (name, value, …), to count repeated key headers. */
+  readonly rawHeaders?: readonly string[];
   /** Whatever middleware and guards added, such as `user`. */
   readonly [property: string]: unknown;
 }
@@ -258,8 +262,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const decision = await this.#layer(context, route).begin({
       method: req.method,
       path: (req.originalUrl ?? req.url).split('?', 1)[0] ?? '/',
-      headers: req.headers,
-      body: req.body,
+      headers: req.rawHeaders ? nodeHeaders(req.headers, req.rawHeaders) : req.headers,
+      // Nest keeps the bytes the parser read as `rawBody` when the app is made with
+      // `rawBody: true`: the fingerprint then tells apart bodies a JSON parser reads alike.
+      body: req.rawBody instanceof Uint8Array ? req.rawBody : req.body,
       scope: route.scope ? await route.scope(req) : undefined,
     });
     if (decision.action === 'pass') return next.handle();

@@ -28,7 +28,7 @@ interface Reply {
 function controllerOf(behave: Behaviour): Type {
   @Controller()
   class BehaviourController {
-    @All(['run', 'other'])
+    @All(['run', 'other', 'things/:id'])
     @Idempotent()
     async handle(
       @Req() req: { body?: unknown; url: string },
@@ -84,7 +84,8 @@ function startNest(platform: NestPlatform): ServerFactory {
       platform === 'express'
         ? new ExpressAdapter()
         : new FastifyAdapter({ forceCloseConnections: true });
-    const app = await NestFactory.create(AppModule, adapter, { logger: false });
+    // rawBody: the layer fingerprints the body as the client wrote it, as on the other adapters.
+    const app = await NestFactory.create(AppModule, adapter, { logger: false, rawBody: true });
     app.useGlobalFilters(new HandlerFailed(app.getHttpAdapter()));
     await app.listen(0, '127.0.0.1');
     return {
