@@ -108,7 +108,7 @@ export async function pendingCommand(io: CliIo, options: PendingOptions): Promis
           ? `lease ends in ${seconds(row.leaseUntil - options.now)}`
           : `lease ended ${seconds(options.now - row.leaseUntil)} ago`;
     io.stdout.write(
-      `${row.key}  ${row.state}  attempt ${row.attempt}  ${lease}  expires in ${seconds(row.expires - options.now)}\n`,
+      `${row.key}  ${row.state}  token ${row.attempt}  ${lease}  expires in ${seconds(row.expires - options.now)}\n`,
     );
   }
 }

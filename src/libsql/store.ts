@@ -56,8 +56,8 @@ function compileQueries(db: AnyLibsqlDatabase, keys: SqliteKeysTable) {
         .onConflictDoNothing(),
       ['id', 'fingerprint', 'expires'],
     ),
-    // One statement: inserts a missing key with attempt 1, or takes over a pending row of the
-    // same fingerprint whose lease lapsed, bumping its attempt; returns no row otherwise. A row
+    // One statement: inserts a missing key with a fresh fencing token, or takes over a pending row
+    // of the same fingerprint whose lease lapsed, raising its token; returns no row otherwise. A row
     // without a lease (NULL) never compares as lapsed.
     acquire: compileLibsqlStatement(
       db
@@ -68,10 +68,11 @@ function compileQueries(db: AnyLibsqlDatabase, keys: SqliteKeysTable) {
           status: KeyStatus.pending,
           expires: p('expires'),
           leaseUntil: p('leaseUntil'),
+          attempt: p('token'),
         })
         .onConflictDoUpdate({ target: keys.id, ...leaseTakeover(keys, p('now')) })
         .returning({ attempt: keys.attempt }),
-      ['id', 'fingerprint', 'expires', 'leaseUntil', 'now'],
+      ['id', 'fingerprint', 'expires', 'leaseUntil', 'token', 'now'],
     ),
     finish: compileLibsqlStatement(
       db
@@ -238,10 +239,10 @@ function libsqlStatements(
       changed(queries.renew.bind({ id, fingerprint, attempt, leaseUntil })),
     markUnrecorded: (id, fingerprint, attempt) =>
       changed(queries.markUnrecorded.bind({ id, fingerprint, attempt })),
-    acquire: async (id, fingerprint, { expires, now, leaseUntil }) => {
+    acquire: async (id, fingerprint, { expires, now, leaseUntil, token }) => {
       const [won, existing] = await client.batch(
         [
-          queries.acquire.bind({ id, fingerprint, expires, leaseUntil, now }),
+          queries.acquire.bind({ id, fingerprint, expires, leaseUntil, token, now }),
           queries.get.bind({ id }),
         ],
         'write',
