@@ -115,6 +115,7 @@ export interface PendingKey {
   /** The retention deadline. */
   readonly expires: number;
   readonly leaseUntil: number | null;
+  /** The fencing token of the row's ownership (see {@link IdempotencyRecord.attempt}). */
   readonly attempt: number;
   readonly state: LeaseState;
 }

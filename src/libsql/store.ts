@@ -57,8 +57,8 @@ function compileQueries(db: AnyLibsqlDatabase, keys: SqliteKeysTable) {
       ['id', 'fingerprint', 'expires'],
     ),
     // One statement: inserts a missing key with a fresh fencing token, or takes over a pending row
-    // of the same fingerprint whose lease lapsed, raising its token; returns no row otherwise. A row
-    // without a lease (NULL) never compares as lapsed.
+    // of the same fingerprint whose lease lapsed, raising its token; returns no row otherwise. A
+    // row without a lease (NULL) never compares as lapsed.
     acquire: compileLibsqlStatement(
       db
         .insert(keys)

@@ -80,9 +80,9 @@ function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string, ta
     db.select(rowColumns).from(keys).where(where).orderBy(asc(keys.id)).limit(p('limit'));
   return {
     // One statement, so atomic: inserts a missing key with a fresh fencing token, or takes over a
-    // pending row of the same fingerprint whose lease lapsed, raising its token (the conflicting row is
-    // locked meanwhile, so of concurrent contenders one wins and the others see its new lease);
-    // returns no row otherwise. A row without a lease (NULL) never compares as lapsed.
+    // pending row of the same fingerprint whose lease lapsed, raising its token (the conflicting
+    // row is locked meanwhile, so of concurrent contenders one wins and the others see its new
+    // lease); returns no row otherwise. A row without a lease (NULL) never compares as lapsed.
     acquire: compilePgStatement(
       db,
       name('acquire'),

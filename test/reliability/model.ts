@@ -31,9 +31,10 @@ export function byteOrder(a: string, b: string): number {
  *
  * Fencing tokens are drawn from the real clock, so the model cannot predict them: `acquire` takes
  * the token the store handed out and the model keeps every token each key was ever given, across
- * its deletions. The contract's rule is then checked on them (see {@link ReferenceModel.tokenRule}),
- * and every fenced write is judged by comparing its token with the row's, so a stale owner's write
- * (a takeover's or a release's and a new claim's since) is refused.
+ * its deletions. The contract's rule is then checked on them (see
+ * {@link ReferenceModel.tokenRule}), and every fenced write is judged by comparing its token with
+ * the row's, so a stale owner's write (a takeover's or a release's and a new claim's since) is
+ * refused.
  */
 export class ReferenceModel {
   readonly rows = new Map<string, ModelRow>();
