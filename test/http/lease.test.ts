@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { expressIdempotency } from '../../src/http/express.js';
+import { fetchIdempotency } from '../../src/http/fetch.js';
 import {
   AnswerNotRecordedError,
   type IdempotentRequest,
@@ -13,6 +14,7 @@ import {
 } from '../../src/http/index.js';
 import type { LeasedIdempotencyStore } from '../../src/index.js';
 import { type StoreFactory, storeFactories } from '../support/store-factories.js';
+import { deferred } from '../support/waiting.js';
 
 const request: IdempotentRequest = {
   method: 'POST',
@@ -154,6 +156,50 @@ function describeLeases(factory: StoreFactory): void {
       expect((await c.complete({ status: 201, body: { by: 'C' } })).outcome).toBe('executed');
       const replay = await layer.handle(request, () => ({ status: 500 }));
       expect(Buffer.from(replay.response.body as Uint8Array).toString()).toBe('{"by":"C"}');
+    });
+
+    it("through the Fetch adapter: A's late answer gets 409, a duplicate D while C runs gets 409, C's answer is stored (ABA)", async () => {
+      const gates = { a: deferred(), c: deferred() };
+      const started = { a: deferred(), c: deferred() };
+      let runs = 0;
+      const handler = fetchIdempotency(store, { now, leaseSeconds: 30 })(async () => {
+        runs += 1;
+        if (runs === 1) {
+          started.a.resolve();
+          await gates.a.promise;
+          return Response.json({ by: 'A' }, { status: 201 });
+        }
+        if (runs === 2) return new Response('busy', { status: 503 });
+        started.c.resolve();
+        await gates.c.promise;
+        return Response.json({ by: 'C' }, { status: 201 });
+      });
+      const send = () =>
+        handler(
+          new Request('http://127.0.0.1/pay', {
+            method: 'POST',
+            headers: { 'idempotency-key': 'k1', 'content-type': 'application/json' },
+            body: '{"amount":1}',
+          }),
+        );
+      const a = send();
+      await started.a.promise;
+      clock += 31;
+      expect((await send()).status).toBe(503);
+      expect(await store.get('k1')).toBeNull();
+      const c = send();
+      await started.c.promise;
+      gates.a.resolve();
+      const late = await a;
+      expect(late.status).toBe(409);
+      expect(((await late.json()) as { type: string }).type).toMatch(/request-superseded$/);
+      expect((await send()).status).toBe(409);
+      gates.c.resolve();
+      expect((await c).status).toBe(201);
+      const replay = await send();
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(await replay.json()).toEqual({ by: 'C' });
+      expect(runs).toBe(3);
     });
 
     it("refuses the old owner's answer after an operator released its live key and a new request claimed it", async () => {
