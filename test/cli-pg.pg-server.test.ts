@@ -92,7 +92,7 @@ describe.concurrent('idem on PostgreSQL', () => {
           'keys_pkey',
           'keys_status_expires_id_idx',
         ],
-        migrations: 3,
+        migrations: 4,
       });
       expect(jsonLine(await idem(['stats', ...on(fresh), ...NOW, '--json']))).toEqual({
         pending: 0,

@@ -142,7 +142,7 @@ export async function pendingCommand(io: CliIo, options: PendingOptions): Promis
   }
   for (const row of rows) {
     io.stdout.write(
-      `${printableKey(row.key)}  ${row.state}  attempt ${row.attempt}  ${leaseText(row.leaseUntil, options.now)}  ${expiresText(row.expires, options.now)}\n`,
+      `${printableKey(row.key)}  ${row.state}  token ${row.attempt}  ${leaseText(row.leaseUntil, options.now)}  ${expiresText(row.expires, options.now)}\n`,
     );
   }
 }

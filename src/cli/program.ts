@@ -195,7 +195,7 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
     program
       .command('pending')
       .description(
-        'list pending rows, ascending by key, with their lease state (live, lapsed, unrecorded, unleased) and attempt',
+        'list pending rows, ascending by key, with their lease state (live, lapsed, unrecorded, unleased) and fencing token',
       ),
   )
     .addOption(nowOption())

@@ -1,4 +1,5 @@
 import { StoreClosedError } from './errors.js';
+import { nextFencingToken } from './fencing-token.js';
 import { parseResponse, serializeResponse } from './json.js';
 import {
   acquiredOutcome,
@@ -35,9 +36,10 @@ import {
 } from './validation.js';
 
 /**
- * What a dialect's `acquire` statements found: the fencing token of the row they inserted or took
- * over, or else the row as it stands (`undefined` when it was deleted in between, so the key is
- * new again and the store tries once more).
+ * What a dialect's `acquire` statements found: the fencing token of the row they inserted (the
+ * fresh token they were given) or took over (another one), or else the row as it stands
+ * (`undefined` when it was deleted in between, so the key is new again and the store tries once
+ * more).
  */
 export type AcquireStep =
   | { readonly attempt: number | string }
@@ -97,11 +99,19 @@ export interface KeyStatements {
   renew(key: string, digest: string, attempt: number, leaseUntil: number): Promise<number>;
   /** Marks the pending row held with `attempt` as unrecorded and drops its lease. */
   markUnrecorded(key: string, digest: string, attempt: number): Promise<number>;
-  /** Inserts the key, or takes over its lapsed lease, or reads what is there. */
+  /**
+   * Inserts the key with the fencing token `token`, or takes over its lapsed lease with the token
+   * `takeoverToken` computes from the row's and `token`, or reads what is there.
+   */
   acquire(
     key: string,
     digest: string,
-    lease: { readonly expires: number; readonly now: number; readonly leaseUntil: number },
+    lease: {
+      readonly expires: number;
+      readonly now: number;
+      readonly leaseUntil: number;
+      readonly token: number;
+    },
   ): Promise<AcquireStep>;
   /** The pending rows, ascending by key. */
   pendingKeys(query: PendingQuery): Promise<readonly KeyRow[]>;
@@ -200,10 +210,11 @@ export class AsyncIdempotencyStore<T = unknown> implements LeasedIdempotencyStor
     this.#checkDigest(digest);
     const leaseUntil = leaseDeadline(options);
     const statements = this.#open();
-    const lease = { expires: options.expires, now: options.now, leaseUntil };
     for (;;) {
+      const token = nextFencingToken();
+      const lease = { expires: options.expires, now: options.now, leaseUntil, token };
       const step = await statements.acquire(key, digest, lease);
-      if ('attempt' in step) return acquiredOutcome(step.attempt, leaseUntil);
+      if ('attempt' in step) return acquiredOutcome(step.attempt, token, leaseUntil);
       if (step.row !== undefined) return existingOutcome<T>(step.row, digest);
     }
   }

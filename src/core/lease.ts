@@ -33,7 +33,7 @@ export function leaseDeadline(options: AcquireOptions): number {
 }
 
 /**
- * Asserts that a fencing token is what `acquire` hands out: an integer from 1 up.
+ * Asserts that a fencing token is what `acquire` hands out: a safe integer from 1 up.
  *
  * @throws {@link InvalidOptionError} otherwise
  */
@@ -120,8 +120,16 @@ export function existingOutcome<T>(row: KeyRow, digest: string): AcquireResult<T
   };
 }
 
-/** What `acquire` reports for the row it inserted or took over, from its returned attempt. */
-export function acquiredOutcome<T>(attempt: number | string, leaseUntil: number): AcquireResult<T> {
+/**
+ * What `acquire` reports for the row it inserted or took over, from the fencing token its
+ * statement returned and the fresh token it inserted: a takeover always returns another token
+ * (see `takeoverToken`), so the two are equal only for a key inserted afresh.
+ */
+export function acquiredOutcome<T>(
+  attempt: number | string,
+  fresh: number,
+  leaseUntil: number,
+): Extract<AcquireResult<T>, { status: 'acquired' }> {
   const token = Number(attempt);
-  return { status: 'acquired', attempt: token, leaseUntil, takenOver: token > 1 };
+  return { status: 'acquired', attempt: token, leaseUntil, takenOver: token !== fresh };
 }

@@ -183,7 +183,7 @@ export function idempotent(
         const got = await leased.acquire(id, fingerprint, { expires, now, leaseSeconds });
         if (got.status === 'acquired') {
           const ownership = { store, id, fingerprint, attempt: got.attempt };
-          const execution = owned(ownership, settings, reporter(...reportOf, got.attempt));
+          const execution = owned(ownership, settings, reporter(...reportOf, got));
           return { action: 'run', execution };
         }
         if (got.status !== 'inProgress') return settled(got.record, now);

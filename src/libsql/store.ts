@@ -63,9 +63,9 @@ function compileQueries(db: AnyLibsqlDatabase, keys: SqliteKeysTable) {
         .onConflictDoNothing(),
       ['id', 'fingerprint', 'expires'],
     ),
-    // One statement: inserts a missing key with attempt 1, or takes over a pending row of the
-    // same fingerprint whose lease lapsed, bumping its attempt; returns no row otherwise. A row
-    // without a lease (NULL) never compares as lapsed.
+    // One statement: inserts a missing key with a fresh fencing token, or takes over a pending row
+    // of the same fingerprint whose lease lapsed, raising its token; returns no row otherwise. A
+    // row without a lease (NULL) never compares as lapsed.
     acquire: compileLibsqlStatement(
       db
         .insert(keys)
@@ -75,10 +75,11 @@ function compileQueries(db: AnyLibsqlDatabase, keys: SqliteKeysTable) {
           status: KeyStatus.pending,
           expires: p('expires'),
           leaseUntil: p('leaseUntil'),
+          attempt: p('token'),
         })
         .onConflictDoUpdate({ target: keys.id, ...leaseTakeover(keys, p('now')) })
         .returning({ attempt: keys.attempt }),
-      ['id', 'fingerprint', 'expires', 'leaseUntil', 'now'],
+      ['id', 'fingerprint', 'expires', 'leaseUntil', 'token', 'now'],
     ),
     finish: compileLibsqlStatement(
       db
@@ -253,9 +254,9 @@ function libsqlStatements(
       changed(queries.renew.bind({ id, fingerprint, attempt, leaseUntil })),
     markUnrecorded: (id, fingerprint, attempt) =>
       changed(queries.markUnrecorded.bind({ id, fingerprint, attempt })),
-    acquire: async (id, fingerprint, { expires, now, leaseUntil }) => {
+    acquire: async (id, fingerprint, { expires, now, leaseUntil, token }) => {
       const [won, existing] = await writeBatch([
-        queries.acquire.bind({ id, fingerprint, expires, leaseUntil, now }),
+        queries.acquire.bind({ id, fingerprint, expires, leaseUntil, token, now }),
         queries.get.bind({ id }),
       ]);
       const [owned] = won === undefined ? [] : rowsOf<{ attempt: number }>(won);

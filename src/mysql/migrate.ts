@@ -1,6 +1,6 @@
 import { type SQL, sql } from 'drizzle-orm';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
-import { keysTableProblems } from '../core/adoption.js';
+import { type ColumnType, keysTableProblems } from '../core/adoption.js';
 import { SchemaMismatchError } from '../core/errors.js';
 import { migrationsFolder } from '../core/migrations-folder.js';
 import { migrationsTableName, renameMigrationStatement } from '../core/table-name.js';
@@ -14,14 +14,15 @@ export const mysqlMigrationsFolder = migrationsFolder('mysql');
 /** Options of {@link applyMysqlMigrations} and {@link assertAdoptableMysqlKeysTable}. */
 export type MysqlMigrationOptions = MysqlTableOptions;
 
-const EXPECTED_COLUMNS: Record<string, string> = {
+const EXPECTED_COLUMNS: Record<string, ColumnType> = {
   id: `varbinary(${MYSQL_MAX_TEXT_BYTES})`,
   fingerprint: `varbinary(${MYSQL_MAX_TEXT_BYTES})`,
   status: 'varchar(7)',
   response: 'longtext',
   expires: 'double',
   lease_until: 'double',
-  attempt: 'int',
+  // The fencing token is bigint since the migration 0001_fencing_token_bigint; before it, int.
+  attempt: ['bigint', 'int'],
   unrecorded: 'boolean',
 };
 

@@ -1,10 +1,10 @@
 import {
+  bigint,
   boolean,
   customType,
   double,
   getTableConfig,
   index,
-  int,
   mysqlTable,
   varchar,
 } from 'drizzle-orm/mysql-core';
@@ -66,8 +66,9 @@ export function mysqlKeysTable<const N extends string = typeof DEFAULT_TABLE_NAM
       expires: double('expires').notNull(),
       // The pending owner's lease deadline on the caller's clock; NULL means no lease.
       leaseUntil: double('lease_until'),
-      // The fencing token: every owner's write requires it, a takeover bumps it.
-      attempt: int('attempt').notNull().default(1),
+      // The fencing token of the row's ownership: every owner's write requires it, a takeover
+      // raises it (see nextFencingToken); bigint, since tokens are real-clock milliseconds × 1,024.
+      attempt: bigint('attempt', { mode: 'number' }).notNull().default(1),
       // The handler ran but its answer was not recorded: never retried automatically.
       unrecorded: boolean('unrecorded').notNull().default(false),
     },

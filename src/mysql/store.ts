@@ -7,7 +7,13 @@ import {
 } from '../core/async-store.js';
 import type { DeploymentReport } from '../core/deployment.js';
 import { InvalidOptionError } from '../core/errors.js';
-import { expiredAnswer, idStartsWith, leaseHolderRow, ownerRow } from '../core/key-conditions.js';
+import {
+  expiredAnswer,
+  idStartsWith,
+  leaseHolderRow,
+  ownerRow,
+  takeoverToken,
+} from '../core/key-conditions.js';
 import { pendingLimit, pendingPrefix } from '../core/lease.js';
 import type { KeyRow } from '../core/record.js';
 import { primaryOf } from '../core/replicas.js';
@@ -140,7 +146,7 @@ function prepareQueries(db: AnyMysqlDatabase, keys: MysqlKeysTable) {
       .where(ownerRow(keys, p('id'), p('fingerprint'), p('attempt')))
       .prepare(),
     acquireInsert: compileMysqlStatement<
-      'id' | 'fingerprint' | 'expires' | 'leaseUntil',
+      'id' | 'fingerprint' | 'expires' | 'leaseUntil' | 'token',
       WriteHeader
     >(
       db,
@@ -150,22 +156,24 @@ function prepareQueries(db: AnyMysqlDatabase, keys: MysqlKeysTable) {
         status: KeyStatus.pending,
         expires: sql`${p('expires')}`,
         leaseUntil: sql`${p('leaseUntil')}`,
+        attempt: sql`${p('token')}`,
       }),
-      ['id', 'fingerprint', 'expires', 'leaseUntil'],
+      ['id', 'fingerprint', 'expires', 'leaseUntil', 'token'],
       'header',
     ),
     // One conditional UPDATE takes over a lapsed lease: of concurrent contenders the first sets a
-    // live lease and the others no longer match. LAST_INSERT_ID(expr) hands the new attempt back
-    // in the statement's own answer (its insertId), so no second read can see another owner's.
+    // live lease and the others no longer match. The new fencing token is above the old and the
+    // fresh one (see takeoverToken); LAST_INSERT_ID(expr) hands it back in the statement's own
+    // answer (its insertId), so no second read can see another owner's.
     takeOver: compileMysqlStatement<
-      'id' | 'fingerprint' | 'expires' | 'leaseUntil' | 'now',
+      'id' | 'fingerprint' | 'expires' | 'leaseUntil' | 'token' | 'now',
       WriteHeader & { readonly insertId: number }
     >(
       db,
       db
         .update(keys)
         .set({
-          attempt: sql`LAST_INSERT_ID(${keys.attempt} + 1)`,
+          attempt: sql`LAST_INSERT_ID(${takeoverToken(keys, sql`${p('token')}`)})`,
           leaseUntil: sql`${p('leaseUntil')}`,
           expires: sql`${p('expires')}`,
         })
@@ -177,7 +185,7 @@ function prepareQueries(db: AnyMysqlDatabase, keys: MysqlKeysTable) {
             lte(keys.leaseUntil, p('now')),
           ),
         ),
-      ['id', 'fingerprint', 'expires', 'leaseUntil', 'now'],
+      ['id', 'fingerprint', 'expires', 'leaseUntil', 'token', 'now'],
       'header',
     ),
     get: db
@@ -309,15 +317,17 @@ function mysqlStatements(
       affected(
         await retryDeadlocks(() => queries.markUnrecorded.execute({ id, fingerprint, attempt })),
       ),
-    acquire: async (id, fingerprint, { expires, now, leaseUntil }) => {
+    acquire: async (id, fingerprint, { expires, now, leaseUntil, token }) => {
       try {
-        await retryDeadlocks(() => queries.acquireInsert({ id, fingerprint, expires, leaseUntil }));
-        return { attempt: 1 };
+        await retryDeadlocks(() =>
+          queries.acquireInsert({ id, fingerprint, expires, leaseUntil, token }),
+        );
+        return { attempt: token };
       } catch (error) {
         if (mysqlErrno(error) !== ER_DUP_ENTRY) throw error;
       }
       const taken = await retryDeadlocks(() =>
-        queries.takeOver({ id, fingerprint, expires, leaseUntil, now }),
+        queries.takeOver({ id, fingerprint, expires, leaseUntil, token, now }),
       );
       if (taken.affectedRows === 1) return { attempt: taken.insertId };
       return { row: await readRow(queries, id) };
@@ -477,8 +487,9 @@ export class MysqlIdempotencyStore<T = unknown>
   /**
    * {@inheritDoc LeasedIdempotencyStore.acquire}
    *
-   * A plain INSERT of the missing key (attempt 1); on a duplicate key, one conditional UPDATE that
-   * takes over a lapsed lease of the same fingerprint, bumps the attempt and sets the new lease and
+   * A plain INSERT of the missing key with a fresh fencing token; on a duplicate key, one
+   * conditional UPDATE that takes over a lapsed lease of the same fingerprint, raises the token
+   * above the old and the fresh one and sets the new lease and
    * retention deadline; otherwise the row is read and reported. Each decision is one atomic
    * statement, so of concurrent contenders exactly one acquires. A row deleted between the steps
    * (released, purged) makes the caller try the insert again.

@@ -119,18 +119,20 @@ function isPool(client: NodePgQueryable): client is NodePgPool {
 
 const BOOL_OID = 16;
 const INT4_OID = 23;
+const INT8_OID = 20;
 const FLOAT8_OID = 701;
 const asText = (value: string) => value;
 const asBoolean = (value: string) => value === 't';
 const asInteger = (value: string) => Number.parseInt(value, 10);
 
-// Every column the store reads is text, double precision, integer or boolean. Pinning their
+// Every column the store reads is text, double precision, integer, bigint (the fencing token,
+// always a safe integer) or boolean. Pinning their
 // parsers per query gives the rows drizzle's column mapping gives (strings, numbers, booleans)
 // even when an application has replaced node-postgres's global type parsers.
 const STORE_TYPES = {
   getTypeParser: (oid: number) => {
     if (oid === FLOAT8_OID) return Number.parseFloat;
-    if (oid === INT4_OID) return asInteger;
+    if (oid === INT4_OID || oid === INT8_OID) return asInteger;
     if (oid === BOOL_OID) return asBoolean;
     return asText;
   },

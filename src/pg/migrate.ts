@@ -1,6 +1,6 @@
 import { type SQL, sql } from 'drizzle-orm';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
-import { keysTableProblems } from '../core/adoption.js';
+import { type ColumnType, keysTableProblems } from '../core/adoption.js';
 import {
   DeploymentCode,
   type DeploymentFinding,
@@ -36,10 +36,11 @@ const EXPECTED_COLUMNS: Record<string, string> = {
   expires: 'double precision',
 };
 
-// Added by the lease migration: a table from before it lacks them until it runs.
-const LEASE_COLUMNS: Record<string, string> = {
+// Added by the lease migration: a table from before it lacks them until it runs. The fencing
+// token is bigint since the migration 0003_fencing_token_bigint; before it ran, integer.
+const LEASE_COLUMNS: Record<string, ColumnType> = {
   lease_until: 'double precision',
-  attempt: 'integer',
+  attempt: ['bigint', 'integer'],
   unrecorded: 'boolean',
 };
 

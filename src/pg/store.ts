@@ -126,10 +126,10 @@ function prepareQueries(
   const pendingList = (where: ReturnType<typeof and>) =>
     db.select(rowColumns).from(keys).where(where).orderBy(asc(keys.id)).limit(p('limit'));
   return {
-    // One statement, so atomic: inserts a missing key with attempt 1, or takes over a pending row
-    // of the same fingerprint whose lease lapsed, bumping its attempt (the conflicting row is
-    // locked meanwhile, so of concurrent contenders one wins and the others see its new lease);
-    // returns no row otherwise. A row without a lease (NULL) never compares as lapsed.
+    // One statement, so atomic: inserts a missing key with a fresh fencing token, or takes over a
+    // pending row of the same fingerprint whose lease lapsed, raising its token (the conflicting
+    // row is locked meanwhile, so of concurrent contenders one wins and the others see its new
+    // lease); returns no row otherwise. A row without a lease (NULL) never compares as lapsed.
     acquire: compile(
       'acquire',
       db
@@ -140,12 +140,12 @@ function prepareQueries(
           status: KeyStatus.pending,
           expires: p('expires'),
           leaseUntil: p('leaseUntil'),
-          attempt: sql`1`,
+          attempt: sql`${p('token')}`,
           unrecorded: sql`false`,
         })
         .onConflictDoUpdate({ target: keys.id, ...leaseTakeover(keys, p('now')) })
         .returning({ attempt: keys.attempt }),
-      ['id', 'fingerprint', 'expires', 'leaseUntil', 'now'],
+      ['id', 'fingerprint', 'expires', 'leaseUntil', 'token', 'now'],
     ),
     finishFenced: compile(
       'finish_fenced',
@@ -335,8 +335,8 @@ function pgStatements(
     markUnrecorded: async (id, fingerprint, attempt) =>
       (await queries.markUnrecorded.execute({ id, fingerprint, attempt })).length,
     // The statement either owns the row or leaves it as it was; what is there is then read.
-    acquire: async (id, fingerprint, { expires, now, leaseUntil }) => {
-      const [won] = await queries.acquire({ id, fingerprint, expires, leaseUntil, now });
+    acquire: async (id, fingerprint, { expires, now, leaseUntil, token }) => {
+      const [won] = await queries.acquire({ id, fingerprint, expires, leaseUntil, token, now });
       if (won !== undefined) return { attempt: won.attempt };
       const [row] = await queries.get({ id });
       return { row };

@@ -5,8 +5,14 @@ import { getTableConfig } from 'drizzle-orm/sqlite-core';
 import { AnswerCache } from '../core/answer-cache.js';
 import type { DeploymentReport } from '../core/deployment.js';
 import { StoreClosedError } from '../core/errors.js';
+import { nextFencingToken } from '../core/fencing-token.js';
 import { parseResponse, serializeResponse } from '../core/json.js';
-import { expiredAnswer, idStartsWith, leaseHolderRow } from '../core/key-conditions.js';
+import {
+  expiredAnswer,
+  idStartsWith,
+  leaseHolderRow,
+  takeoverToken,
+} from '../core/key-conditions.js';
 import {
   acquiredOutcome,
   assertAttempt,
@@ -102,9 +108,10 @@ function compileHotQueries(db: AnyBetterSqliteDatabase, keys: SqliteKeysTable) {
         .onConflictDoNothing(),
       ['id', 'fingerprint', 'pending', 'expires'],
     ),
-    // One statement, so atomic: inserts a missing key with attempt 1, or takes over a pending row
-    // of the same fingerprint whose lease lapsed, bumping its attempt; returns no row otherwise.
-    // A row without a lease (NULL) never compares as lapsed.
+    // One statement, so atomic: inserts a missing key with a fresh fencing token, or takes over a
+    // pending row of the same fingerprint whose lease lapsed, raising its token above the old and
+    // the fresh one (see takeoverToken); returns no row otherwise. A row without a lease (NULL)
+    // never compares as lapsed.
     acquire: compileStatement(
       client,
       db
@@ -115,13 +122,13 @@ function compileHotQueries(db: AnyBetterSqliteDatabase, keys: SqliteKeysTable) {
           status: p('pending'),
           expires: p('expires'),
           leaseUntil: p('leaseUntil'),
-          attempt: sql`1`,
+          attempt: p('token'),
           unrecorded: sql`0`,
         })
         .onConflictDoUpdate({
           target: keys.id,
           set: {
-            attempt: sql`${keys.attempt} + 1`,
+            attempt: takeoverToken(keys, sql`excluded.attempt`),
             leaseUntil: sql`excluded.lease_until`,
             expires: sql`excluded.expires`,
           },
@@ -133,7 +140,7 @@ function compileHotQueries(db: AnyBetterSqliteDatabase, keys: SqliteKeysTable) {
           ),
         })
         .returning({ attempt: keys.attempt }),
-      ['id', 'fingerprint', 'pending', 'expires', 'leaseUntil', 'pending', 'now'],
+      ['id', 'fingerprint', 'pending', 'expires', 'leaseUntil', 'token', 'pending', 'now'],
     ),
     finishFenced: compileStatement(
       client,
@@ -482,18 +489,22 @@ export class SqliteIdempotencyStore<T = unknown> implements LeasedIdempotencySto
     // The statement either owns the row or leaves it as it was; what is there is then read. A row
     // deleted in between (released, purged) makes the key new again: try once more.
     for (;;) {
+      const token = nextFencingToken();
       const won = hot.acquire.get(
         key,
         digest,
         KeyStatus.pending,
         expires,
         leaseUntil,
+        token,
         KeyStatus.pending,
         now,
       ) as { attempt: number } | undefined;
       if (won !== undefined) {
-        if (won.attempt === 1) this.#cache?.forget(key);
-        return acquiredOutcome(won.attempt, leaseUntil);
+        const outcome = acquiredOutcome<T>(won.attempt, token, leaseUntil);
+        // Inserted afresh, so any answer cached for this key was retired elsewhere.
+        if (!outcome.takenOver) this.#cache?.forget(key);
+        return outcome;
       }
       const row = hot.get.get(key) as KeyRow | undefined;
       if (row !== undefined) return existingOutcome<T>(row, digest);
