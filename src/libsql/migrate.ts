@@ -1,5 +1,4 @@
 import type { Client, InValue, Transaction } from '@libsql/client';
-import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { SchemaMismatchError } from '../core/errors.js';
 import {
   addedColumn,
@@ -7,7 +6,6 @@ import {
   legacyJournalRows,
   pendingMigrations,
 } from '../core/journal.js';
-import { migrationsFolder } from '../core/migrations-folder.js';
 import {
   DEFAULT_TABLE_NAME,
   LEGACY_MIGRATIONS_TABLE,
@@ -15,6 +13,7 @@ import {
   renameMigrationStatement,
   retentionIndexName,
 } from '../core/table-name.js';
+import { sqliteMigrations } from '../generated/migrations.js';
 import {
   type SqliteColumnInfo,
   type SqliteMigrationOptions,
@@ -129,7 +128,7 @@ export async function applyLibsqlMigrations(
   const name = sqliteTableName(options);
   await assertAdoptableLibsqlTables(db, options);
   const journal = migrationsTableName(name);
-  const migrations = readMigrationFiles({ migrationsFolder: migrationsFolder('sqlite') });
+  const migrations = sqliteMigrations;
   if (pendingMigrations(migrations, await journalRows(client, journal)).length === 0) return;
   const tx = await client.transaction('write');
   try {
