@@ -5,10 +5,13 @@ import { type AnyD1Database, type BoundStatement, prepare } from './client.js';
 import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 import type { D1IdempotencyStore } from './store.js';
 
-/** A drizzle query that can show its SQL: every builder has `toSQL()`. */
-export interface D1Query {
-  toSQL(): { sql: string; params: unknown[] };
-}
+/**
+ * A drizzle write the batch can run: a query builder (`db.insert(…)`, `db.update(…)`, …, which
+ * has `toSQL()`) or a raw statement (`db.run(sql\`…\`)`, which has `getQuery()`).
+ */
+export type D1Query =
+  | { toSQL(): { sql: string; params: unknown[] } }
+  | { getQuery(): { sql: string; params: unknown[] } };
 
 /**
  * What a D1 handler receives in the transactional form: D1 has no interactive transaction, so the
@@ -36,7 +39,7 @@ const FENCE_GUARD: BoundStatement = {
 };
 
 function bound(query: D1Query): BoundStatement {
-  const { sql, params } = query.toSQL();
+  const { sql, params } = 'toSQL' in query ? query.toSQL() : query.getQuery();
   return { sql, args: params };
 }
 
