@@ -12,14 +12,21 @@ const vitest = `${root}node_modules/.bin/vitest`;
 // The suites written for Bun, run by Bun itself. npm installs bun (a dev dependency) on every
 // machine, so a missing binary fails in CI; on a dev machine without it the test is skipped,
 // saying why, rather than reported as passed.
-const BUN_FILES = ['test/bun-sqlite-contract.test.ts'];
+const BUN_FILES = [
+  'test/bun-sqlite-contract.test.ts',
+  // The HTTP and function suites over storeFactories(), whose SQLite there is bun:sqlite.
+  'test/http/behaviour.test.ts',
+  'test/http/wire.test.ts',
+  'test/http/lease.test.ts',
+  'test/function/make-idempotent.test.ts',
+];
 const present = existsSync(bun);
 if (!present && process.env.CI === undefined) {
   console.warn(`${bun} is missing: the Bun suites (${BUN_FILES.join(', ')}) do not run.`);
 }
 
 describe.skipIf(!present && process.env.CI === undefined)('under Bun', () => {
-  it('runs the bun:sqlite contract and lease suites, all passing', async () => {
+  it('runs the bun:sqlite contract and lease suites and the HTTP and function suites, all passing', async () => {
     expect(present, `${bun} is missing: run npm install`).toBe(true);
     const { stdout } = await run(bun, ['--bun', vitest, 'run', ...BUN_FILES], {
       cwd: root,
