@@ -175,6 +175,21 @@ describe('in workerd (Miniflare), bundled as wrangler bundles a Worker', () => {
     });
   });
 
+  it('renews, hands a key to the operator and releases it, and refuses a foreign table', async () => {
+    expect(await json('/leases')).toEqual({
+      acquired: 'acquired',
+      renew: true,
+      renewWrongAttempt: false,
+      beforeLapse: 'inProgress',
+      markUnrecorded: true,
+      stale: ['l'],
+      stats: { pending: 1, done: 0, expired: 0, stalePending: 0, lapsed: 0, unrecorded: 1 },
+      releasePending: 'released',
+      releaseAgain: 'missing',
+      foreign: 'SchemaMismatchError',
+    });
+  });
+
   it('commits the handler batch and the answer together, and neither behind a lost fence', async () => {
     expect(await json('/transaction?key=tx-1')).toEqual({
       once: { credited: 7 },

@@ -145,6 +145,34 @@ async function fencing(env: Env, key: string) {
   };
 }
 
+// The operator's and the heartbeat's side of leases, and a foreign table refused, on a table of
+// its own.
+async function leases(env: Env) {
+  const db = drizzle(env.DB);
+  const table = sqliteKeysTable('lease_keys');
+  await applyD1Migrations(db, { table });
+  const store = new D1IdempotencyStore(db, { table });
+  const lease = { expires: 1000, leaseSeconds: 10 };
+  const seen: Record<string, unknown> = {};
+  seen.acquired = (await store.acquire('l', 'd', { ...lease, now: 1 })).status;
+  seen.renew = await store.renew('l', 'd', 1, 50);
+  seen.renewWrongAttempt = await store.renew('l', 'd', 2, 60);
+  seen.beforeLapse = (await store.acquire('l', 'd', { ...lease, now: 40 })).status;
+  seen.markUnrecorded = await store.markUnrecorded('l', 'd', 1);
+  seen.stale = (await store.pendingKeys({ now: 40, stale: true })).map((row) => row.key);
+  seen.stats = await store.stats(40);
+  seen.releasePending = await store.releasePending('l');
+  seen.releaseAgain = await store.releasePending('l');
+  await env.DB.prepare('CREATE TABLE foreign_keys (id INTEGER PRIMARY KEY, note TEXT)').run();
+  try {
+    await applyD1Migrations(db, { table: sqliteKeysTable('foreign_keys') });
+    seen.foreign = 'adopted';
+  } catch (error) {
+    seen.foreign = (error as Error).name;
+  }
+  return seen;
+}
+
 async function transactional(env: Env, key: string) {
   const db = drizzle(env.DB);
   await applyD1Migrations(db);
@@ -222,6 +250,8 @@ export default {
         return Response.json(await race(env, key));
       case '/fence':
         return Response.json(await fencing(env, key));
+      case '/leases':
+        return Response.json(await leases(env));
       case '/transaction':
         return Response.json(await transactional(env, key));
       case '/fetch/pay': {
