@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { sql } from 'drizzle-orm';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { drizzle } from 'drizzle-orm/mysql2';
@@ -8,7 +9,6 @@ import {
   applyMysqlMigrations,
   assertAdoptableMysqlKeysTable,
   mysqlKeysTable,
-  mysqlMigrationsFolder,
   openMysqlStore,
 } from '../src/mysql/index.js';
 import {
@@ -18,6 +18,9 @@ import {
   readMysqlRows,
   seedMysqlRows,
 } from './support/mysql.js';
+
+// The library's committed MySQL migrations, as the repository keeps them.
+const mysqlMigrationsFolder = fileURLToPath(new URL('../drizzle/mysql', import.meta.url));
 
 // Collected only when MYSQL_URL is set (see vitest.config.ts); then an unreachable server fails.
 const url = mysqlUrl() as string;

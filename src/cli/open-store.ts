@@ -4,9 +4,9 @@ import type { Pool as MysqlPool } from 'mysql2/promise';
 import type { Pool } from 'pg';
 import { DatabaseOpenError } from '../core/errors.js';
 import { type JournalRow, type MigrationFile, pendingMigrations } from '../core/journal.js';
-import { migrationsFolder } from '../core/migrations-folder.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
 import { DEFAULT_TABLE_NAME, migrationsTableName } from '../core/table-name.js';
+import { mysqlMigrations, pgMigrations, sqliteMigrations } from '../generated/migrations.js';
 import { quoteIdentifier } from '../pg/identifier.js';
 import { openPgStore } from '../pg/open.js';
 import { DEFAULT_PG_SCHEMA, pgKeysTable } from '../pg/schema.js';
@@ -70,10 +70,7 @@ function outdated(location: StoreLocation, pending: readonly MigrationFile[]): D
   );
 }
 
-async function committedMigrations(dialect: string): Promise<MigrationFile[]> {
-  const { readMigrationFiles } = await import('drizzle-orm/migrator');
-  return readMigrationFiles({ migrationsFolder: migrationsFolder(dialect) });
-}
+const COMMITTED = { sqlite: sqliteMigrations, pg: pgMigrations, mysql: mysqlMigrations } as const;
 
 function isSqliteError(error: unknown, code: string): boolean {
   return error instanceof Error && (error as { code?: unknown }).code === code;
@@ -112,7 +109,7 @@ async function inspectSqlite(
     const rows = exists(journal)
       ? (client.prepare(`SELECT hash, created_at FROM "${journal}"`).all() as JournalRow[])
       : [];
-    const pending = pendingMigrations(await committedMigrations('sqlite'), rows);
+    const pending = pendingMigrations(COMMITTED.sqlite, rows);
     if (pending.length > 0) throw outdated(location, pending);
     return client;
   } catch (error) {
@@ -185,7 +182,7 @@ async function openPg(
       const rows = found.journal
         ? (await pool.query<JournalRow>(`SELECT hash, created_at FROM ${journal}`)).rows
         : [];
-      const pending = pendingMigrations(await committedMigrations('pg'), rows);
+      const pending = pendingMigrations(COMMITTED.pg, rows);
       if (pending.length > 0) throw outdated(location, pending);
     }
     // Up to date, the store's own migrator only reads.
@@ -244,7 +241,7 @@ async function openMysql(
             JournalRow[],
           ])
         : [[]];
-      const pending = pendingMigrations(await committedMigrations('mysql'), rows);
+      const pending = pendingMigrations(COMMITTED.mysql, rows);
       if (pending.length > 0) throw outdated(location, pending);
     }
     const store = await openMysqlStore(pool, { table: mysqlKeysTable(location.table) });

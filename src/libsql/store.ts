@@ -1,6 +1,7 @@
 import type { Client, InStatement, ResultSet } from '@libsql/client';
 import { and, asc, eq, gt, inArray, isNull, lte, or, sql } from 'drizzle-orm';
 import type { LibSQLDatabase } from 'drizzle-orm/libsql';
+import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
 import { AsyncIdempotencyStore, type KeyStatements, type StatsRow } from '../core/async-store.js';
 import {
   expiredAnswer,
@@ -36,7 +37,16 @@ export interface LibsqlStoreOptions {
 
 const p = sql.placeholder;
 
-function compileQueries(db: AnyLibsqlDatabase, keys: SqliteKeysTable) {
+/**
+ * The statements of the asynchronous SQLite stores, compiled once over any drizzle SQLite
+ * database (drizzle writes the same SQL for libSQL, D1 and bun:sqlite); the D1 and bun:sqlite
+ * stores run them too.
+ */
+export function compileQueries(
+  // biome-ignore lint/suspicious/noExplicitAny: only the builders are used, never the schema
+  db: BaseSQLiteDatabase<'sync' | 'async', unknown, any>,
+  keys: SqliteKeysTable,
+) {
   const isExpiredAnswer = expiredAnswer(keys, p('now'));
   const ownPending = ownerRow(keys, p('id'), p('fingerprint'));
   const ownedBy = leaseHolderRow(keys, p('id'), p('fingerprint'), p('attempt'));

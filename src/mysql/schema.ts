@@ -1,13 +1,16 @@
-import {
-  bigint,
-  boolean,
-  customType,
-  double,
-  getTableConfig,
-  index,
-  mysqlTable,
-  varchar,
-} from 'drizzle-orm/mysql-core';
+// Each from its own module, not the `drizzle-orm/mysql-core` barrel: esbuild, bundling a Worker
+// (wrangler), wraps these modules for the lazily imported drizzle-orm/mysql2 and, drizzle-orm
+// being marked side-effect free, reads the barrel's re-exports before they initialise, so the
+// table below failed at load ("MySqlCustomColumnBuilder is not a constructor").
+
+import { bigint } from 'drizzle-orm/mysql-core/columns/bigint';
+import { boolean } from 'drizzle-orm/mysql-core/columns/boolean';
+import { customType } from 'drizzle-orm/mysql-core/columns/custom';
+import { double } from 'drizzle-orm/mysql-core/columns/double';
+import { varchar } from 'drizzle-orm/mysql-core/columns/varchar';
+import { index } from 'drizzle-orm/mysql-core/indexes';
+import { mysqlTable } from 'drizzle-orm/mysql-core/table';
+import { getTableConfig } from 'drizzle-orm/mysql-core/utils';
 import type { KeyStatus } from '../core/status.js';
 import { assertTableName, DEFAULT_TABLE_NAME, retentionIndexName } from '../core/table-name.js';
 import { MAX_KEY_BYTES } from '../core/validation.js';

@@ -2,7 +2,7 @@ export type { PgDeploymentOptions } from './deployment.js';
 export { checkPgDeployment } from './deployment.js';
 export { assertSchemaName, quoteIdentifier } from './identifier.js';
 export type { PgMigrationOptions } from './migrate.js';
-export { applyPgMigrations, assertAdoptablePgKeysTable, pgMigrationsFolder } from './migrate.js';
+export { applyPgMigrations, assertAdoptablePgKeysTable } from './migrate.js';
 export type { OpenPgStoreOptions } from './open.js';
 export { openPgStore } from './open.js';
 export type { PgKeysTable, PgKeysTableOptions, PgTableOptions } from './schema.js';

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { sql } from 'drizzle-orm';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { describe, expect, it } from 'vitest';
@@ -9,11 +10,13 @@ import {
   applyPgMigrations,
   PgIdempotencyStore,
   pgKeysTable,
-  pgMigrationsFolder,
   quoteIdentifier,
 } from '../../src/pg/index.js';
 import { queryRows } from '../../src/pg/migrate.js';
 import { appMigrationsFolder, NEWER_THAN_OURS, OLDER_THAN_OURS } from './app-migrations.js';
+
+// The library's committed PostgreSQL migrations, as the repository keeps them.
+const pgMigrationsFolder = fileURLToPath(new URL('../../drizzle/pg', import.meta.url));
 
 /** A fresh, empty schema and the application's own migrator, journal in that same schema. */
 export interface JournalTarget {
