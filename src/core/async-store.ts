@@ -11,7 +11,7 @@ import {
   toPendingKey,
 } from './lease.js';
 import { compareKeys } from './order.js';
-import { type KeyRow, toRecord } from './record.js';
+import { holdsOwnAnswer, type KeyRow, toRecord } from './record.js';
 import { RETENTION_CYCLE } from './retention-cycle.js';
 import { countByStatus, KeyStatus } from './status.js';
 import type {
@@ -197,11 +197,9 @@ export class AsyncIdempotencyStore<T = unknown> implements LeasedIdempotencyStor
     if (attempt !== undefined) assertAttempt(attempt);
     const text = serializeResponse(response);
     const statements = this.#open();
-    const changed =
-      attempt === undefined
-        ? await statements.finish(key, digest, text)
-        : await statements.finishFenced(key, digest, text, attempt);
-    return changed === 1;
+    if (attempt === undefined) return (await statements.finish(key, digest, text)) === 1;
+    if ((await statements.finishFenced(key, digest, text, attempt)) === 1) return true;
+    return holdsOwnAnswer(await statements.get(key), digest, attempt, text);
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.acquire} */

@@ -22,7 +22,7 @@ import {
   pendingPrefix,
   toPendingKey,
 } from '../core/lease.js';
-import { type KeyRow, toRecord } from '../core/record.js';
+import { holdsOwnAnswer, type KeyRow, toRecord } from '../core/record.js';
 import { RETENTION_CYCLE } from '../core/retention-cycle.js';
 import { countByStatus, KeyStatus } from '../core/status.js';
 import type {
@@ -472,11 +472,19 @@ export class SqliteIdempotencyStore<T = unknown> implements LeasedIdempotencySto
     if (attempt !== undefined) assertAttempt(attempt);
     const text = serializeResponse(response);
     const hot = this.#openHot();
-    const result =
-      attempt === undefined
-        ? hot.finish.run(KeyStatus.done, text, key, digest, KeyStatus.pending)
-        : hot.finishFenced.run(KeyStatus.done, text, key, digest, KeyStatus.pending, attempt);
-    return result.changes === 1;
+    if (attempt === undefined) {
+      return hot.finish.run(KeyStatus.done, text, key, digest, KeyStatus.pending).changes === 1;
+    }
+    const result = hot.finishFenced.run(
+      KeyStatus.done,
+      text,
+      key,
+      digest,
+      KeyStatus.pending,
+      attempt,
+    );
+    if (result.changes === 1) return true;
+    return holdsOwnAnswer(hot.get.get(key) as KeyRow | undefined, digest, attempt, text);
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.acquire} */
