@@ -8,6 +8,7 @@ import {
   leaseDeadline,
   pendingLimit,
   pendingPrefix,
+  readOutcome,
   toPendingKey,
 } from './lease.js';
 import { compareKeys } from './order.js';
@@ -208,6 +209,8 @@ export class AsyncIdempotencyStore<T = unknown> implements LeasedIdempotencyStor
     this.#checkDigest(digest);
     const leaseUntil = leaseDeadline(options);
     const statements = this.#open();
+    const read = readOutcome<T>(await statements.get(key), digest, options.now);
+    if (read !== undefined) return read;
     for (;;) {
       const token = nextFencingToken();
       const lease = { expires: options.expires, now: options.now, leaseUntil, token };

@@ -20,6 +20,7 @@ import {
   leaseDeadline,
   pendingLimit,
   pendingPrefix,
+  readOutcome,
   toPendingKey,
 } from '../core/lease.js';
 import { holdsOwnAnswer, type KeyRow, toRecord } from '../core/record.js';
@@ -494,6 +495,8 @@ export class SqliteIdempotencyStore<T = unknown> implements LeasedIdempotencySto
     const leaseUntil = leaseDeadline(options);
     const hot = this.#openHot();
     const { expires, now } = options;
+    const read = readOutcome<T>(hot.get.get(key) as KeyRow | undefined, digest, now);
+    if (read !== undefined) return read;
     // The statement either owns the row or leaves it as it was; what is there is then read. A row
     // deleted in between (released, purged) makes the key new again: try once more.
     for (;;) {
