@@ -54,6 +54,14 @@ describe.skipIf(unavailable !== undefined)('MariaDB Galera, three nodes', () => 
     expect(await store.reserve('after-migration', digest, 10)).toBe(true);
   });
 
+  it('the deployment check says the server is a Galera node', async () => {
+    const [pool] = await poolsOn(1);
+    await applyMysqlMigrations(drizzle(pool as mysql.Pool));
+    const store = new MysqlIdempotencyStore(drizzle(pool as mysql.Pool));
+    const codes = (await store.checkDeployment()).findings.map((finding) => finding.code);
+    expect(codes).toContain('galera');
+  });
+
   it('keeps one winner per key when every node contends for it', async () => {
     const instances = await poolsOn(1, 4);
     await applyMysqlMigrations(drizzle(instances[0] as mysql.Pool));

@@ -75,6 +75,15 @@ describe.skipIf(unavailable !== undefined)('a store over withReplicas', () => {
     }
   });
 
+  it('the deployment check warns of the asynchronous standby, and of a connection to it', async () => {
+    const store = new PgIdempotencyStore(db);
+    const onPrimary = (await store.checkDeployment()).findings.map((finding) => finding.code);
+    expect(onPrimary).toContain('asynchronous-standby');
+    const standby = new PgIdempotencyStore(drizzle(pool(cluster.standby.url)));
+    const onStandby = (await standby.checkDeployment()).findings.map((finding) => finding.code);
+    expect(onStandby).toContain('standby-connection');
+  });
+
   it("with replays: 'replica', answers come from the replica while the primary is down", async () => {
     const store = new PgIdempotencyStore<{ n: number }>(db, { replays: 'replica' });
     const onPrimary = new PgIdempotencyStore<{ n: number }>(db);
