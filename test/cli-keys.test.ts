@@ -23,7 +23,7 @@ const dir = tempDir('idem-cli-keys-');
 const KEYS = [
   'plain-1',
   'esc\u001b[2J',
-  'line\nforged  live  attempt 1  lease ends in 9s',
+  'line\nforged  live  token 1  lease ends in 9s',
   '-dash',
   "it's",
   'caf\u00e9',
@@ -53,7 +53,7 @@ function shellQuote(text: string): string {
 
 // The key words of a `pending` line: everything before its state.
 function keyWords(line: string): string {
-  const match = /^(.*) {2}(?:live|lapsed|unrecorded|unleased) {2}attempt /.exec(line);
+  const match = /^(.*) {2}(?:live|lapsed|unrecorded|unleased) {2}token /.exec(line);
   if (match?.[1] === undefined) throw new Error(`not a pending line: ${line}`);
   return match[1];
 }
@@ -86,8 +86,12 @@ describe('keys in the output of idem', () => {
     expect(human.stdout).toMatch(PRINTABLE_LINES);
     const lines = human.stdout.trimEnd().split('\n');
     expect(lines).toHaveLength(KEYS.length);
+    const token = lines
+      .find((line) => line.startsWith('--scope client-7 order-42  '))
+      ?.match(/ token (\d+) /)?.[1];
+    expect(token).toMatch(/^\d+$/);
     expect(lines).toContain(
-      '--scope client-7 order-42  live  attempt 1  lease ends in 20s  expires in 890s',
+      `--scope client-7 order-42  live  token ${token}  lease ends in 20s  expires in 890s`,
     );
     expect(lines.map(keyWords)).toContain('plain-1');
     // Pasted after `idem show`, each names the same row: the shell unquotes, idem decodes.
@@ -182,11 +186,18 @@ describe('keys in the output of idem', () => {
 });
 
 describe('idem show', () => {
+  // The token each key was claimed (or last taken over) with, for the assertions below.
+  const tokens = new Map<string, number>();
   function seededRecords(): string {
     const path = freshDbPath(dir);
     const store = openSqliteStore(path);
     const lease = { expires: 1000, now: 100, leaseSeconds: 30 };
-    store.acquire('http', 'fp-http', lease);
+    const claim = (key: string, fingerprint: string, options = lease) => {
+      const got = store.acquire(key, fingerprint, options);
+      if (got.status !== 'acquired') throw new Error(`${key} not acquired: ${got.status}`);
+      tokens.set(key, got.attempt);
+      return got.attempt;
+    };
     store.finish(
       'http',
       'fp-http',
@@ -196,23 +207,24 @@ describe('idem show', () => {
         headers: { 'content-type': 'application/json' },
         body: '{"id":"p_1","note":"\u001b[2J"}',
       },
-      1,
+      claim('http', 'fp-http'),
     );
-    store.acquire('binary', 'fp', lease);
     store.finish(
       'binary',
       'fp',
       { wire: 1, status: 200, headers: {}, body: '/wD+', encoding: 'base64' },
-      1,
+      claim('binary', 'fp'),
     );
-    store.acquire('huge', 'fp', lease);
-    store.finish('huge', 'fp', { wire: 1, status: 200, headers: {}, omittedBytes: 5_000_000 }, 1);
-    store.acquire('value', 'fp', lease);
-    store.finish('value', 'fp', { receipt: 7 }, 1);
-    store.acquire('lapsed', 'fp-l', { ...lease, leaseSeconds: 1 });
-    store.acquire('lapsed', 'fp-l', { ...lease, now: 102 });
-    store.acquire('unrecorded', 'fp', lease);
-    store.markUnrecorded('unrecorded', 'fp', 1);
+    store.finish(
+      'huge',
+      'fp',
+      { wire: 1, status: 200, headers: {}, omittedBytes: 5_000_000 },
+      claim('huge', 'fp'),
+    );
+    store.finish('value', 'fp', { receipt: 7 }, claim('value', 'fp'));
+    claim('lapsed', 'fp-l', { ...lease, leaseSeconds: 1 });
+    claim('lapsed', 'fp-l', { ...lease, now: 102 });
+    store.markUnrecorded('unrecorded', 'fp', claim('unrecorded', 'fp'));
     store.close();
     return path;
   }
@@ -229,7 +241,7 @@ describe('idem show', () => {
         'key          http',
         'status       done',
         'lease        none',
-        'attempt      1',
+        `attempt      ${tokens.get('http')}`,
         'fingerprint  fp-http',
         'retention    expired 13.5s ago (no longer replayed; a sweep deletes it)',
         'answer       HTTP 201, 26 bytes, application/json',
@@ -238,7 +250,7 @@ describe('idem show', () => {
     );
     expect(lapsed?.stdout).toContain('status       pending (lapsed)\n');
     expect(lapsed?.stdout).toContain('lease        ended 881.5s ago\n');
-    expect(lapsed?.stdout).toContain('attempt      2\n');
+    expect(lapsed?.stdout).toContain(`attempt      ${tokens.get('lapsed')}\n`);
     expect(lapsed?.stdout).toContain('answer       none yet (pending)\n');
     expect(lapsed?.stdout).not.toMatch(/-\d/);
     expect(value?.stdout).toContain(
@@ -268,7 +280,7 @@ describe('idem show', () => {
       fingerprint: 'fp-http',
       expires: 1000,
       leaseUntil: 130,
-      attempt: 1,
+      attempt: tokens.get('http'),
       unrecorded: false,
       answer: {
         kind: 'http',
@@ -324,10 +336,13 @@ describe('idem release --json and deadlines', () => {
   it('pending prints a past deadline as past, never as a negative duration', async () => {
     const path = freshDbPath(dir);
     const store = openSqliteStore(path);
-    store.acquire('k', 'fp', { expires: 1000, now: 100, leaseSeconds: 30 });
+    const claim = store.acquire('k', 'fp', { expires: 1000, now: 100, leaseSeconds: 30 });
     store.close();
+    const token = claim.status === 'acquired' ? claim.attempt : undefined;
     const result = await idem(['pending', '--db', path, '--now', '1013.5']);
-    expect(result.stdout).toBe('k  lapsed  attempt 1  lease ended 883.5s ago  expired 13.5s ago\n');
+    expect(result.stdout).toBe(
+      `k  lapsed  token ${token}  lease ended 883.5s ago  expired 13.5s ago\n`,
+    );
     const migrate = await idem(['migrate', '--db', path, '--json']);
     expect(jsonLine(migrate)).toEqual({ store: path, upToDate: true });
   });

@@ -136,7 +136,12 @@ async function runSnippet(snippet: Snippet, root: string, env: NodeJS.ProcessEnv
   );
   writeFileSync(join(dir, 'snippet.ts'), `${snippet.code}\nexport {};\n`);
   const prelude = join(repoRoot, 'test', 'package', 'docs-runtime.ts');
-  return run(process.execPath, ['--import', 'tsx', '--import', prelude, 'snippet.ts'], {
+  // A page about Bun shows code for Bun (`bun:sqlite`): it runs there, as its readers run it, and
+  // complete (the prelude's SQLite store needs better-sqlite3, which Bun cannot load).
+  const [command, args] = snippet.code.includes('drizzle-idempotency/bun-sqlite')
+    ? [join(repoRoot, 'node_modules', '.bin', 'bun'), ['snippet.ts']]
+    : [process.execPath, ['--import', 'tsx', '--import', prelude, 'snippet.ts']];
+  return run(command, args, {
     cwd: dir,
     env: { ...process.env, ...env },
     timeout: 60_000,
