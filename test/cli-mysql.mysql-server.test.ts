@@ -154,7 +154,11 @@ describe('the operator commands on MySQL', () => {
         storedId('client-77', 'order-42'),
         'line\nforged',
       ];
-      for (const id of ids) await store.acquire(id, 'fp', lease);
+      const tokens = new Map<string, number>();
+      for (const id of ids) {
+        const claim = await store.acquire(id, 'fp', lease);
+        if (claim.status === 'acquired') tokens.set(id, claim.attempt);
+      }
       await store.close();
       const scoped = await idem([
         'pending',
@@ -168,14 +172,14 @@ describe('the operator commands on MySQL', () => {
       expect(scoped.code).toBe(0);
       expect(scoped.stdout).toBe(
         [
-          `--scope client-7 '"esc\\u001b[2J"'  live  attempt 1  lease ends in 20s  expires in 890s`,
-          '--scope client-7 order-42  live  attempt 1  lease ends in 20s  expires in 890s',
+          `--scope client-7 '"esc\\u001b[2J"'  live  token ${tokens.get(storedId('client-7', 'esc\u001b[2J'))}  lease ends in 20s  expires in 890s`,
+          `--scope client-7 order-42  live  token ${tokens.get(storedId('client-7', 'order-42'))}  lease ends in 20s  expires in 890s`,
           '',
         ].join('\n'),
       );
       const all = await idem(['pending', '--url', fresh.url, '--now', '1013.5']);
       expect(all.stdout).toContain(
-        `'"line\\u000aforged"'  lapsed  attempt 1  lease ended 883.5s ago  expired 13.5s ago\n`,
+        `'"line\\u000aforged"'  lapsed  token ${tokens.get('line\nforged')}  lease ended 883.5s ago  expired 13.5s ago\n`,
       );
       const words = (scoped.stdout.split('\n')[0] ?? '').split('  ')[0] ?? '';
       const shown = await idemInShell(`show ${words} --url '${fresh.url}' --now 110 --json`);
