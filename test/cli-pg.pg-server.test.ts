@@ -314,7 +314,7 @@ describe('the operator commands on PostgreSQL', () => {
         key: storedId('client-7', 'esc\u001b[2J'),
         status: 'pending',
         leaseUntil: 130,
-        attempt: 1,
+        attempt: tokens.get(storedId('client-7', 'esc\u001b[2J')),
         answer: null,
       });
       const released = await idemInShell(`release ${words} --yes --json ${location}`);
