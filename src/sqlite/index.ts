@@ -7,6 +7,7 @@ export {
 } from './migrate.js';
 export type { OpenSqliteStoreOptions, SqliteSynchronous } from './open.js';
 export { openSqliteStore } from './open.js';
+export { sqlitePushTables } from './push.js';
 export type { SqliteKeysTable } from './schema.js';
 export { keys, sqliteKeysTable } from './schema.js';
 export type { AnyBetterSqliteDatabase, SqliteStoreOptions } from './store.js';
