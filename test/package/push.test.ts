@@ -86,8 +86,8 @@ async function pushTwice(...args: Parameters<typeof push>): Promise<void> {
 
 // A done answer, a pending claim and the journal: what a running service has.
 const SQLITE_SEED = `
-const { openSqliteStore } = require('drizzle-idempotency/sqlite');
-const store = openSqliteStore(process.argv[2]);
+const { openSqliteStore, sqliteKeysTable } = require('drizzle-idempotency/sqlite');
+const store = openSqliteStore(process.argv[2], { table: sqliteKeysTable(process.argv[3]) });
 store.reserve('done-1', 'fp', 1e10);
 store.finish('done-1', 'fp', { charged: 5 });
 store.reserve('pending-1', 'fp', 1e10);
@@ -95,21 +95,22 @@ store.close();
 `;
 
 const SQLITE_REPLAY = `
-const { openSqliteStore } = require('drizzle-idempotency/sqlite');
-const store = openSqliteStore(process.argv[2]);
+const { openSqliteStore, sqliteKeysTable } = require('drizzle-idempotency/sqlite');
+const store = openSqliteStore(process.argv[2], { table: sqliteKeysTable(process.argv[3]) });
 console.log(JSON.stringify({ replayed: store.fetch('done-1', 1), again: store.reserve('pending-1', 'fp', 1e10) }));
 store.close();
 `;
 
-function sqliteState(file: string) {
+function sqliteState(file: string, name: string) {
   const client = new Database(file, { readonly: true });
+  const journal = name === 'keys' ? '__idempotency_migrations' : `__idempotency_migrations_${name}`;
   try {
     return {
-      keys: client.prepare('SELECT * FROM keys ORDER BY id').all(),
-      journal: client.prepare('SELECT * FROM __idempotency_migrations ORDER BY id').all(),
+      keys: client.prepare(`SELECT * FROM "${name}" ORDER BY id`).all(),
+      journal: client.prepare(`SELECT * FROM "${journal}" ORDER BY id`).all(),
       doneIndex: client
-        .prepare("SELECT sql FROM sqlite_master WHERE name = 'keys_done_id_expires_idx'")
-        .get(),
+        .prepare('SELECT sql FROM sqlite_master WHERE name = ?')
+        .get(`${name}_done_id_expires_idx`),
     };
   } finally {
     client.close();
@@ -119,21 +120,27 @@ function sqliteState(file: string) {
 describe('drizzle-kit push over a SQLite database the library migrated', () => {
   const SCHEMA = "import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';";
 
-  async function seeded(): Promise<{ file: string; before: ReturnType<typeof sqliteState> }> {
+  async function seeded(
+    name = 'keys',
+  ): Promise<{ file: string; before: ReturnType<typeof sqliteState> }> {
     configs += 1;
     const file = join(app, `push-${configs}.db`);
     writeFiles(app, { 'sqlite-seed.cjs': SQLITE_SEED, 'sqlite-replay.cjs': SQLITE_REPLAY });
-    await node(app, ['sqlite-seed.cjs', file]);
-    const before = sqliteState(file);
+    await node(app, ['sqlite-seed.cjs', file, name]);
+    const before = sqliteState(file, name);
     expect(before.keys).toHaveLength(2);
     expect(before.journal).toHaveLength(3);
     return { file, before };
   }
 
-  async function expectKept(file: string, before: ReturnType<typeof sqliteState>): Promise<void> {
-    expect(sqliteState(file)).toEqual(before);
+  async function expectKept(
+    file: string,
+    before: ReturnType<typeof sqliteState>,
+    name = 'keys',
+  ): Promise<void> {
+    expect(sqliteState(file, name)).toEqual(before);
     expect(before.doneIndex).toEqual({ sql: expect.stringContaining("WHERE status = 'done'") });
-    const { stdout } = await node(app, ['sqlite-replay.cjs', file]);
+    const { stdout } = await node(app, ['sqlite-replay.cjs', file, name]);
     expect(JSON.parse(stdout)).toEqual({ replayed: { charged: 5 }, again: false });
   }
 
@@ -154,6 +161,23 @@ ${ORDERS.sqlite}
     const { file, before } = await seeded();
     await pushTwice('sqlite', `${SCHEMA}\n${ORDERS.sqlite}\n`, file, FILTER);
     await expectKept(file, before);
+  });
+
+  it('a renamed table, re-exported or left out with its name in the line: push keeps every row', async (context) => {
+    requireKit(context);
+    const name = 'idempotency_keys';
+    const reexported = await seeded(name);
+    const schema = `${SCHEMA}
+import { sqlitePushTables } from 'drizzle-idempotency/sqlite';
+export const { keys: idempotencyKeys, journal } = sqlitePushTables('${name}');
+${ORDERS.sqlite}
+`;
+    await pushTwice('sqlite', schema, reexported.file);
+    await expectKept(reexported.file, reexported.before, name);
+    const leftOut = await seeded(name);
+    const filter = `tablesFilter: ['!${name}', '!__idempotency_migrations*'],`;
+    await pushTwice('sqlite', `${SCHEMA}\n${ORDERS.sqlite}\n`, leftOut.file, filter);
+    await expectKept(leftOut.file, leftOut.before, name);
   });
 
   it('left out and the line taken away: push --force drops our tables, the case the line prevents', async (context) => {
