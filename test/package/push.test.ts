@@ -1,8 +1,10 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { beforeAll, describe, expect, it, type TestContext } from 'vitest';
 import { freshServerDatabase, serverUrl } from '../support/pg.js';
+import { loadV010Schema } from '../support/pg-journal-suite.js';
 import { tempDir } from '../support/temp.js';
 import { buildAndPack, node, scratchApp, writeFiles } from './scratch-app.js';
 
@@ -197,6 +199,14 @@ ${ORDERS.sqlite}
   });
 });
 
+// The 0.1.0 fixture holds done-1 (answer { receipt: 1 }) and pending-1.
+const PG_OPEN = `
+import { openPgStore } from 'drizzle-idempotency/pg';
+const store = await openPgStore(process.argv[2], { max: 1 });
+console.log(JSON.stringify(await store.fetch('done-1', 1000)));
+await store.close();
+`;
+
 const PG_SEED = `
 import { openPgStore } from 'drizzle-idempotency/pg';
 const [url, schema] = process.argv.slice(2);
@@ -279,6 +289,35 @@ ${ORDERS.pg}
       await withSeeded('public', async (database) => {
         await pushTwice('pg', `${SCHEMA}\n${ORDERS.pg}\n`, database, FILTER);
       });
+    });
+
+    // 0.1.0 recorded its migration in drizzle's __drizzle_migrations (a serial id) in the store's
+    // schema, and newer versions leave that table as it is: push trips on its sequence as it did
+    // on our journal's. The documented step: once opened by this version, drop it.
+    it('left out, on a database made by 0.1.0: after the documented DROP, every row kept', async (context) => {
+      requireKit(context);
+      const database = await freshServerDatabase(url as string);
+      const pool = new pg.Pool({ connectionString: database.url, max: 1 });
+      try {
+        await loadV010Schema(drizzle(pool), 'public');
+        writeFiles(app, { 'pg-open.mjs': PG_OPEN });
+        const open = async () =>
+          JSON.parse((await node(app, ['pg-open.mjs', database.url])).stdout);
+        expect(await open()).toEqual({ receipt: 1 });
+        const schema = `${SCHEMA}\n${ORDERS.pg}\n`;
+        const blocked = await push('pg', schema, database.url, FILTER);
+        expect(blocked).toMatch(/TTY|__drizzle_migrations/);
+        await pool.query('DROP TABLE "__drizzle_migrations"');
+        const before = await pgState(database.url, 'public');
+        expect(before.keys).toHaveLength(3);
+        await pushTwice('pg', schema, database.url, FILTER);
+        expect(await pgState(database.url, 'public')).toEqual(before);
+        expect(await open()).toEqual({ receipt: 1 });
+        expect(await pgState(database.url, 'public')).toEqual(before);
+      } finally {
+        await pool.end();
+        await database.drop();
+      }
     });
 
     it("left out, the library's tables in their own schema: push leaves them alone", async (context) => {
