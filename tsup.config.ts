@@ -38,14 +38,6 @@ export default defineConfig([
   // The ES module build, and the `idem` executable (ES module only: it awaits at top level).
   { ...common, entry: { ...library, ...cli }, format: 'esm', dts: { entry: library } },
   // The CommonJS build for require(): drizzle-kit loading a schema file, CommonJS apps. The shim
-  // turns import.meta.url into this file's URL; canonicalize ships only as an ES module, which
-  // Node 20 before 20.19 cannot require, so it is bundled in.
-  {
-    ...common,
-    entry: library,
-    format: 'cjs',
-    dts: { entry: library },
-    shims: true,
-    noExternal: ['canonicalize'],
-  },
+  // turns import.meta.url into this file's URL.
+  { ...common, entry: library, format: 'cjs', dts: { entry: library }, shims: true },
 ]);

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { makeIdempotent } from '../src/function/index.js';
-import { openPgStore, pgKeysTable, pgTransaction } from '../src/pg/index.js';
+import { openPgStore, pgTransaction } from '../src/pg/index.js';
 import { openSqliteStore, sqliteTransaction } from '../src/sqlite/index.js';
 import { alternate, check, median, nowMs, pairedRatio } from './support/measure.js';
 import type { BenchSize, GroupResult } from './support/report.js';
@@ -76,7 +76,7 @@ export async function functionTransactional({ quick }: BenchSize): Promise<Group
         return 1;
       },
       {
-        transaction: pgTransaction(pgStore, { table: pgKeysTable({ schema }) }),
+        transaction: pgTransaction(pgStore),
         key: (key) => key,
       },
     );

@@ -1,8 +1,10 @@
 // Fails when a schema file drifted from its committed migrations. `drizzle-kit check` does not
 // notice that, so each config is generated again: it must report no changes and leave the
-// migrations folder untouched.
+// migrations folder untouched. The SQL the migrators run is the copy embedded in
+// src/generated/migrations.ts, so that copy must also match drizzle/ as it stands.
 import { execFileSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
+import { GENERATED, renderMigrations } from './embed-migrations.mjs';
 
 const configs = readdirSync('.').filter((name) => /^drizzle(\.\w+)?\.config\.ts$/.test(name));
 let failed = false;
@@ -23,8 +25,14 @@ if (status.trim() !== '') {
   console.error(`drizzle/ changed while checking migrations:\n${status}`);
   failed = true;
 }
+if (readFileSync(GENERATED, 'utf8') !== renderMigrations()) {
+  console.error(`${GENERATED} does not hold the migrations now in drizzle/.`);
+  failed = true;
+}
 if (failed) {
-  console.error('Run `npm run db:generate`, review the new migration and commit it.');
+  console.error(
+    'Run `npm run db:generate`, review the new migration and commit it with the embedded copy.',
+  );
   process.exit(1);
 }
 console.log(`migrations match the schema (${configs.join(', ')})`);

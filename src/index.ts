@@ -1,3 +1,10 @@
+export type {
+  DeploymentFinding,
+  DeploymentReport,
+  DeploymentWarningHook,
+  DeploymentWarningOptions,
+} from './core/deployment.js';
+export { DeploymentCode, DeploymentLevel, DeploymentRefusedError } from './core/deployment.js';
 export {
   DatabaseOpenError,
   ErrorCode,
@@ -8,6 +15,7 @@ export {
   InvalidLimitError,
   InvalidOptionError,
   InvalidTimeError,
+  ReplicationUnconfirmedError,
   SchemaMismatchError,
   StoreClosedError,
   UnserializableResponseError,
@@ -34,7 +42,19 @@ export type {
   RetentionStats,
   StatusCounts,
 } from './core/store.js';
-export { DEFAULT_LIMIT, MAX_BATCH_SIZE, MAX_LIMIT } from './core/validation.js';
+export {
+  DEFAULT_LIMIT,
+  MAX_BATCH_SIZE,
+  MAX_KEY_BYTES,
+  MAX_LEASE_SECONDS,
+  MAX_LIMIT,
+} from './core/validation.js';
+export {
+  DEFAULT_WAIT_INTERVAL_MS,
+  MAX_WAIT_BACKOFF_MS,
+  MAX_WAIT_MS,
+  MIN_WAIT_INTERVAL_MS,
+} from './core/wait.js';
 export * from './function/index.js';
 export * from './http/index.js';
 export type {

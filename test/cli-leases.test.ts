@@ -1,25 +1,34 @@
 import { describe, expect, it } from 'vitest';
 import { openSqliteStore } from '../src/sqlite/index.js';
+import { tokenOf } from './contract/lease-contract.js';
 import { idem, jsonLine } from './support/cli.js';
 import { readRows } from './support/sqlite-harness.js';
 import { freshDbPath, tempDir } from './support/temp.js';
 
 const dir = tempDir('idem-cli-leases-');
 
+// The fencing tokens the seeded rows were acquired with, by file and key.
+const tokens = new Map<string, number>();
+
 // live (lease to 130), lapsed (to 101), unrecorded, unleased, and a done row, judged at now = 110.
 function seeded(): string {
   const path = freshDbPath(dir);
   const store = openSqliteStore(path);
-  store.acquire('a-live', 'fa', { expires: 1000, now: 100, leaseSeconds: 30 });
-  store.acquire('b-lapsed', 'fb', { expires: 1000, now: 100, leaseSeconds: 1 });
-  store.acquire('c-unrecorded', 'fc', { expires: 1000, now: 100, leaseSeconds: 30 });
-  store.markUnrecorded('c-unrecorded', 'fc', 1);
+  const acquire = (key: string, digest: string, leaseSeconds: number) => {
+    const token = tokenOf(store.acquire(key, digest, { expires: 1000, now: 100, leaseSeconds }));
+    tokens.set(`${path}:${key}`, token);
+    return token;
+  };
+  acquire('a-live', 'fa', 30);
+  acquire('b-lapsed', 'fb', 1);
+  store.markUnrecorded('c-unrecorded', 'fc', acquire('c-unrecorded', 'fc', 30));
   store.reserve('d-unleased', 'fd', 1000);
-  store.acquire('e-done', 'fe', { expires: 1000, now: 100, leaseSeconds: 30 });
-  store.finish('e-done', 'fe', { ok: true }, 1);
+  store.finish('e-done', 'fe', { ok: true }, acquire('e-done', 'fe', 30));
   store.close();
   return path;
 }
+
+const tokenAt = (path: string, key: string) => tokens.get(`${path}:${key}`);
 
 describe.concurrent('idem pending', () => {
   it('--json prints an array of the pending rows with their lease state', async () => {
@@ -32,7 +41,7 @@ describe.concurrent('idem pending', () => {
         fingerprint: 'fa',
         expires: 1000,
         leaseUntil: 130,
-        attempt: 1,
+        attempt: tokenAt(path, 'a-live'),
         state: 'live',
       },
       {
@@ -40,7 +49,7 @@ describe.concurrent('idem pending', () => {
         fingerprint: 'fb',
         expires: 1000,
         leaseUntil: 101,
-        attempt: 1,
+        attempt: tokenAt(path, 'b-lapsed'),
         state: 'lapsed',
       },
       {
@@ -48,7 +57,7 @@ describe.concurrent('idem pending', () => {
         fingerprint: 'fc',
         expires: 1000,
         leaseUntil: null,
-        attempt: 1,
+        attempt: tokenAt(path, 'c-unrecorded'),
         state: 'unrecorded',
       },
       {
@@ -73,7 +82,12 @@ describe.concurrent('idem pending', () => {
     ]);
     expect(JSON.parse(stale.stdout).map((row: { key: string }) => row.key)).toEqual(['b-lapsed']);
     const human = await idem(['pending', '--db', path, '--now', '110']);
-    expect(human.stdout).toMatch(/^b-lapsed {2}lapsed {2}attempt 1 {2}lease ended 9s ago/m);
+    expect(human.stdout).toMatch(
+      new RegExp(
+        `^b-lapsed {2}lapsed {2}token ${tokenAt(path, 'b-lapsed')} {2}lease ended 9s ago`,
+        'm',
+      ),
+    );
     expect(human.stdout.trim().split('\n')).toHaveLength(4);
   });
 
@@ -98,7 +112,7 @@ describe.concurrent('idem release', () => {
     for (const key of ['a-live', 'c-unrecorded']) {
       const result = await idem(['release', key, '--yes', '--db', path]);
       expect(result.code).toBe(0);
-      expect(result.stdout).toContain(`released "${key}"`);
+      expect(result.stdout).toBe(`released ${key}\n`);
     }
     expect(readRows(path).map((row) => row.id)).toEqual(['b-lapsed', 'd-unleased', 'e-done']);
   });

@@ -1,8 +1,10 @@
 import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { storedId } from '../src/http/scope.js';
+import { openPgStore, pgKeysTable } from '../src/pg/index.js';
 import { SWEEP_NOW, tally } from './support/backlog.js';
 import type { RunningChild } from './support/child.js';
-import { idem, jsonLine, startIdem } from './support/cli.js';
+import { idem, idemInShell, jsonLine, startIdem } from './support/cli.js';
 import {
   freshServerDatabase,
   freshServerSchema,
@@ -90,7 +92,7 @@ describe.concurrent('idem on PostgreSQL', () => {
           'keys_pkey',
           'keys_status_expires_id_idx',
         ],
-        migrations: 3,
+        migrations: 4,
       });
       expect(jsonLine(await idem(['stats', ...on(fresh), ...NOW, '--json']))).toEqual({
         pending: 0,
@@ -245,5 +247,104 @@ describe.concurrent('idem on PostgreSQL', () => {
     const result = await idem(['stats', '--url', target.toString()]);
     expect(result.code).toBe(1);
     expectOneLineError(result.stderr, 'does not exist');
+  });
+});
+
+describe('the operator commands on PostgreSQL', () => {
+  it('read commands refuse a missing table or an outdated journal, creating nothing', async () => {
+    await withSchema(async (fresh) => {
+      expect((await idem(['migrate', ...on(fresh)])).code).toBe(0);
+      // The journal dropped: the table is as an older version (or a hand-made one) left it.
+      await fresh.pool.query(`DROP TABLE "${fresh.schema}".__idempotency_migrations`);
+      const before = await inspectSchema(fresh.db, fresh.schema);
+      const reads = [['stats'], ['expired'], ['pending'], ['show', 'k'], ['sweep', '--dry-run']];
+      for (const flags of [[], ['--table', 'nope']]) {
+        const results = await Promise.all(
+          reads.map((read) => idem([...read, ...on(fresh), ...flags, '--json'])),
+        );
+        for (const result of results) {
+          expect(result.code).toBe(1);
+          expect(result.stdout).toBe('');
+          expectOneLineError(
+            result.stderr,
+            `idem migrate --url URL --schema ${fresh.schema}${flags.length > 0 ? ' --table nope' : ''}`,
+          );
+        }
+      }
+      expect(await inspectSchema(fresh.db, fresh.schema)).toEqual(before);
+      expect(before.migrations).toBeNull();
+    });
+  });
+
+  it('pending, show and release with --scope and hostile keys, pasted back through a shell', async () => {
+    await withSchema(async (fresh) => {
+      const store = await openPgStore(fresh.pool, {
+        table: pgKeysTable({ schema: fresh.schema }),
+      });
+      const lease = { expires: 1000, now: 100, leaseSeconds: 30 };
+      const ids = [
+        storedId('client-7', 'order-42'),
+        storedId('client-7', 'esc\u001b[2J'),
+        storedId('client-77', 'order-42'),
+        'line\nforged',
+      ];
+      for (const id of ids) await store.acquire(id, 'fp', lease);
+      await store.close();
+      const scoped = await idem(['pending', ...on(fresh), '--now', '110', '--scope', 'client-7']);
+      expect(scoped.code).toBe(0);
+      expect(scoped.stdout).toBe(
+        [
+          `--scope client-7 '"esc\\u001b[2J"'  live  attempt 1  lease ends in 20s  expires in 890s`,
+          '--scope client-7 order-42  live  attempt 1  lease ends in 20s  expires in 890s',
+          '',
+        ].join('\n'),
+      );
+      const all = await idem(['pending', ...on(fresh), '--now', '1013.5']);
+      expect(all.stdout).toContain(
+        `'"line\\u000aforged"'  lapsed  attempt 1  lease ended 883.5s ago  expired 13.5s ago\n`,
+      );
+      const words = (scoped.stdout.split('\n')[0] ?? '').split('  ')[0] ?? '';
+      const location = `--url '${url}' --schema ${fresh.schema}`;
+      const shown = await idemInShell(`show ${words} ${location} --now 110 --json`);
+      expect(jsonLine(shown)).toMatchObject({
+        key: storedId('client-7', 'esc\u001b[2J'),
+        status: 'pending',
+        leaseUntil: 130,
+        attempt: 1,
+        answer: null,
+      });
+      const released = await idemInShell(`release ${words} --yes --json ${location}`);
+      expect(jsonLine(released)).toEqual({
+        key: storedId('client-7', 'esc\u001b[2J'),
+        result: 'released',
+      });
+      const left = await fresh.pool.query(`SELECT id FROM "${fresh.schema}".keys ORDER BY id`);
+      expect(left.rows.map((row: { id: string }) => row.id)).toEqual(
+        ids.filter((id) => id !== storedId('client-7', 'esc\u001b[2J')).sort(),
+      );
+    });
+  });
+
+  it('never prints the password of the URL, in messages or in --json output', async () => {
+    await withSchema(async (fresh) => {
+      const withPassword = new URL(url);
+      withPassword.password = 's3cret-pw';
+      const migrated = await idem([
+        'migrate',
+        '--url',
+        withPassword.toString(),
+        '--schema',
+        fresh.schema,
+        '--json',
+      ]);
+      expect({ code: migrated.code, stderr: migrated.stderr }).toEqual({ code: 0, stderr: '' });
+      expect(jsonLine(migrated).store).toContain(':***@');
+      const missing = await idem(['stats', '--url', withPassword.toString(), '--schema', 'nope_x']);
+      expect(missing.code).toBe(1);
+      expect(missing.stderr).toContain(':***@');
+      for (const result of [migrated, missing]) {
+        expect(`${result.stdout}${result.stderr}`).not.toContain('s3cret-pw');
+      }
+    });
   });
 });

@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { openSqliteStore, sqliteKeysTable } from '../src/sqlite/index.js';
 import { idem, jsonLine } from './support/cli.js';
@@ -40,8 +40,12 @@ describe.concurrent('idem --table', () => {
       '--json',
     ]);
     expect(jsonLine(purge)).toEqual({ ids: ['b'] });
+    // The default table is not there: refused, not created (the file keeps its bytes).
+    const before = readFileSync(path);
     const defaults = await idem(['stats', '--db', path, '--now', '20', '--json']);
-    expect(jsonLine(defaults)).toMatchObject({ pending: 0, done: 0 });
+    expect(defaults.code).toBe(1);
+    expect(defaults.stderr).toContain(`idem migrate --db ${path}`);
+    expect(readFileSync(path).equals(before)).toBe(true);
   });
 
   it('refuses a table name the library cannot use, with exit 2 and nothing created', async () => {

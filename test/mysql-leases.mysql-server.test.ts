@@ -3,6 +3,7 @@ import mysql from 'mysql2/promise';
 import { afterEach, describe, expect, it } from 'vitest';
 import { InvalidOptionError, InvalidTimeError } from '../src/index.js';
 import { applyMysqlMigrations, MysqlIdempotencyStore } from '../src/mysql/index.js';
+import { tokenOf } from './contract/lease-contract.js';
 import { freshMysqlDatabase, type MysqlDatabase, mysqlUrl } from './support/mysql.js';
 
 // Collected only when MYSQL_URL is set (see vitest.config.ts); then an unreachable server fails.
@@ -26,15 +27,16 @@ const lease = (now: number, leaseSeconds = 30) => ({ expires: 1000, now, leaseSe
 describe('MySQL fenced leases', () => {
   it('acquires a missing key, reports it in progress, takes a lapsed lease over', async () => {
     const store = await migrated();
-    expect(await store.acquire('k', 'd', lease(0))).toEqual({
+    const first = await store.acquire('k', 'd', lease(0));
+    expect(first).toEqual({
       status: 'acquired',
-      attempt: 1,
+      attempt: expect.any(Number),
       leaseUntil: 30,
       takenOver: false,
     });
     expect(await store.acquire('k', 'd', lease(29.9))).toEqual({
       status: 'inProgress',
-      attempt: 1,
+      attempt: tokenOf(first),
       leaseUntil: 30,
       unrecorded: false,
     });
@@ -42,32 +44,37 @@ describe('MySQL fenced leases', () => {
       status: 'mismatch',
       record: { fingerprint: 'd', status: 'pending' },
     });
-    expect(await store.acquire('k', 'd', { expires: 2000, now: 30, leaseSeconds: 10 })).toEqual({
+    const taken = await store.acquire('k', 'd', { expires: 2000, now: 30, leaseSeconds: 10 });
+    expect(taken).toEqual({
       status: 'acquired',
-      attempt: 2,
+      attempt: expect.any(Number),
       leaseUntil: 40,
       takenOver: true,
     });
-    expect(await store.get('k')).toMatchObject({ attempt: 2, leaseUntil: 40, expires: 2000 });
-    expect(await store.finish('k', 'd', { r: 1 }, 2)).toBe(true);
+    const second = tokenOf(taken);
+    expect(second).toBeGreaterThan(tokenOf(first));
+    expect(await store.get('k')).toMatchObject({ attempt: second, leaseUntil: 40, expires: 2000 });
+    expect(await store.finish('k', 'd', { r: 1 }, second)).toBe(true);
     expect(await store.acquire('k', 'd', lease(50))).toMatchObject({
       status: 'done',
-      record: { response: { r: 1 }, attempt: 2 },
+      record: { response: { r: 1 }, attempt: second },
     });
   });
 
   it('fences a stalled owner: its renew, finish and release change nothing', async () => {
     const store = await migrated();
-    await store.acquire('k', 'd', lease(0, 5));
-    expect(await store.renew('k', 'd', 1, 10)).toBe(true);
+    const a = tokenOf(await store.acquire('k', 'd', lease(0, 5)));
+    expect(await store.renew('k', 'd', a, 10)).toBe(true);
     const taken = await store.acquire('k', 'd', lease(10, 5));
-    expect(taken).toMatchObject({ status: 'acquired', attempt: 2 });
-    expect(await store.renew('k', 'd', 1, 100)).toBe(false);
-    expect(await store.finish('k', 'd', { from: 'A' }, 1)).toBe(false);
-    expect(await store.release('k', 'd', 1)).toBe(false);
-    expect(await store.finish('k', 'd', { from: 'B' }, 2)).toBe(true);
+    expect(taken).toMatchObject({ status: 'acquired', takenOver: true });
+    const b = tokenOf(taken);
+    expect(b).toBeGreaterThan(a);
+    expect(await store.renew('k', 'd', a, 100)).toBe(false);
+    expect(await store.finish('k', 'd', { from: 'A' }, a)).toBe(false);
+    expect(await store.release('k', 'd', a)).toBe(false);
+    expect(await store.finish('k', 'd', { from: 'B' }, b)).toBe(true);
     expect(await store.fetch('k', 0)).toEqual({ from: 'B' });
-    expect(await store.release('k', 'd', 2)).toBe(false);
+    expect(await store.release('k', 'd', b)).toBe(false);
   });
 
   it('never takes over a row without a lease or one marked unrecorded', async () => {
@@ -79,25 +86,25 @@ describe('MySQL fenced leases', () => {
       leaseUntil: null,
       unrecorded: false,
     });
-    await store.acquire('u', 'd', lease(0, 5));
-    expect(await store.markUnrecorded('u', 'd', 2)).toBe(false);
-    expect(await store.markUnrecorded('u', 'd', 1)).toBe(true);
+    const u = tokenOf(await store.acquire('u', 'd', lease(0, 5)));
+    expect(await store.markUnrecorded('u', 'd', u + 1)).toBe(false);
+    expect(await store.markUnrecorded('u', 'd', u)).toBe(true);
     expect(await store.acquire('u', 'd', lease(100))).toEqual({
       status: 'inProgress',
-      attempt: 1,
+      attempt: u,
       leaseUntil: null,
       unrecorded: true,
     });
-    expect(await store.release('u', 'd', 1)).toBe(false);
-    expect(await store.renew('u', 'd', 1, 200)).toBe(false);
+    expect(await store.release('u', 'd', u)).toBe(false);
+    expect(await store.renew('u', 'd', u, 200)).toBe(false);
   });
 
   it('lists pending keys with their lease state and releases them by hand', async () => {
     const store = await migrated();
     await store.acquire('live', 'd', lease(0, 100));
-    await store.acquire('lapsed', 'd', lease(0, 5));
-    await store.acquire('unrec', 'd', lease(0, 5));
-    await store.markUnrecorded('unrec', 'd', 1);
+    const lapsed = tokenOf(await store.acquire('lapsed', 'd', lease(0, 5)));
+    const unrec = tokenOf(await store.acquire('unrec', 'd', lease(0, 5)));
+    expect(await store.markUnrecorded('unrec', 'd', unrec)).toBe(true);
     await store.reserve('old', 'd', 5);
     await store.reserve('young', 'd', 500);
     await store.reserve('done', 'd', 500);
@@ -115,7 +122,7 @@ describe('MySQL fenced leases', () => {
       fingerprint: 'd',
       expires: 1000,
       leaseUntil: 5,
-      attempt: 1,
+      attempt: lapsed,
       state: 'lapsed',
     });
     const stale = await store.pendingKeys({ now: 10, stale: true, limit: 2 });
@@ -142,7 +149,7 @@ describe('MySQL fenced leases', () => {
 
   it('refuses bad lease arguments with typed errors, changing nothing', async () => {
     const store = await migrated();
-    await store.acquire('k', 'd', lease(0));
+    const token = tokenOf(await store.acquire('k', 'd', lease(0)));
     for (const leaseSeconds of [0, -1, Number.NaN, Infinity]) {
       await expect(store.acquire('x', 'd', { ...lease(0), leaseSeconds })).rejects.toBeInstanceOf(
         InvalidOptionError,
@@ -159,14 +166,18 @@ describe('MySQL fenced leases', () => {
       InvalidOptionError,
     );
     expect(await store.get('x')).toBeNull();
-    expect(await store.get('k')).toMatchObject({ status: 'pending', attempt: 1, leaseUntil: 30 });
+    expect(await store.get('k')).toMatchObject({
+      status: 'pending',
+      attempt: token,
+      leaseUntil: 30,
+    });
   });
 
   it('16 connections contending for one lapsed key: exactly one takes it over', async () => {
     const store = await migrated();
     for (let round = 0; round < 5; round++) {
       const key = `lapsed-${round}`;
-      await store.acquire(key, 'd', lease(0, 1));
+      const first = tokenOf(await store.acquire(key, 'd', lease(0, 1)));
       const contenders = Array.from({ length: 16 }, () => {
         const pool = mysql.createPool({ uri: target.url, connectionLimit: 1 });
         pools.push(pool);
@@ -177,13 +188,15 @@ describe('MySQL fenced leases', () => {
       );
       const winners = results.filter((result) => result.status === 'acquired');
       expect(winners).toEqual([
-        { status: 'acquired', attempt: 2, leaseUntil: 40, takenOver: true },
+        { status: 'acquired', attempt: expect.any(Number), leaseUntil: 40, takenOver: true },
       ]);
+      const won = tokenOf(winners[0]);
+      expect(won).toBeGreaterThan(first);
       for (const result of results) {
         if (result.status !== 'acquired') {
           expect(result).toEqual({
             status: 'inProgress',
-            attempt: 2,
+            attempt: won,
             leaseUntil: 40,
             unrecorded: false,
           });

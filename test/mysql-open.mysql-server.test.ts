@@ -1,4 +1,6 @@
+import { fileURLToPath } from 'node:url';
 import { sql } from 'drizzle-orm';
+import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { drizzle } from 'drizzle-orm/mysql2';
 import mysql from 'mysql2/promise';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -17,8 +19,14 @@ import {
   seedMysqlRows,
 } from './support/mysql.js';
 
+// The library's committed MySQL migrations, as the repository keeps them.
+const mysqlMigrationsFolder = fileURLToPath(new URL('../drizzle/mysql', import.meta.url));
+
 // Collected only when MYSQL_URL is set (see vitest.config.ts); then an unreachable server fails.
 const url = mysqlUrl() as string;
+
+// The committed migrations: the keys table, then the fencing token widened to bigint.
+const MIGRATIONS = 2;
 
 let target: MysqlDatabase;
 afterEach(async () => {
@@ -31,6 +39,15 @@ async function tables(db: MysqlDatabase): Promise<string[]> {
     [db.name],
   )) as unknown as [{ name: string }[]];
   return rows.map((row) => row.name).sort();
+}
+
+async function attemptType(db: MysqlDatabase): Promise<string | undefined> {
+  const [rows] = (await db.pool.query(
+    `SELECT DATA_TYPE AS type FROM information_schema.COLUMNS
+     WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'keys' AND COLUMN_NAME = 'attempt'`,
+    [db.name],
+  )) as unknown as [{ type: string }[]];
+  return rows[0]?.type;
 }
 
 async function indexes(db: MysqlDatabase, table: string): Promise<string[]> {
@@ -56,7 +73,50 @@ describe('openMysqlStore and applyMysqlMigrations', () => {
     const [journal] = (await target.pool.query(
       'SELECT count(*) AS n FROM __idempotency_migrations',
     )) as unknown as [{ n: number }[]];
-    expect(Number(journal[0]?.n)).toBe(1);
+    expect(Number(journal[0]?.n)).toBe(MIGRATIONS);
+  });
+
+  it('upgrades a database migrated before the fencing-token migration: attempt becomes bigint, tokens kept', async () => {
+    target = await freshMysqlDatabase(url);
+    // What the release before it left: the first migration run and recorded in our journal.
+    const [first] = readMigrationFiles({ migrationsFolder: mysqlMigrationsFolder });
+    if (first === undefined) throw new Error('no committed MySQL migration');
+    for (const statement of first.sql) await target.pool.query(statement);
+    await target.pool.query(
+      'CREATE TABLE __idempotency_migrations (id serial PRIMARY KEY, hash text NOT NULL, created_at bigint)',
+    );
+    await target.pool.query(
+      'INSERT INTO __idempotency_migrations (hash, created_at) VALUES (?, ?)',
+      [first.hash, first.folderMillis],
+    );
+    expect(await attemptType(target)).toBe('int');
+    await seedMysqlRows(target.db, [
+      { id: 'held', fingerprint: 'd', status: 'pending', response: null, expires: 1000 },
+    ]);
+    await target.pool.query("UPDATE `keys` SET lease_until = 50, attempt = 2 WHERE id = 'held'");
+    const store = await openMysqlStore(target.url);
+    try {
+      expect(await attemptType(target)).toBe('bigint');
+      expect(await store.get('held')).toMatchObject({ status: 'pending', attempt: 2 });
+      const taken = await store.acquire('held', 'd', { expires: 1000, now: 100, leaseSeconds: 30 });
+      expect(taken).toMatchObject({ status: 'acquired', takenOver: true });
+      const token = taken.status === 'acquired' ? taken.attempt : 0;
+      expect(token).toBeGreaterThan(2 ** 31);
+      expect(await store.finish('held', 'd', { by: 'old' }, 2)).toBe(false);
+      expect(await store.finish('held', 'd', { by: 'new' }, token)).toBe(true);
+      expect(await store.get('held')).toMatchObject({ attempt: token, response: { by: 'new' } });
+      const fresh = await store.acquire('new', 'd', { expires: 1000, now: 100, leaseSeconds: 30 });
+      expect(fresh).toMatchObject({ status: 'acquired', takenOver: false });
+      expect((await store.get('new'))?.attempt).toBe(
+        fresh.status === 'acquired' ? fresh.attempt : 0,
+      );
+    } finally {
+      await store.close();
+    }
+    const [journal] = (await target.pool.query(
+      'SELECT count(*) AS n FROM __idempotency_migrations',
+    )) as unknown as [{ n: number }[]];
+    expect(Number(journal[0]?.n)).toBe(MIGRATIONS);
   });
 
   it('is idempotent: a second run keeps the rows and records nothing new', async () => {
@@ -70,7 +130,7 @@ describe('openMysqlStore and applyMysqlMigrations', () => {
     const [journal] = (await target.pool.query(
       'SELECT count(*) AS n FROM __idempotency_migrations',
     )) as unknown as [{ n: number }[]];
-    expect(Number(journal[0]?.n)).toBe(1);
+    expect(Number(journal[0]?.n)).toBe(MIGRATIONS);
   });
 
   it('serialises 8 instances opening a fresh database at once', async () => {
@@ -87,7 +147,7 @@ describe('openMysqlStore and applyMysqlMigrations', () => {
     const [journal] = (await target.pool.query(
       'SELECT count(*) AS n FROM __idempotency_migrations',
     )) as unknown as [{ n: number }[]];
-    expect(Number(journal[0]?.n)).toBe(1);
+    expect(Number(journal[0]?.n)).toBe(MIGRATIONS);
   });
 
   it('keeps a renamed table, its index and its journal apart from the default one', async () => {

@@ -44,7 +44,7 @@ const MIGRATED = {
     'keys_pkey',
     'keys_status_expires_id_idx',
   ],
-  migrations: 3,
+  migrations: 4,
 };
 
 describe('openPgStore on the real server', () => {

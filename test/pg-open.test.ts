@@ -16,7 +16,7 @@ const MIGRATED = {
     'keys_pkey',
     'keys_status_expires_id_idx',
   ],
-  migrations: 3,
+  migrations: 4,
 };
 
 async function createSchema(statements: (schema: string) => string[]): Promise<string> {

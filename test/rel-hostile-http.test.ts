@@ -4,11 +4,13 @@ import type { AddressInfo } from 'node:net';
 import { connect } from 'node:net';
 import { serve } from '@hono/node-server';
 import express from 'express';
+import Fastify from 'fastify';
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { HTTPException } from 'hono/http-exception';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expressIdempotency } from '../src/http/express.js';
+import { fastifyIdempotency } from '../src/http/fastify.js';
 import { honoIdempotency } from '../src/http/hono.js';
 import { openSqliteStore } from '../src/sqlite/index.js';
 import { readRows } from './support/sqlite-harness.js';
@@ -74,6 +76,26 @@ async function honoTarget(): Promise<Target> {
   return { path, port: await listening(server), runs: () => runs, close: closer(server, store) };
 }
 
+async function fastifyTarget(): Promise<Target> {
+  const path = freshDbPath(dir);
+  const store = openSqliteStore(path);
+  let runs = 0;
+  // As an application sets it up: Fastify's own JSON parser, with the same size limit.
+  const app = Fastify({ bodyLimit: LIMIT, forceCloseConnections: true });
+  app.post('/pay', { ...fastifyIdempotency(store) }, async (request, reply) => {
+    runs++;
+    reply.code(201);
+    return { charged: request.body };
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const port = (app.server.address() as AddressInfo).port;
+  const close = async () => {
+    await app.close();
+    store.close();
+  };
+  return { path, port, runs: () => runs, close };
+}
+
 /**
  * Sends one raw HTTP/1.1 request, so header values no client library would send (control
  * characters, NUL, duplicates, bytes that are not ASCII) reach the server. Returns the status.
@@ -131,6 +153,10 @@ const CASES: [string, string[], Buffer | string][] = [
   ['a bad escape in a quoted key', ['Idempotency-Key: "a\\nb"'], json],
   ['two key headers', ['Idempotency-Key: "a"', 'Idempotency-Key: "b"'], json],
   ['two keys in one header', ['Idempotency-Key: "a", "b"'], json],
+  ['two key headers, the second empty', ['Idempotency-Key: k1', 'Idempotency-Key:'], json],
+  ['a quoted key split over two headers', ['Idempotency-Key: "a', 'Idempotency-Key: b"'], json],
+  ['two key headers of one key', ['Idempotency-Key: k1', 'Idempotency-Key: k1'], json],
+  ['a key with a comma', ['Idempotency-Key: k1,'], json],
   ['a body that is not JSON', ['Idempotency-Key: "not-json"'], '{"amount": 5,'],
   ['a body that is a bare word', ['Idempotency-Key: "bare-word"'], 'charge me'],
   [
@@ -153,6 +179,7 @@ const CASES: [string, string[], Buffer | string][] = [
 describe.each([
   ['Express', expressTarget],
   ['Hono', honoTarget],
+  ['Fastify', fastifyTarget],
 ])('hostile HTTP requests to %s: a 4xx, no handler run, nothing stored', (_, start) => {
   let target: Target;
   beforeAll(async () => {

@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { Idempotency, IdempotencyError } from '@node-idempotency/core';
 import { RedisStorageAdapter } from '@node-idempotency/storage-adapter-redis';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { expressIdempotency } from '../../src/http/express.js';
+import { expressIdempotency, keepRawBody } from '../../src/http/express.js';
 import { openSqliteStore, SqliteGroupCommitStore } from '../../src/sqlite/index.js';
 
 const [path, redisUrl] = process.argv.slice(2);
@@ -100,7 +100,7 @@ async function peerMiddleware(req: Request, res: Response, next: NextFunction): 
 
 const app = express();
 app.disable('x-powered-by');
-app.use(express.json());
+app.use(express.json({ verify: keepRawBody }));
 // The store as the README recommends for a server with many requests in flight.
 const layer = expressIdempotency(new SqliteGroupCommitStore(store), { ttlSeconds: 3600 });
 app.post('/payments', validate, layer, pay);

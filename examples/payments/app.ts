@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import express, { type NextFunction, type Request, type Response } from 'express';
+import { keepRawBody } from '../../src/http/express.js';
 import { PROMETHEUS_CONTENT_TYPE, prometheusStats } from '../../src/observe/index.js';
 import type { PaymentsBackend } from './backend.js';
 import type { Payment } from './schema.js';
@@ -140,7 +141,8 @@ export function createPaymentsApp(
 ): express.Express {
   const app = express();
   app.disable('x-powered-by');
-  app.use(express.json());
+  // The parser keeps the bytes it read, so the idempotency layer fingerprints the body as written.
+  app.use(express.json({ verify: keepRawBody }));
 
   // The payment row and the stored answer commit in one transaction, fenced by the key's attempt
   // token: a crash at any point leaves both or neither, so a retry never charges twice.
@@ -177,6 +179,16 @@ export function createPaymentsApp(
   app.get('/payments', async (_req, res) => {
     const all: Payment[] = await backend.listPayments();
     res.json(all);
+  });
+
+  // What the Location header of a created payment names.
+  app.get('/payments/:id', async (req, res) => {
+    const payment = await backend.getPayment(req.params.id);
+    if (payment === undefined) {
+      problem(res, 404, 'Not found', 'no payment with this id', 'not-found');
+    } else {
+      res.json(payment);
+    }
   });
 
   app.get('/metrics', async (_req, res) => {

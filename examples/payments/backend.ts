@@ -1,4 +1,4 @@
-import { asc, sql } from 'drizzle-orm';
+import { asc, eq, sql } from 'drizzle-orm';
 import type { Request, RequestHandler } from 'express';
 import type { IdempotencyStore } from '../../src/core/store.js';
 import { type ExpressTransactionOptions, expressTransaction } from '../../src/http/express.js';
@@ -39,6 +39,8 @@ export interface PaymentsBackend {
   postPayment(route: PaymentRoute): RequestHandler;
   /** Every payment executed, oldest first. */
   listPayments(): Promise<Payment[]>;
+  /** The payment with this id (what the `Location` of a 201 names), or `undefined`. */
+  getPayment(id: string): Promise<Payment | undefined>;
   /** Closes the store and its connections. */
   close(): Promise<void>;
 }
@@ -78,6 +80,7 @@ export function sqlitePayments(
       ),
     listPayments: async () =>
       db.select().from(payments).orderBy(asc(payments.createdAt), asc(payments.id)).all(),
+    getPayment: async (id) => db.select().from(payments).where(eq(payments.id, id)).get(),
     close: async () => store.close(),
   };
 }
@@ -110,6 +113,7 @@ export async function pgPaymentsBackend(
       ),
     listPayments: () =>
       db.select().from(pgPayments).orderBy(asc(pgPayments.createdAt), asc(pgPayments.id)),
+    getPayment: async (id) => (await db.select().from(pgPayments).where(eq(pgPayments.id, id)))[0],
     close: () => store.close(),
   };
 }
@@ -142,6 +146,8 @@ export async function mysqlPaymentsBackend(
       ),
     listPayments: () =>
       db.select().from(mysqlPayments).orderBy(asc(mysqlPayments.createdAt), asc(mysqlPayments.id)),
+    getPayment: async (id) =>
+      (await db.select().from(mysqlPayments).where(eq(mysqlPayments.id, id)))[0],
     close: () => store.close(),
   };
 }

@@ -43,7 +43,19 @@ const sweeper = setInterval(() => {
   sweep(store, { now: now() }).catch((error: unknown) => console.error('sweep failed:', error));
 }, sweepIntervalMs);
 
-const server = app.listen(port, '127.0.0.1', () => {
+// Express 5 hands a listen error (a busy port) to this callback: an operator's mistake, not a
+// crash, so one line and exit 1 instead of a stack trace.
+const server = app.listen(port, '127.0.0.1', (error?: NodeJS.ErrnoException) => {
+  if (error) {
+    const reason =
+      error.code === 'EADDRINUSE'
+        ? `port ${port} on 127.0.0.1 is already in use; stop the other process or set PORT (0 picks a free one)`
+        : `cannot listen on 127.0.0.1:${port}: ${error.message}`;
+    console.error(`payments service: ${reason}`);
+    clearInterval(sweeper);
+    backend.close().finally(() => process.exit(1));
+    return;
+  }
   const { port: actual } = server.address() as AddressInfo;
   console.log(
     `payments service listening on http://127.0.0.1:${actual} (db ${backend.location}, ttl ${ttlSeconds} s, pid ${process.pid})`,

@@ -1,5 +1,10 @@
+import { KeyStatus } from '../core/status.js';
+import type { IdempotencyRecord } from '../core/store.js';
+import { fromStoredAnswer, omittedSize } from '../http/response.js';
+import { storedId } from '../http/scope.js';
 import { formatPrometheusStats } from '../observe/prometheus.js';
-import { type CliIo, writeJson } from './io.js';
+import { asciiJson, type CliIo, writeJson } from './io.js';
+import { printableKey, printableWord, terminalSafe } from './keys.js';
 import { describeLocation, type StoreLocation } from './location.js';
 import { withStore } from './open-store.js';
 
@@ -19,18 +24,26 @@ export interface ListOptions extends TimedOptions {
   readonly limit: number;
 }
 
+// Each id as the arguments that name it again: nothing in one can move the cursor or end a line.
 function writeIds(io: CliIo, ids: readonly string[], json: boolean | undefined): void {
   if (json) writeJson(io.stdout, { ids });
-  else for (const id of ids) io.stdout.write(`${id}\n`);
+  else for (const id of ids) io.stdout.write(`${printableKey(id)}\n`);
+}
+
+/** Options of `idem migrate`: the store and `--json`. */
+export interface MigrateOptions extends LocatedOptions {
+  readonly json?: boolean;
 }
 
 /**
  * `idem migrate`: creates the SQLite file or the PostgreSQL schema, the table and its index, or
  * brings them up to date.
  */
-export async function migrateCommand(io: CliIo, options: LocatedOptions): Promise<void> {
-  await withStore(options.location, true, async () => undefined);
-  io.stdout.write(`${describeLocation(options.location)}: keys table up to date\n`);
+export async function migrateCommand(io: CliIo, options: MigrateOptions): Promise<void> {
+  await withStore(options.location, 'migrate', async () => undefined);
+  const store = describeLocation(options.location);
+  if (options.json) writeJson(io.stdout, { store, upToDate: true });
+  else io.stdout.write(`${store}: keys table up to date\n`);
 }
 
 /** Options of `idem stats`: {@link TimedOptions} plus `--prometheus`. */
@@ -40,7 +53,9 @@ export interface StatsOptions extends TimedOptions {
 
 /** `idem stats`: the counts by status and the backlog at `now`. */
 export async function statsCommand(io: CliIo, options: StatsOptions): Promise<void> {
-  const stats = await withStore(options.location, false, async (store) => store.stats(options.now));
+  const stats = await withStore(options.location, 'read', async (store) =>
+    store.stats(options.now),
+  );
   if (options.prometheus) {
     io.stdout.write(formatPrometheusStats(stats));
     return;
@@ -64,7 +79,7 @@ export async function statsCommand(io: CliIo, options: StatsOptions): Promise<vo
 
 /** `idem expired`: the ids a purge would delete, ascending. */
 export async function expiredCommand(io: CliIo, options: ListOptions): Promise<void> {
-  const ids = await withStore(options.location, false, async (store) =>
+  const ids = await withStore(options.location, 'read', async (store) =>
     store.expired(options.now, options.limit),
   );
   writeIds(io, ids, options.json);
@@ -72,7 +87,7 @@ export async function expiredCommand(io: CliIo, options: ListOptions): Promise<v
 
 /** `idem purge`: one batch of at most `--limit` rows, ascending by id. */
 export async function purgeCommand(io: CliIo, options: ListOptions): Promise<void> {
-  const ids = await withStore(options.location, false, async (store) =>
+  const ids = await withStore(options.location, 'write', async (store) =>
     store.purge(options.now, options.limit),
   );
   writeIds(io, ids, options.json);
@@ -82,62 +97,237 @@ export async function purgeCommand(io: CliIo, options: ListOptions): Promise<voi
 export interface PendingOptions extends TimedOptions {
   readonly limit: number;
   readonly stale?: boolean;
+  /** `--scope S`: only the keys stored under this scope. */
+  readonly scope?: string;
 }
 
 function seconds(value: number): string {
   return `${Math.round(value * 10) / 10}s`;
 }
 
+// A deadline seen from `now`: one still ahead reads `in 12.5s`, one behind `13.5s ago`, never a
+// negative duration.
+function fromNow(deadline: number, now: number): string {
+  return deadline > now ? `in ${seconds(deadline - now)}` : `${seconds(now - deadline)} ago`;
+}
+
+function leaseText(leaseUntil: number | null, now: number): string {
+  if (leaseUntil === null) return 'no lease';
+  return leaseUntil > now
+    ? `lease ends ${fromNow(leaseUntil, now)}`
+    : `lease ended ${fromNow(leaseUntil, now)}`;
+}
+
+function expiresText(expires: number, now: number): string {
+  return expires > now ? `expires ${fromNow(expires, now)}` : `expired ${fromNow(expires, now)}`;
+}
+
 /**
  * `idem pending`: the pending rows with their lease state, ascending by key; `--json` prints one
- * line holding an array of objects.
+ * line holding an array of objects. Each key is printed as the arguments that name it again, so
+ * it can be pasted after `idem show` or `idem release`.
  */
 export async function pendingCommand(io: CliIo, options: PendingOptions): Promise<void> {
-  const rows = await withStore(options.location, false, async (store) =>
-    store.pendingKeys({ now: options.now, stale: options.stale ?? false, limit: options.limit }),
+  const rows = await withStore(options.location, 'read', async (store) =>
+    store.pendingKeys({
+      now: options.now,
+      stale: options.stale ?? false,
+      limit: options.limit,
+      ...(options.scope === undefined ? {} : { prefix: storedId(options.scope, '') }),
+    }),
   );
   if (options.json) {
     writeJson(io.stdout, rows);
     return;
   }
   for (const row of rows) {
-    const lease =
-      row.leaseUntil === null
-        ? 'no lease'
-        : row.leaseUntil > options.now
-          ? `lease ends in ${seconds(row.leaseUntil - options.now)}`
-          : `lease ended ${seconds(options.now - row.leaseUntil)} ago`;
     io.stdout.write(
-      `${row.key}  ${row.state}  attempt ${row.attempt}  ${lease}  expires in ${seconds(row.expires - options.now)}\n`,
+      `${printableKey(row.key)}  ${row.state}  token ${row.attempt}  ${leaseText(row.leaseUntil, options.now)}  ${expiresText(row.expires, options.now)}\n`,
     );
   }
 }
 
+/** The flags of `idem show`. */
+export interface ShowOptions extends TimedOptions {
+  /** The stored id, scope included. */
+  readonly id: string;
+  /** `--body`: print the stored answer's body too. */
+  readonly body?: boolean;
+}
+
+/** What `idem show` says of a stored answer. */
+type AnswerSummary =
+  | {
+      readonly kind: 'http';
+      readonly status: number;
+      readonly bytes: number;
+      readonly kept: boolean;
+      readonly headers: Readonly<Record<string, string>>;
+      /** The body's bytes; absent when none was kept. */
+      readonly body?: Uint8Array;
+    }
+  | { readonly kind: 'value'; readonly bytes: number; readonly value: unknown };
+
+function summarize(id: string, response: unknown): AnswerSummary {
+  const omitted = omittedSize(response);
+  try {
+    const wire = fromStoredAnswer(id, response);
+    const body = wire.body ?? new Uint8Array();
+    return omitted === undefined
+      ? {
+          kind: 'http',
+          status: wire.status,
+          bytes: body.length,
+          kept: true,
+          headers: wire.headers,
+          body,
+        }
+      : { kind: 'http', status: wire.status, bytes: omitted, kept: false, headers: wire.headers };
+  } catch {
+    // Not an HTTP answer: a value stored by makeIdempotent or by the application.
+    const bytes = Buffer.byteLength(JSON.stringify(response) ?? '', 'utf8');
+    return { kind: 'value', bytes, value: response };
+  }
+}
+
+function bodyText(body: Uint8Array): { text: string; encoding?: 'base64' } {
+  try {
+    return { text: new TextDecoder('utf-8', { fatal: true }).decode(body) };
+  } catch {
+    return { text: Buffer.from(body).toString('base64'), encoding: 'base64' };
+  }
+}
+
+function showJson(
+  record: IdempotencyRecord<unknown>,
+  options: ShowOptions,
+): Record<string, unknown> {
+  const answer = record.status === KeyStatus.done ? summarize(record.key, record.response) : null;
+  let answerJson: Record<string, unknown> | null = null;
+  if (answer?.kind === 'http') {
+    const { body, ...rest } = answer;
+    answerJson =
+      options.body && body !== undefined ? { ...rest, ...bodyJson(bodyText(body)) } : rest;
+  } else if (answer?.kind === 'value') {
+    const { value, ...rest } = answer;
+    answerJson = options.body ? { ...rest, value } : rest;
+  }
+  return {
+    key: record.key,
+    status: record.status,
+    fingerprint: record.fingerprint,
+    expires: record.expires,
+    leaseUntil: record.leaseUntil,
+    attempt: record.attempt,
+    unrecorded: record.unrecorded,
+    answer: answerJson,
+    now: options.now,
+  };
+}
+
+function bodyJson(body: { text: string; encoding?: 'base64' }): Record<string, unknown> {
+  return body.encoding === undefined
+    ? { body: body.text }
+    : { body: body.text, encoding: body.encoding };
+}
+
+function answerLine(answer: AnswerSummary): string {
+  if (answer.kind === 'value')
+    return `a stored value (not an HTTP answer), ${answer.bytes} bytes of JSON`;
+  const type = answer.headers['content-type'];
+  const kept = answer.kept ? '' : ', body not kept (over maxStoredBytes)';
+  const typed = type === undefined ? '' : `, ${terminalSafe(type)}`;
+  return `HTTP ${answer.status}, ${answer.bytes} bytes${typed}${kept}`;
+}
+
+/**
+ * `idem show <key>`: the whole record of one key (status, lease, attempt, fingerprint, retention
+ * deadline and, once done, the stored answer's HTTP status and size), and its body with `--body`.
+ * Bodies and keys are printed so that no byte of them can act on the terminal.
+ *
+ * @returns the exit code: 0 shown, 1 no such key
+ */
+export async function showCommand(io: CliIo, options: ShowOptions): Promise<number> {
+  const record = await withStore(options.location, 'read', async (store) => store.get(options.id));
+  if (record === null) {
+    io.stderr.write(`idem: no row with the key ${printableKey(options.id)}\n`);
+    return 1;
+  }
+  if (options.json) {
+    writeJson(io.stdout, showJson(record, options));
+    return 0;
+  }
+  const { now } = options;
+  const state =
+    record.status === KeyStatus.done
+      ? 'done'
+      : `pending (${record.unrecorded ? 'unrecorded: ran, answer not recorded; release by hand' : record.leaseUntil === null ? 'unleased' : record.leaseUntil > now ? 'live' : 'lapsed'})`;
+  const pending = record.status !== KeyStatus.done;
+  const lease =
+    record.leaseUntil === null || !pending
+      ? 'none'
+      : record.leaseUntil > now
+        ? `ends ${fromNow(record.leaseUntil, now)}`
+        : `ended ${fromNow(record.leaseUntil, now)}`;
+  const replayed = pending
+    ? ''
+    : record.expires > now
+      ? ' (replayed until then)'
+      : ' (no longer replayed; a sweep deletes it)';
+  const lines = [
+    `key          ${printableKey(record.key)}`,
+    `status       ${state}`,
+    `lease        ${lease}`,
+    `attempt      ${record.attempt}`,
+    `fingerprint  ${printableWord(record.fingerprint)}`,
+    `retention    ${expiresText(record.expires, now)}${replayed}`,
+  ];
+  const answer =
+    record.status === KeyStatus.done ? summarize(record.key, record.response) : undefined;
+  lines.push(`answer       ${answer === undefined ? 'none yet (pending)' : answerLine(answer)}`);
+  io.stdout.write(`${lines.join('\n')}\n`);
+  if (!options.body || answer === undefined) return 0;
+  if (answer.kind === 'value') {
+    io.stdout.write(`\n${asciiJson(answer.value)}\n`);
+  } else if (answer.body !== undefined) {
+    const body = bodyText(answer.body);
+    const text = body.encoding === undefined ? terminalSafe(body.text) : body.text;
+    const label = body.encoding === undefined ? '' : '(binary, base64)\n';
+    io.stdout.write(`\n${label}${text}${text.endsWith('\n') ? '' : '\n'}`);
+  }
+  return 0;
+}
+
 /** The arguments and flags of `idem release`. */
 export interface ReleaseOptions extends LocatedOptions {
-  readonly key: string;
+  /** The stored id, scope included. */
+  readonly id: string;
   readonly yes?: boolean;
   readonly fingerprint?: string;
+  readonly json?: boolean;
 }
 
 /**
  * `idem release <key> --yes`: deletes one pending row, whatever its lease. Without `--yes` it
  * changes nothing and says so (exit 2). A done row, a missing key or another fingerprint changes
- * nothing (exit 1).
+ * nothing (exit 1). With `--json`, one line `{"key":…,"result":…}` on stdout whatever the outcome
+ * (`result` is `released`, `missing`, `done`, `mismatch` or `unconfirmed`).
  *
  * @returns the exit code: 0 released, 1 refused, 2 not confirmed
  */
 export async function releaseCommand(io: CliIo, options: ReleaseOptions): Promise<number> {
+  const key = printableKey(options.id);
   if (!options.yes) {
+    if (options.json) writeJson(io.stdout, { key: options.id, result: 'unconfirmed' });
     io.stderr.write(
-      `idem: release deletes the pending row of ${JSON.stringify(options.key)}, and a retry then runs its work again; add --yes to confirm\n`,
+      `idem: release deletes the pending row of ${key}, and a retry then runs its work again; add --yes to confirm\n`,
     );
     return 2;
   }
-  const result = await withStore(options.location, false, async (store) =>
-    store.releasePending(options.key, options.fingerprint),
+  const result = await withStore(options.location, 'write', async (store) =>
+    store.releasePending(options.id, options.fingerprint),
   );
-  const key = JSON.stringify(options.key);
+  if (options.json) writeJson(io.stdout, { key: options.id, result });
   const messages = {
     released: undefined,
     missing: `no row with the key ${key}`,
@@ -145,11 +335,11 @@ export async function releaseCommand(io: CliIo, options: ReleaseOptions): Promis
     mismatch:
       options.fingerprint === undefined
         ? `${key} is not pending`
-        : `${key} is pending with another fingerprint than ${JSON.stringify(options.fingerprint)}`,
+        : `${key} is pending with another fingerprint than ${printableWord(options.fingerprint)}`,
   } as const;
   const message = messages[result];
   if (message === undefined) {
-    io.stdout.write(`released ${key}\n`);
+    if (!options.json) io.stdout.write(`released ${key}\n`);
     return 0;
   }
   io.stderr.write(`idem: ${message}; nothing changed\n`);

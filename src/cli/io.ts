@@ -18,7 +18,22 @@ export function processIo(): CliIo {
   return { stdout: process.stdout, stderr: process.stderr, env: process.env, signals: process };
 }
 
-/** Writes one line of JSON, the machine-readable output of every `--json` command. */
+/**
+ * JSON text in printable ASCII: `JSON.stringify` already escapes C0 controls, and every other
+ * character past `~` (DEL, C1 controls, bidirectional overrides, line separators) is written
+ * `\uXXXX` too, which any JSON parser reads back as the same string.
+ */
+export function asciiJson(value: unknown): string {
+  return (JSON.stringify(value) ?? 'null').replace(
+    /[\u007f-\uffff]/g,
+    (unit) => `\\u${unit.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
+}
+
+/**
+ * Writes one line of JSON, the machine-readable output of every `--json` command: exact, and
+ * in printable ASCII, so no value in it can act on a terminal it is printed to.
+ */
 export function writeJson(output: CliOutput, value: unknown): void {
-  output.write(`${JSON.stringify(value)}\n`);
+  output.write(`${asciiJson(value)}\n`);
 }

@@ -1,6 +1,7 @@
 import { InvalidOptionError } from '../core/errors.js';
 import { DEFAULT_TABLE_NAME } from '../core/table-name.js';
 import { DEFAULT_PG_SCHEMA } from '../pg/schema.js';
+import { printableWord } from './keys.js';
 
 /** The file used when no flag or environment variable names a store. */
 export const DEFAULT_DB = './idempotency.db';
@@ -16,6 +17,8 @@ export type StoreLocation =
       readonly url: string;
       readonly schema: string;
       readonly table: string;
+      /** `false` for unnamed statements (`--no-prepare`), as a transaction pooler needs. */
+      readonly prepare?: boolean;
     }
   | { readonly dialect: 'mysql'; readonly url: string; readonly table: string };
 
@@ -29,6 +32,8 @@ export interface LocationFlags {
   readonly schema?: string;
   /** `--table NAME`: the keys table's name; default `keys`. */
   readonly table?: string;
+  /** `false` with `--no-prepare`: unnamed statements on PostgreSQL. */
+  readonly prepare?: boolean;
 }
 
 const PG_PROTOCOLS = ['postgres:', 'postgresql:'];
@@ -59,8 +64,9 @@ export function assertServerUrl(text: string, source: string): void {
  *
  * @param flags - the parsed `--db`, `--url`, `--schema` and `--table`
  * @param env - the environment holding `DATABASE_URL` and `IDEM_DB`
- * @throws {@link InvalidOptionError} for a `DATABASE_URL` that is not a PostgreSQL or MySQL URL
- * (when it is the one used), or `--schema` with a SQLite or MySQL store
+ * @throws {@link InvalidOptionError} for a `--url`, or a `DATABASE_URL` when it is the one used,
+ * that is not a PostgreSQL or MySQL URL (checked here rather than while commander reads the flag,
+ * whose message would echo the URL and its password), or `--schema` with a SQLite or MySQL store
  */
 export function resolveStoreLocation(
   flags: LocationFlags,
@@ -70,12 +76,14 @@ export function resolveStoreLocation(
   const envDb = env.IDEM_DB || undefined;
   const table = flags.table ?? DEFAULT_TABLE_NAME;
   let location: StoreLocation;
-  if (flags.url !== undefined) location = server(flags.url, flags.schema, table);
-  else if (flags.db !== undefined) location = { dialect: 'sqlite', path: flags.db, table };
+  if (flags.url !== undefined) {
+    assertServerUrl(flags.url, '--url');
+    location = server(flags.url, flags.schema, table, flags.prepare);
+  } else if (flags.db !== undefined) location = { dialect: 'sqlite', path: flags.db, table };
   else if (envDb !== undefined) location = { dialect: 'sqlite', path: envDb, table };
   else if (envUrl !== undefined) {
     assertServerUrl(envUrl, 'DATABASE_URL');
-    location = server(envUrl, flags.schema, table);
+    location = server(envUrl, flags.schema, table, flags.prepare);
   } else location = { dialect: 'sqlite', path: DEFAULT_DB, table };
   if (location.dialect !== 'pg' && flags.schema !== undefined) {
     throw new InvalidOptionError(
@@ -85,21 +93,74 @@ export function resolveStoreLocation(
   return location;
 }
 
-function server(url: string, schema: string | undefined, table: string): StoreLocation {
+function server(
+  url: string,
+  schema: string | undefined,
+  table: string,
+  prepare: boolean | undefined,
+): StoreLocation {
   if (URL.canParse(url) && new URL(url).protocol === MYSQL_PROTOCOL) {
     return { dialect: 'mysql', url, table };
   }
-  return { dialect: 'pg', url, schema: schema ?? DEFAULT_PG_SCHEMA, table };
+  const pg = { dialect: 'pg', url, schema: schema ?? DEFAULT_PG_SCHEMA, table } as const;
+  return prepare === false ? { ...pg, prepare } : pg;
 }
 
 /**
- * Names a store for messages: the file, or the URL with its password hidden (and the schema).
+ * Names a store for messages: the file (as {@link printableWord} prints it), or the URL with its
+ * password hidden (and the schema).
  */
 export function describeLocation(location: StoreLocation): string {
   const table = location.table === DEFAULT_TABLE_NAME ? '' : ` (table "${location.table}")`;
-  if (location.dialect === 'sqlite') return `${location.path}${table}`;
-  const url = new URL(location.url);
-  if (url.password !== '') url.password = '***';
+  if (location.dialect === 'sqlite') return `${printableWord(location.path)}${table}`;
   const schema = location.dialect === 'pg' ? ` (schema "${location.schema}")` : '';
-  return `${url.toString()}${schema}${table}`;
+  return `${maskUrl(location.url)}${schema}${table}`;
+}
+
+const MASK = '***';
+// Query parameters the drivers read a password from.
+const PASSWORD_PARAMETER = /([?&](?:password|pass|pwd|sslpassword)=)([^&#\s]*)/gi;
+// `scheme://userinfo@`, where userinfo runs to the last `@` of the text: a password holding an
+// unencoded `@` or `/` is then hidden whole, and at worst more than the password is hidden.
+const USERINFO = /^([a-z][a-z0-9+.-]*:\/\/)(.*)@/is;
+
+/**
+ * A connection string with its password replaced by `***`, for any message or output: the
+ * userinfo's password, and any `password=` (or `pass`, `pwd`, `sslpassword`) query parameter.
+ * The text is masked as text, not parsed: everything between `user:` and the last `@` is hidden,
+ * so a URL no parser accepts, or a password holding an unencoded `@` or `/`, never shows it.
+ *
+ * @example
+ * ```ts
+ * maskUrl('postgres://app:s3cret@db:5432/x'); // 'postgres://app:***@db:5432/x'
+ * maskUrl('postgres://app:s3cret@db:99999/x'); // 'postgres://app:***@db:99999/x'
+ * ```
+ */
+export function maskUrl(text: string): string {
+  const masked = text.replace(USERINFO, (_, scheme: string, userinfo: string) => {
+    const colon = userinfo.indexOf(':');
+    return colon < 0 ? `${scheme}${userinfo}@` : `${scheme}${userinfo.slice(0, colon)}:${MASK}@`;
+  });
+  return masked.replace(PASSWORD_PARAMETER, `$1${MASK}`);
+}
+
+/**
+ * The passwords a text holds as a connection string would (see {@link maskUrl}), as written and
+ * percent-decoded: what must never be printed, whatever message might echo the text.
+ */
+export function urlSecrets(text: string): string[] {
+  const secrets = new Set<string>();
+  const add = (secret: string) => {
+    if (secret === '') return;
+    secrets.add(secret);
+    try {
+      secrets.add(decodeURIComponent(secret));
+    } catch {
+      // A malformed escape: the text as written is the secret.
+    }
+  };
+  const userinfo = USERINFO.exec(text)?.[2] ?? '';
+  if (userinfo.includes(':')) add(userinfo.slice(userinfo.indexOf(':') + 1));
+  for (const match of text.matchAll(PASSWORD_PARAMETER)) add(match[2] ?? '');
+  return [...secrets];
 }

@@ -9,7 +9,7 @@ import {
   MAX_BATCH_SIZE,
 } from '../core/validation.js';
 import { assertSchemaName } from '../pg/identifier.js';
-import { assertServerUrl } from './location.js';
+import { parseKeyWord } from './keys.js';
 
 const INTEGER = /^\d+$/;
 const DECIMAL = /^-?\d+(\.\d+)?$/;
@@ -100,12 +100,6 @@ export function assertSaneNow(now: number | undefined, force: boolean, wall: num
   }
 }
 
-/** `--url URL`: a `postgres://`, `postgresql://` or `mysql://` connection string. */
-export function parseUrl(text: string): string {
-  usingLibraryCheck(() => assertServerUrl(text, '--url'));
-  return text;
-}
-
 /** `--schema NAME`: a PostgreSQL schema name of at most 63 bytes. */
 export function parseSchema(text: string): string {
   usingLibraryCheck(() => assertSchemaName(text));
@@ -125,8 +119,12 @@ export function parsePendingLimit(text: string): number {
   return limit;
 }
 
-/** `--fingerprint F` of `release`: a non-empty fingerprint, as the store accepts it. */
+/**
+ * `--fingerprint F` of `release`: a non-empty fingerprint, as the store accepts it, typed as it is
+ * or as the JSON literal `idem show` prints for one that is not plainly printable.
+ */
 export function parseFingerprint(text: string): string {
-  usingLibraryCheck(() => assertDigest(text));
-  return text;
+  const fingerprint = parseKeyWord(text);
+  usingLibraryCheck(() => assertDigest(fingerprint));
+  return fingerprint;
 }

@@ -2,6 +2,7 @@ import { Command, Option } from 'commander';
 import manifest from '../../package.json' with { type: 'json' };
 import { DEFAULT_PENDING_LIMIT, MAX_PENDING_LIMIT } from '../core/lease.js';
 import { DEFAULT_LIMIT } from '../core/validation.js';
+import { storedId } from '../http/scope.js';
 import { DEFAULT_BATCH_SIZE } from '../sweep.js';
 import {
   expiredCommand,
@@ -9,9 +10,12 @@ import {
   pendingCommand,
   purgeCommand,
   releaseCommand,
+  showCommand,
   statsCommand,
 } from './commands.js';
+import { registerDoctorCommand } from './doctor.js';
 import type { CliIo } from './io.js';
+import { parseKeyWord, parseScopeWord, terminalSafe } from './keys.js';
 import { DEFAULT_DB, type LocationFlags, resolveStoreLocation } from './location.js';
 import {
   assertSaneNow,
@@ -25,7 +29,6 @@ import {
   parsePendingLimit,
   parseSchema,
   parseTable,
-  parseUrl,
 } from './parse.js';
 import { sweepCommand } from './sweep-command.js';
 
@@ -44,9 +47,7 @@ function addLocationOptions(command: Command): Command {
       new Option(
         '--url <url>',
         'a PostgreSQL or MySQL connection string, postgres://… or mysql://… (env DATABASE_URL)',
-      )
-        .argParser(parseUrl)
-        .conflicts('db'),
+      ).conflicts('db'),
     )
     .addOption(
       new Option(
@@ -57,6 +58,12 @@ function addLocationOptions(command: Command): Command {
     .addOption(
       new Option('--table <name>', 'the name of the keys table (default keys)').argParser(
         parseTable,
+      ),
+    )
+    .addOption(
+      new Option(
+        '--no-prepare',
+        'PostgreSQL: send unnamed statements, as a transaction pooler (PgBouncer, Supabase, Neon) needs',
       ),
     );
 }
@@ -79,6 +86,13 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
   const timeOf = (options: { now?: number }) => options.now ?? Date.now() / 1000;
   const locate = (options: LocationFlags) => resolveStoreLocation(options, io.env);
   const jsonOption = () => new Option('--json', 'print one line of JSON');
+  const scopeOption = () =>
+    new Option(
+      '--scope <scope>',
+      "the key's scope, as the HTTP layer's scope option gave it (a JSON string literal is decoded)",
+    ).argParser(parseScopeWord);
+  // The row a <key> argument (with --scope) names: its id in the store, scope included.
+  const idOf = (key: string, options: { scope?: string }) => storedId(options.scope, key);
   const limitOption = () =>
     new Option('--limit <n>', 'at most this many ids, 1-100')
       .argParser(parseLimit)
@@ -91,7 +105,8 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
     .showHelpAfterError()
     .configureOutput({
       writeOut: (text) => io.stdout.write(text),
-      writeErr: (text) => io.stderr.write(text),
+      // Commander's messages quote the arguments they refuse, which may hold escape sequences.
+      writeErr: (text) => io.stderr.write(terminalSafe(text)),
     })
     .option('--force', 'accept a --now that looks like milliseconds or lies over a year ahead')
     .hook('preAction', (root, command) => {
@@ -105,7 +120,9 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
       .description(
         'create the database file or schema, the keys table and its index, or bring them up to date',
       ),
-  ).action(async (options) => migrateCommand(io, { location: locate(options) }));
+  )
+    .addOption(jsonOption())
+    .action(async (options) => migrateCommand(io, { ...options, location: locate(options) }));
 
   addLocationOptions(
     program
@@ -178,7 +195,7 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
     program
       .command('pending')
       .description(
-        'list pending rows, ascending by key, with their lease state (live, lapsed, unrecorded, unleased) and attempt',
+        'list pending rows, ascending by key, with their lease state (live, lapsed, unrecorded, unleased) and fencing token',
       ),
   )
     .addOption(nowOption())
@@ -190,9 +207,33 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
         .argParser(parsePendingLimit)
         .default(DEFAULT_PENDING_LIMIT),
     )
+    .addOption(scopeOption())
     .addOption(new Option('--json', 'print one line of JSON: an array of objects'))
     .action(async (options) =>
       pendingCommand(io, { ...options, location: locate(options), now: timeOf(options) }),
+    );
+
+  addLocationOptions(
+    program
+      .command('show')
+      .description(
+        'print the whole record of <key>: status, lease, attempt, fingerprint, retention and the stored answer',
+      )
+      .argument('<key>', 'the idempotency key, as idem pending prints it', parseKeyWord),
+  )
+    .addOption(scopeOption())
+    .addOption(nowOption())
+    .addOption(new Option('--body', "print the stored answer's body too"))
+    .addOption(jsonOption())
+    .action(async (key: string, options) =>
+      setExitCode(
+        await showCommand(io, {
+          ...options,
+          id: idOf(key, options),
+          location: locate(options),
+          now: timeOf(options),
+        }),
+      ),
     );
 
   addLocationOptions(
@@ -201,17 +242,23 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
       .description(
         'delete the pending row of <key>, whatever its lease, so its next retry runs again; refuses a done row or a missing key',
       )
-      .argument('<key>', 'the idempotency key'),
+      .argument('<key>', 'the idempotency key, as idem pending prints it', parseKeyWord),
   )
+    .addOption(scopeOption())
     .addOption(new Option('--yes', 'confirm: without it nothing is deleted'))
     .addOption(
       new Option('--fingerprint <f>', 'only if the row has this fingerprint').argParser(
         parseFingerprint,
       ),
     )
+    .addOption(jsonOption())
     .action(async (key: string, options) =>
-      setExitCode(await releaseCommand(io, { ...options, key, location: locate(options) })),
+      setExitCode(
+        await releaseCommand(io, { ...options, id: idOf(key, options), location: locate(options) }),
+      ),
     );
+
+  registerDoctorCommand(program, { io, setExitCode, withLocation: addLocationOptions, locate });
 
   return program;
 }

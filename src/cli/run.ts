@@ -1,6 +1,8 @@
-import { CommanderError } from 'commander';
+import { type Command, CommanderError } from 'commander';
 import { IdempotencyError, InvalidArgumentError } from '../core/errors.js';
-import { type CliIo, processIo } from './io.js';
+import { type CliIo, type CliOutput, processIo } from './io.js';
+import { terminalSafe } from './keys.js';
+import { urlSecrets } from './location.js';
 import { buildProgram } from './program.js';
 
 /** Exit codes of `idem`. */
@@ -24,8 +26,14 @@ export const ExitCode = {
  */
 export async function runCli(argv: readonly string[], io: CliIo = processIo()): Promise<number> {
   let exitCode: number = ExitCode.ok;
-  const program = buildProgram(io, (code) => {
+  const stderr = redacting(io.stderr, secretsOf(argv, io.env));
+  const program = buildProgram({ ...io, stderr }, (code) => {
     exitCode = code;
+  });
+  // The subcommand being run, whose usage a usage error shows (the root's before one is chosen).
+  let running: Command = program;
+  program.hook('preSubcommand', (_, subcommand) => {
+    running = subcommand;
   });
   try {
     await program.parseAsync([...argv], { from: 'user' });
@@ -37,15 +45,42 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo()): 
     }
     const message = error instanceof Error ? error.message : String(error);
     if (error instanceof InvalidArgumentError) {
-      io.stderr.write(`idem: ${message}\n`);
-      program.outputHelp({ error: true });
+      stderr.write(`idem: ${terminalSafe(message)}\n`);
+      running.outputHelp({ error: true });
       return ExitCode.usage;
     }
     // Expected failures (a missing directory, a file that is not a database) get one line; an
     // unexpected one keeps its stack, which is what a bug report needs.
     const detail =
       error instanceof IdempotencyError ? message : ((error as Error).stack ?? message);
-    io.stderr.write(`idem: ${detail}\n`);
+    stderr.write(`idem: ${terminalSafe(detail)}\n`);
     return ExitCode.runtime;
   }
+}
+
+// The passwords of every connection string the command could have been given, typed or from the
+// environment, parseable or not.
+function secretsOf(argv: readonly string[], env: CliIo['env']): string[] {
+  return [...argv, env.DATABASE_URL ?? ''].flatMap((text) => urlSecrets(text));
+}
+
+/**
+ * stderr with every password hidden: a message that echoes an argument (commander's do, and a
+ * driver's may quote its connection string) still never shows one. Only stderr is filtered:
+ * stdout holds results (keys, counts) that must stay exact, and none of them quote a URL
+ * unmasked.
+ */
+function redacting(output: CliOutput, secrets: readonly string[]): CliOutput {
+  if (secrets.length === 0) return output;
+  // Longest first, so a password that contains another is hidden whole.
+  const ordered = [...secrets].sort((a, b) => b.length - a.length);
+  const hide = (text: string) =>
+    ordered.reduce((masked, secret) => masked.replaceAll(secret, '***'), text);
+  return Object.assign(Object.create(output) as CliOutput, {
+    write: (chunk: string | Uint8Array, ...rest: unknown[]) =>
+      (output.write as (chunk: string, ...more: unknown[]) => boolean)(
+        hide(typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8')),
+        ...rest,
+      ),
+  });
 }

@@ -62,7 +62,9 @@ export async function sweepCommand(io: CliIo, options: SweepCommandOptions): Pro
   };
   try {
     validateSweepOptions(sweepOptions);
-    const result = await withStore(options.location, false, (store) => sweep(store, sweepOptions));
+    const result = await withStore(options.location, options.dryRun ? 'read' : 'write', (store) =>
+      sweep(store, sweepOptions),
+    );
     bar?.stop();
     if (bar) io.stdout.write(humanSummary(result));
     else writeJson(io.stdout, summary(result));

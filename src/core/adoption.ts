@@ -8,13 +8,18 @@ export interface ExistingColumn {
   readonly primary: boolean;
 }
 
+/** The type an adopted column must have, or the list of types it may have. */
+export type ColumnType = string | readonly string[];
+
 /**
  * Lists what keeps an existing `keys` table from being adopted as a store: a missing or extra
  * column, a column of another type, or a primary key other than `id` alone (the primary key is
  * what makes `reserve` atomic). Empty when the table fits; each dialect adds its own checks.
  *
  * @param columns - the table's columns; an empty list means there is no table
- * @param expected - the contract's columns and their types, as the dialect writes them
+ * @param expected - the contract's columns and their types, as the dialect writes them; a list
+ *   names every type a column may have (its type now, and the one an earlier migration gave it,
+ *   which a pending migration changes)
  * @param optional - columns a later migration adds (the lease columns): a table made before it
  *   may lack them, but one that has them must have them with these types
  * @example
@@ -25,8 +30,8 @@ export interface ExistingColumn {
  */
 export function keysTableProblems(
   columns: readonly ExistingColumn[],
-  expected: Readonly<Record<string, string>>,
-  optional: Readonly<Record<string, string>> = {},
+  expected: Readonly<Record<string, ColumnType>>,
+  optional: Readonly<Record<string, ColumnType>> = {},
 ): string[] {
   const problems: string[] = [];
   const names = columns.map((column) => column.name);
@@ -35,9 +40,12 @@ export function keysTableProblems(
   }
   for (const column of columns) {
     const type = expected[column.name] ?? optional[column.name];
+    const types: readonly string[] = typeof type === 'string' ? [type] : (type ?? []);
     if (type === undefined) problems.push(`unexpected column ${column.name}`);
-    else if (column.type !== type) {
-      problems.push(`column ${column.name} is ${column.type || 'untyped'}, expected ${type}`);
+    else if (!types.includes(column.type)) {
+      problems.push(
+        `column ${column.name} is ${column.type || 'untyped'}, expected ${types.join(' or ')}`,
+      );
     }
   }
   const primaryKey = columns.filter((column) => column.primary).map((column) => column.name);

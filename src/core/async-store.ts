@@ -1,4 +1,5 @@
 import { StoreClosedError } from './errors.js';
+import { nextFencingToken } from './fencing-token.js';
 import { parseResponse, serializeResponse } from './json.js';
 import {
   acquiredOutcome,
@@ -6,6 +7,7 @@ import {
   existingOutcome,
   leaseDeadline,
   pendingLimit,
+  pendingPrefix,
   toPendingKey,
 } from './lease.js';
 import { compareKeys } from './order.js';
@@ -34,9 +36,10 @@ import {
 } from './validation.js';
 
 /**
- * What a dialect's `acquire` statements found: the fencing token of the row they inserted or took
- * over, or else the row as it stands (`undefined` when it was deleted in between, so the key is
- * new again and the store tries once more).
+ * What a dialect's `acquire` statements found: the fencing token of the row they inserted (the
+ * fresh token they were given) or took over (another one), or else the row as it stands
+ * (`undefined` when it was deleted in between, so the key is new again and the store tries once
+ * more).
  */
 export type AcquireStep =
   | { readonly attempt: number | string }
@@ -58,6 +61,8 @@ export interface PendingQuery {
   readonly stale: boolean;
   /** At most this many rows. */
   readonly limit: number;
+  /** Only ids starting with this text; `''` for all. */
+  readonly prefix: string;
 }
 
 /** A `GROUP BY status` row of the `stats` statement; counts as the driver gives them. */
@@ -94,11 +99,19 @@ export interface KeyStatements {
   renew(key: string, digest: string, attempt: number, leaseUntil: number): Promise<number>;
   /** Marks the pending row held with `attempt` as unrecorded and drops its lease. */
   markUnrecorded(key: string, digest: string, attempt: number): Promise<number>;
-  /** Inserts the key, or takes over its lapsed lease, or reads what is there. */
+  /**
+   * Inserts the key with the fencing token `token`, or takes over its lapsed lease with the token
+   * `takeoverToken` computes from the row's and `token`, or reads what is there.
+   */
   acquire(
     key: string,
     digest: string,
-    lease: { readonly expires: number; readonly now: number; readonly leaseUntil: number },
+    lease: {
+      readonly expires: number;
+      readonly now: number;
+      readonly leaseUntil: number;
+      readonly token: number;
+    },
   ): Promise<AcquireStep>;
   /** The pending rows, ascending by key. */
   pendingKeys(query: PendingQuery): Promise<readonly KeyRow[]>;
@@ -120,15 +133,14 @@ export interface KeyStatements {
   stats(now: number): Promise<readonly StatsRow[]>;
   /** Called once by the first `close()`. */
   close?(): unknown;
-  /** A further check of a key or digest the dialect cannot store, after the common one. */
-  assertStorable?(value: string, what: 'key' | 'digest'): void;
   /** Checks the options of `pendingKeys`; {@link readPendingOptions} when not given. */
   readPendingOptions?(options: PendingKeysOptions): PendingQuery;
 }
 
 /**
  * Checks the options of `pendingKeys`: `now` a finite time, `limit` within range (100 when not
- * given); any truthy `stale` asks for the stale rows only.
+ * given), `prefix` a well-formed string (`''` when not given); any truthy `stale` asks for the
+ * stale rows only.
  *
  * @throws {@link InvalidTimeError} for a `now` that is not a finite number
  * @throws {@link InvalidOptionError} for a `limit` out of range
@@ -136,7 +148,7 @@ export interface KeyStatements {
 export function readPendingOptions(options: PendingKeysOptions): PendingQuery {
   assertTime(options?.now, 'now');
   const limit = pendingLimit(options.limit);
-  return { now: options.now, stale: Boolean(options.stale), limit };
+  return { now: options.now, stale: Boolean(options.stale), limit, prefix: pendingPrefix(options) };
 }
 
 /**
@@ -164,12 +176,10 @@ export class AsyncIdempotencyStore<T = unknown> implements LeasedIdempotencyStor
 
   #checkKey(key: unknown): asserts key is string {
     assertKey(key);
-    this.#statements.assertStorable?.(key, 'key');
   }
 
   #checkDigest(digest: unknown): asserts digest is string {
     assertDigest(digest);
-    this.#statements.assertStorable?.(digest, 'digest');
   }
 
   /** {@inheritDoc IdempotencyStore.reserve} */
@@ -200,10 +210,11 @@ export class AsyncIdempotencyStore<T = unknown> implements LeasedIdempotencyStor
     this.#checkDigest(digest);
     const leaseUntil = leaseDeadline(options);
     const statements = this.#open();
-    const lease = { expires: options.expires, now: options.now, leaseUntil };
     for (;;) {
+      const token = nextFencingToken();
+      const lease = { expires: options.expires, now: options.now, leaseUntil, token };
       const step = await statements.acquire(key, digest, lease);
-      if ('attempt' in step) return acquiredOutcome(step.attempt, leaseUntil);
+      if ('attempt' in step) return acquiredOutcome(step.attempt, token, leaseUntil);
       if (step.row !== undefined) return existingOutcome<T>(step.row, digest);
     }
   }

@@ -19,8 +19,11 @@ export const ErrorCode = {
   answerNotRecorded: 'IDEMPOTENCY_ANSWER_NOT_RECORDED',
   answerTooLarge: 'IDEMPOTENCY_ANSWER_TOO_LARGE',
   bodyRefused: 'IDEMPOTENCY_BODY_REFUSED',
+  scopeMalformed: 'IDEMPOTENCY_SCOPE_MALFORMED',
   requestSuperseded: 'IDEMPOTENCY_REQUEST_SUPERSEDED',
   transactionDeadlock: 'IDEMPOTENCY_TRANSACTION_DEADLOCK',
+  replicationUnconfirmed: 'IDEMPOTENCY_REPLICATION_UNCONFIRMED',
+  deploymentRefused: 'IDEMPOTENCY_DEPLOYMENT_REFUSED',
 } as const;
 
 /** One of the values of {@link ErrorCode}. */
@@ -147,5 +150,22 @@ export class SchemaMismatchError extends IdempotencyError {
 export class StoreClosedError extends IdempotencyError {
   constructor() {
     super(ErrorCode.storeClosed, 'the idempotency store is closed');
+  }
+}
+
+/**
+ * PostgreSQL committed a write locally but stopped waiting for the synchronous standby before it
+ * confirmed it (`WARNING: canceling wait for synchronous replication`, e.g. after
+ * `pg_cancel_backend` or a backend termination while the standby was away). The server reports
+ * success, yet a failover to that standby loses the write: the store reports it as not done, so
+ * an answer is never acknowledged that may not survive. Detected on node-postgres pools.
+ */
+export class ReplicationUnconfirmedError extends IdempotencyError {
+  /** @param statement - the name of the store's statement whose commit was not confirmed */
+  constructor(statement: string) {
+    super(
+      ErrorCode.replicationUnconfirmed,
+      `the ${statement} statement committed on the primary but its synchronous standby never confirmed it: a failover may lose it`,
+    );
   }
 }

@@ -28,7 +28,8 @@ export function expiredAnswer(
 /**
  * The row an owner may write its answer on (or release): its key and fingerprint, still pending,
  * and, when `attempt` is given, still carrying that fencing token (a takeover since the claim
- * bumped it, so the condition then matches nothing).
+ * raised it, and a release and a new claim gave the key another, so the condition then matches
+ * nothing: a token names one ownership of the key for the key's whole life).
  */
 export function ownerRow(
   keys: Pick<KeyColumns, 'id' | 'fingerprint' | 'status' | 'attempt'>,
@@ -60,11 +61,24 @@ export function leaseHolderRow(
 }
 
 /**
+ * The fencing token a takeover gives the row: one more than the greater of the row's token and
+ * `fresh`, the token generated for this claim (see `nextFencingToken`). Greater than the old token,
+ * so every write of the old owner is refused; at least as great as a fresh claim would get, so it
+ * stays above every token the key had before it was last deleted; and never equal to `fresh`
+ * (generated tokens are even, this one is odd when `fresh` wins), so the statement's returned
+ * token tells a takeover from an insert. Written as `CASE` to read alike on every dialect.
+ */
+export function takeoverToken(keys: Pick<KeyColumns, 'attempt'>, fresh: Bound<number> | SQL): SQL {
+  return sql`(CASE WHEN ${keys.attempt} > ${fresh} THEN ${keys.attempt} ELSE ${fresh} END) + 1`;
+}
+
+/**
  * The `DO UPDATE` half of the one-statement `acquire` (`INSERT … ON CONFLICT (id) DO UPDATE`):
  * it takes over the existing row only when it is pending under the same fingerprint, not marked
- * unrecorded, and its lease ended by `now`, bumping the fencing token and moving the lease and
- * the deadline to the inserted row's (`excluded`). A row without a lease (NULL) never compares as
- * lapsed, so it is never taken over.
+ * unrecorded, and its lease ended by `now`, raising the fencing token above both the old one and
+ * the inserted row's fresh one (see {@link takeoverToken}) and moving the lease and the deadline
+ * to the inserted row's (`excluded`). A row without a lease (NULL) never compares as lapsed, so it
+ * is never taken over.
  */
 export function leaseTakeover(
   keys: KeyColumns & { readonly leaseUntil: Column },
@@ -72,7 +86,7 @@ export function leaseTakeover(
 ) {
   return {
     set: {
-      attempt: sql`${keys.attempt} + 1`,
+      attempt: takeoverToken(keys, sql`excluded.attempt`),
       leaseUntil: sql`excluded.lease_until`,
       expires: sql`excluded.expires`,
     },
@@ -83,4 +97,14 @@ export function leaseTakeover(
       lte(keys.leaseUntil, now),
     ),
   };
+}
+
+/**
+ * The rows whose id starts with `prefix` (every row for `''`): what `pendingKeys({ prefix })`
+ * lists, e.g. one scope's keys. `substr` and `length` count the same units on each dialect
+ * (characters on SQLite and PostgreSQL, bytes of MySQL's VARBINARY), so the test is exact; the
+ * range condition lets the primary key's index start at the prefix.
+ */
+export function idStartsWith(keys: Pick<KeyColumns, 'id'>, prefix: Bound<string>): SQL {
+  return sql`(${keys.id} >= ${prefix} AND substr(${keys.id}, 1, length(${prefix})) = ${prefix})`;
 }

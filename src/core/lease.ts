@@ -33,7 +33,7 @@ export function leaseDeadline(options: AcquireOptions): number {
 }
 
 /**
- * Asserts that a fencing token is what `acquire` hands out: an integer from 1 up.
+ * Asserts that a fencing token is what `acquire` hands out: a safe integer from 1 up.
  *
  * @throws {@link InvalidOptionError} otherwise
  */
@@ -41,11 +41,36 @@ export function assertAttempt(attempt: unknown): asserts attempt is number {
   assertIntegerOption(attempt, 'attempt', 1, Number.MAX_SAFE_INTEGER);
 }
 
+// Node runs a timer asked for more than 2^31 - 1 ms after 1 ms instead, so a lease too long for
+// the timer would be renewed a thousand times a second.
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * How often a lease of `leaseSeconds` is renewed, in milliseconds: every third of it, so it
+ * outlasts two missed renewals; never more than a Node timer can wait (about 24.8 days).
+ */
+export function renewalIntervalMs(leaseSeconds: number): number {
+  return Math.min((leaseSeconds * 1000) / 3, MAX_TIMER_MS);
+}
+
 /** Checks `pendingKeys`' limit and returns it, 100 when not given. */
 export function pendingLimit(limit: unknown): number {
   const value = limit ?? DEFAULT_PENDING_LIMIT;
   assertIntegerOption(value, 'limit', 1, MAX_PENDING_LIMIT);
   return value as number;
+}
+
+/**
+ * Checks `pendingKeys`' prefix and returns it, `''` (every key) when not given.
+ *
+ * @throws {@link InvalidOptionError} for a prefix that is not a well-formed string without NUL
+ */
+export function pendingPrefix(options: { readonly prefix?: unknown }): string {
+  const prefix = options.prefix ?? '';
+  if (typeof prefix !== 'string' || !prefix.isWellFormed() || prefix.includes('\0')) {
+    throw new InvalidOptionError('prefix must be a well-formed string without NUL characters');
+  }
+  return prefix;
 }
 
 /** The lease state of a pending row at `now` (see {@link LeaseState}). */
@@ -95,8 +120,16 @@ export function existingOutcome<T>(row: KeyRow, digest: string): AcquireResult<T
   };
 }
 
-/** What `acquire` reports for the row it inserted or took over, from its returned attempt. */
-export function acquiredOutcome<T>(attempt: number | string, leaseUntil: number): AcquireResult<T> {
+/**
+ * What `acquire` reports for the row it inserted or took over, from the fencing token its
+ * statement returned and the fresh token it inserted: a takeover always returns another token
+ * (see `takeoverToken`), so the two are equal only for a key inserted afresh.
+ */
+export function acquiredOutcome<T>(
+  attempt: number | string,
+  fresh: number,
+  leaseUntil: number,
+): Extract<AcquireResult<T>, { status: 'acquired' }> {
   const token = Number(attempt);
-  return { status: 'acquired', attempt: token, leaseUntil, takenOver: token > 1 };
+  return { status: 'acquired', attempt: token, leaseUntil, takenOver: token !== fresh };
 }

@@ -20,7 +20,13 @@ export interface IdempotencyRecord<T> {
    * row has no lease (reserved by `reserve`, or marked unrecorded). Meaningless once `done`.
    */
   readonly leaseUntil: number | null;
-  /** The fencing token: 1 when the key was first acquired, one more at each takeover. */
+  /**
+   * The fencing token of the row's ownership (the column keeps its first name, `attempt`): a
+   * fresh claim by `acquire` gets a new token from the real clock (`nextFencingToken`), each
+   * takeover a greater one, so a token names one ownership of the key for the key's whole life,
+   * across its deletion and reuse. It is not a count; `takenOver` tells a takeover. Rows made by
+   * the lease-less `reserve` carry 1, a value `acquire` never hands out.
+   */
   readonly attempt: number;
   /**
    * The handler ran but its answer was not recorded: the key is never taken over automatically,
@@ -109,6 +115,7 @@ export interface PendingKey {
   /** The retention deadline. */
   readonly expires: number;
   readonly leaseUntil: number | null;
+  /** The fencing token of the row's ownership (see {@link IdempotencyRecord.attempt}). */
   readonly attempt: number;
   readonly state: LeaseState;
 }
@@ -124,6 +131,11 @@ export interface PendingKeysOptions {
   readonly stale?: boolean;
   /** At most this many rows, ascending by key: an integer from 1 to 10,000. Default 100. */
   readonly limit?: number;
+  /**
+   * Only the keys that start with this text, e.g. `storedId('client-7', '')` for one scope's keys.
+   * Default `''`: every key.
+   */
+  readonly prefix?: string;
 }
 
 /** What {@link LeasedIdempotencyStore.releasePending} did. */
@@ -191,13 +203,16 @@ export interface IdempotencyStore<T = unknown> {
  * A store with fenced leases on pending keys: an owner that dies or freezes loses its key when
  * its lease lapses, the next caller with the same fingerprint takes it over with a new fencing
  * token (`attempt`), and every write of the old owner carrying the old token changes nothing.
+ * A token names one ownership of the key for the key's whole life: a key released (by its owner
+ * or an operator) and claimed again gets a token greater than every one it had before, so an old
+ * owner's fenced writes never land on the new ownership's row either.
  *
  * ```
- *  acquire ──▶ pending(attempt 1, lease) ──finish(…, 1)──▶ done
- *                 │   ▲ renew(…, 1)
+ *  acquire ──▶ pending(token t, lease) ──finish(…, t)──▶ done
+ *                 │   ▲ renew(…, t)
  *                 │ lease lapses, acquire with the same fingerprint
  *                 ▼
- *              pending(attempt 2, lease) ── finish(…, 1) is refused; finish(…, 2) stores
+ *              pending(token u > t, lease) ── finish(…, t) is refused; finish(…, u) stores
  * ```
  *
  * Rows made by the lease-less `reserve` have no lease and are never taken over; nor are rows
@@ -209,9 +224,10 @@ export interface IdempotencyStore<T = unknown> {
 export interface LeasedIdempotencyStore<T = unknown> extends IdempotencyStore<T> {
   /**
    * In one atomic step: inserts a missing key as pending with a lease until
-   * `now + leaseSeconds` and attempt 1; or takes over a pending row with the same fingerprint
-   * whose lease has lapsed (`leaseUntil <= now`, not unrecorded), bumping its attempt; or reports
-   * what is there. Of many concurrent contenders exactly one acquires.
+   * `now + leaseSeconds` and a fresh fencing token from the real clock; or takes over a pending
+   * row with the same fingerprint whose lease has lapsed (`leaseUntil <= now`, not unrecorded),
+   * raising its token above both its old one and a fresh one; or reports what is there. Of many
+   * concurrent contenders exactly one acquires.
    */
   acquire(key: string, digest: string, options: AcquireOptions): MaybePromise<AcquireResult<T>>;
   /**

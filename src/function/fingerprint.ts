@@ -1,31 +1,34 @@
 import { createHash } from 'node:crypto';
-import canonicalize from 'canonicalize';
+import { canonicalJson } from '../core/canonical-json.js';
 import { InvalidDigestError } from '../core/errors.js';
 
+function refuse(reason: string): never {
+  throw new InvalidDigestError(`the payload cannot be fingerprinted as canonical JSON: ${reason}`);
+}
+
 /**
- * The default payload fingerprint: the SHA-256 (hex) of the RFC 8785 canonical JSON of `payload`.
- * Object keys are sorted and numbers written one way, so `{ a: 1, b: 2 }` and `{ b: 2, a: 1 }` are
- * the same payload.
+ * The default payload fingerprint: the SHA-256 (hex) of the RFC 8785 canonical JSON of `payload`,
+ * as `JSON.stringify` sees it (`toJSON` applied, `undefined` and functions left out). Object keys
+ * are sorted and numbers written one way, so `{ a: 1, b: 2 }` and `{ b: 2, a: 1 }` are the same
+ * payload. The payload is a JavaScript value, so a number is a double: `0.1 + 0.2` and
+ * `0.30000000000000004` are one payload, and so are two texts your code parsed to one double
+ * (fingerprint the text instead when its digits matter). A BigInt is refused rather than
+ * guessed at (`1n` is not the number `1`, and JSON has no form for it): pass it as a string
+ * (`String(id)`) to make it part of the payload. A string with a lone surrogate counts with it
+ * escaped, so it never meets another string. A payload JSON drops entirely (`undefined`, a
+ * function) counts as the empty text, the same as calling with no payload.
  *
  * @example
  * ```ts
  * payloadFingerprint({ a: 1, b: 2 }) === payloadFingerprint({ b: 2, a: 1 }); // true
  * ```
  * @throws {@link InvalidDigestError} for a payload canonical JSON cannot represent (NaN,
- * ±Infinity, a cycle, a BigInt, a lone surrogate)
+ * ±Infinity, a cycle, a BigInt)
  */
 export function payloadFingerprint(payload: unknown): string {
-  let text: string | undefined;
-  try {
-    text = canonicalize(payload);
-  } catch (error) {
-    throw new InvalidDigestError(
-      `the payload cannot be fingerprinted as canonical JSON: ${(error as Error).message}`,
-    );
-  }
-  // canonicalize gives undefined for a payload JSON drops entirely (undefined, a function):
-  // fingerprinted as the empty text, the same as calling with no payload.
+  const dropped =
+    payload === undefined || typeof payload === 'function' || typeof payload === 'symbol';
   return createHash('sha256')
-    .update(text ?? '')
+    .update(dropped ? '' : canonicalJson(payload, refuse))
     .digest('hex');
 }

@@ -1,3 +1,4 @@
+import { renewalIntervalMs } from '../core/lease.js';
 import type { IdempotencyStore, LeasedIdempotencyStore } from '../core/store.js';
 import type { KeyOwner } from './transaction.js';
 
@@ -26,20 +27,17 @@ export function startHeartbeat(
   now: () => number,
 ): () => void {
   let stopped = false;
-  const timer = setInterval(
-    () => {
-      Promise.resolve()
-        .then(() => store.renew(owner.key, owner.digest, owner.attempt, now() + leaseSeconds))
-        .then(
-          (renewed) => {
-            if (!renewed) stop();
-          },
-          // A store error now may pass; the lease still runs until its deadline.
-          () => undefined,
-        );
-    },
-    (leaseSeconds * 1000) / 3,
-  );
+  const timer = setInterval(() => {
+    Promise.resolve()
+      .then(() => store.renew(owner.key, owner.digest, owner.attempt, now() + leaseSeconds))
+      .then(
+        (renewed) => {
+          if (!renewed) stop();
+        },
+        // A store error now may pass; the lease still runs until its deadline.
+        () => undefined,
+      );
+  }, renewalIntervalMs(leaseSeconds));
   // A pending renewal must not keep a process alive that has nothing else to do.
   timer.unref();
   function stop(): void {

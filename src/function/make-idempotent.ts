@@ -1,9 +1,9 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { InvalidOptionError } from '../core/errors.js';
 import { type JsonValue, serializeResponse } from '../core/json.js';
 import { KeyStatus } from '../core/status.js';
 import type { IdempotencyRecord, LeasedIdempotencyStore } from '../core/store.js';
 import { assertKey } from '../core/validation.js';
+import { waitForOwner } from '../core/wait.js';
 import {
   CallInProgressError,
   CallSupersededError,
@@ -215,14 +215,14 @@ function transactionalExecute<TX, A extends unknown[], R>(
   return async (owner, args) => {
     let outcome: Awaited<ReturnType<typeof runner.run<R>>>;
     try {
-      const work = () =>
+      outcome = await withHeartbeat(settings, owner, () =>
         runner.run(
           owner,
           (tx) => fn(tx, ...args),
           // Checked inside the transaction: a result that cannot be stored rolls the writes back.
           (result) => serializeResponse(settings.codec.serialize(result)),
-        );
-      outcome = await (runner.holdsWriteLock ? work() : withHeartbeat(settings, owner, work));
+        ),
+      );
     } catch (error) {
       // Rolled back: nothing of the function's was committed, so a retry may run it.
       return releaseAfter(settings, owner, error);
@@ -241,22 +241,39 @@ function wrap<A extends unknown[], R>(
     assertKey(key);
     const digest = settings.fingerprint(...args);
     const deadline = performance.now() + settings.waitTimeoutMs;
+    let found = await claim(settings, key, digest, settings.now());
     for (;;) {
-      const now = settings.now();
-      const found = await claim(settings, key, digest, now);
       switch (found.status) {
         case 'acquired':
           return execute(found.owner, args);
         case 'mismatch':
           throw new PayloadMismatchError(key, found.record);
         case 'done':
-          if (found.record.expires <= now) throw new ResultExpiredError(key, found.record);
-          return settings.codec.deserialize(found.record.response as JsonValue);
-        case 'inProgress':
-          if (found.unrecorded || performance.now() + settings.waitIntervalMs > deadline) {
-            throw new CallInProgressError(key, found.record, found.leaseUntil);
+          if (found.record.expires <= settings.now()) {
+            throw new ResultExpiredError(key, found.record);
           }
-          await sleep(settings.waitIntervalMs);
+          return settings.codec.deserialize(found.record.response as JsonValue);
+        case 'inProgress': {
+          if (found.unrecorded) throw new CallInProgressError(key, found.record, found.leaseUntil);
+          const waited = await waitForOwner({
+            store: settings.store,
+            key,
+            digest,
+            now: settings.now,
+            deadline,
+            intervalMs: settings.waitIntervalMs,
+            seen: found.record,
+          });
+          if (waited.status === 'inProgress') {
+            // The row as last seen, if the wait looked at it; else what the claim saw.
+            const { record } = waited;
+            if (record === null) throw new CallInProgressError(key, found.record, found.leaseUntil);
+            throw new CallInProgressError(key, record, record.leaseUntil);
+          }
+          // Only a row that is gone or whose lease lapsed is claimed again: a write.
+          found =
+            waited.status === 'claim' ? await claim(settings, key, digest, settings.now()) : waited;
+        }
       }
     }
   };
@@ -276,7 +293,7 @@ function wrap<A extends unknown[], R>(
  *     ├─ done, same payload ─────▶ return the stored result (fn does not run)
  *     ├─ done, past retention ───▶ ResultExpiredError
  *     ├─ other payload ──────────▶ PayloadMismatchError
- *     └─ running elsewhere ──────▶ CallInProgressError, or wait (poll) and look again
+ *     └─ running elsewhere ──────▶ CallInProgressError, or wait (read the row, backing off)
  * ```
  *
  * **Transactional form.** Given `transaction` (`sqliteTransaction(store)`,

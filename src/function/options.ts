@@ -1,7 +1,8 @@
 import { InvalidOptionError } from '../core/errors.js';
 import type { JsonValue } from '../core/json.js';
 import type { IdempotencyStore } from '../core/store.js';
-import { assertIntegerOption } from '../core/validation.js';
+import { assertLeaseSeconds, assertSecondsClock } from '../core/validation.js';
+import { resolveWait } from '../core/wait.js';
 import { payloadFingerprint } from './fingerprint.js';
 import type { TransactionRunner } from './transaction.js';
 
@@ -43,11 +44,16 @@ export interface MakeIdempotentOptions<A extends unknown[], R> {
   readonly ttlSeconds?: number;
   /**
    * How long a running call owns its key without renewing it, in seconds; renewed every third of
-   * it while the function runs, so only a dead or frozen call loses it. Default 30. Used by stores
-   * with leases; ignored by the others.
+   * it while the function runs, so only a dead or frozen call loses it. Default 30, at most 7 days
+   * (`MAX_LEASE_SECONDS`). Used by stores with leases; ignored by the others.
    */
   readonly leaseSeconds?: number;
-  /** The clock, in seconds: the same clock your retention sweep uses. Default: the wall clock. */
+  /**
+   * The clock, in **seconds** (not milliseconds): the same clock your retention sweep uses.
+   * Default: the wall clock, `Date.now() / 1000`. It is called once when the wrapper is made: a
+   * value that is not a finite number of seconds from 0 to 10^11 (`Date.now` gives 1.7 × 10^12)
+   * is refused with an `InvalidOptionError` there.
+   */
   readonly now?: () => number;
   /**
    * How results are stored and replayed. Default: the result as JSON, exactly (a result JSON
@@ -56,8 +62,10 @@ export interface MakeIdempotentOptions<A extends unknown[], R> {
   readonly result?: ResultCodec<R>;
   /**
    * What a call does while another call with the same key runs: throw {@link CallInProgressError}
-   * at once (the default), or wait up to `timeoutMs`, looking again every `intervalMs` (default
-   * 50), and then return the other call's result (or run, if that call failed and released the key).
+   * at once (the default), or wait up to `timeoutMs` (at most 10 minutes) and then return the
+   * other call's result (or run, if that call failed and released the key, or its lease lapsed).
+   * The waiting call only reads the key's row: first after `intervalMs` (default 50, at least 10,
+   * `MIN_WAIT_INTERVAL_MS`), then after pauses that double, with jitter, up to 1 s.
    */
   readonly wait?: { readonly timeoutMs: number; readonly intervalMs?: number };
 }
@@ -87,8 +95,6 @@ export interface ResolvedFunctionOptions<A extends unknown[], R> {
   readonly waitTimeoutMs: number;
   readonly waitIntervalMs: number;
 }
-
-const MAX_WAIT_MS = 10 * 60 * 1000;
 
 // `undefined` (a function with no result, the common case for jobs) is not JSON: the default
 // codec wraps every result so it survives the round trip.
@@ -136,16 +142,14 @@ export function resolveFunctionOptions<A extends unknown[], R>(
   const ttlSeconds = options.ttlSeconds ?? DEFAULT_FUNCTION_TTL_SECONDS;
   assertPositiveSeconds(ttlSeconds, 'ttlSeconds');
   const leaseSeconds = options.leaseSeconds ?? DEFAULT_FUNCTION_LEASE_SECONDS;
-  assertPositiveSeconds(leaseSeconds, 'leaseSeconds');
+  assertLeaseSeconds(leaseSeconds);
   const now = options.now ?? (() => Date.now() / 1000);
   assertFunction(now, 'now');
+  assertSecondsClock(now);
   const codec = options.result ?? defaultCodec<R>();
   assertFunction(codec.serialize, 'result.serialize');
   assertFunction(codec.deserialize, 'result.deserialize');
-  const waitTimeoutMs = options.wait?.timeoutMs ?? 0;
-  assertIntegerOption(waitTimeoutMs, 'wait.timeoutMs', 0, MAX_WAIT_MS);
-  const waitIntervalMs = options.wait?.intervalMs ?? 50;
-  assertIntegerOption(waitIntervalMs, 'wait.intervalMs', 1, MAX_WAIT_MS);
+  const wait = resolveWait(options.wait);
   return {
     store,
     key: options.key,
@@ -154,7 +158,7 @@ export function resolveFunctionOptions<A extends unknown[], R>(
     leaseSeconds,
     now,
     codec,
-    waitTimeoutMs,
-    waitIntervalMs,
+    waitTimeoutMs: wait.timeoutMs,
+    waitIntervalMs: wait.intervalMs,
   };
 }

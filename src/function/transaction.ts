@@ -43,12 +43,6 @@ export interface TransactionRunner<TX> {
    */
   readonly synchronous: boolean;
   /**
-   * Whether the transaction holds the database's write lock from its start (libSQL's
-   * `BEGIN IMMEDIATE`): no takeover can happen while it runs, and a lease renewal from another
-   * connection would only wait for that lock, so the lease is not renewed during it.
-   */
-  readonly holdsWriteLock?: boolean;
-  /**
    * Opens a transaction, runs `handler(tx)`, turns its result into the stored JSON text with
    * `record`, and marks the owner's pending row done with it, then commits. If the row is no
    * longer the owner's pending row (a takeover bumped its attempt, or it was released), rolls

@@ -1,5 +1,7 @@
+import { IdempotencyError } from '../core/errors.js';
 import { serializeResponse } from '../core/json.js';
 import type { IdempotencyStore, LeasedIdempotencyStore } from '../core/store.js';
+import { isThenable } from '../core/thenable.js';
 import type { TransactionRunner } from '../function/transaction.js';
 import { type Heartbeat, heartbeat } from './heartbeat.js';
 import type { ResolvedOptions } from './options.js';
@@ -36,7 +38,11 @@ export interface Execution {
    * `runner` that also records its answer, fenced by the attempt token, and commits before this
    * returns. A stored status commits the handler's writes with the answer (`executed`); a status
    * that is not stored, or a throw, rolls the writes back and releases the key (`notStored`, or the
-   * error rethrown after release); a takeover meanwhile rolls everything back (`superseded`).
+   * error rethrown after release); a takeover meanwhile rolls everything back (`superseded`). A
+   * transaction that fails on its own (its begin, the recording or the commit: the database's
+   * error, not the handler's) releases the key and answers an {@link AnswerNotRecordedError}
+   * problem with that error as its `cause`: never rethrown, so the driver's text (a statement and
+   * its parameters) cannot reach the client through an error handler.
    */
   transact<TX>(
     runner: TransactionRunner<TX>,
@@ -183,15 +189,27 @@ export function owned(ownership: Ownership, settings: ResolvedOptions, report: R
 
   return {
     async transact(runner, handler) {
-      // A runner that takes the write lock at BEGIN (libSQL) cannot be taken over while it runs,
-      // and a renewal from another connection would only wait on that lock, stalling the process.
-      if (runner.holdsWriteLock) beat?.stop();
       let sent: WireResponse = toWire({ status: 500 });
+      // Whether the run ended with the handler's own error, which is the app's to answer.
+      let handlerThrew = false;
+      const threw = (error: unknown): never => {
+        handlerThrew = true;
+        throw error;
+      };
+      // Synchronous while the handler is: a better-sqlite3 transaction cannot span an await.
+      const ownHandler = (tx: Parameters<typeof handler>[0]) => {
+        try {
+          const answer = handler(tx);
+          return isThenable(answer) ? Promise.resolve(answer).catch(threw) : answer;
+        } catch (error) {
+          return threw(error);
+        }
+      };
       let outcome: Awaited<ReturnType<typeof runner.run<HttpResponse>>>;
       try {
         outcome = await runner.run(
           { key: id, digest: fingerprint, ...(attempt === undefined ? {} : { attempt }) },
-          handler,
+          ownHandler,
           (answer) => {
             // Decided inside the transaction: an answer that is not stored takes the writes with it.
             sent = toWire(answer);
@@ -216,6 +234,20 @@ export function owned(ownership: Ownership, settings: ResolvedOptions, report: R
         if (error instanceof AnswerNotRecordedError) {
           const released = await notStored(sent);
           return reported(report, released.outcome === 'problem' ? released : problemResult(error));
+        }
+        if (!handlerThrew && !(error instanceof IdempotencyError)) {
+          // The database failed the transaction itself. Its error says which statement, with which
+          // parameters (the key, the fingerprint, the answer): for logs, through `cause`, only.
+          const problem = new AnswerNotRecordedError(
+            `the transaction did not commit, so the key is released: ${error instanceof Error ? error.message : String(error)}`,
+            sent,
+            error,
+          );
+          const released = await notStored(sent);
+          return reported(
+            report,
+            released.outcome === 'problem' ? released : problemResult(problem),
+          );
         }
         await fail(error);
         throw error;

@@ -1,3 +1,5 @@
+import { channel } from 'node:diagnostics_channel';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { IdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../function/transaction.js';
@@ -6,7 +8,7 @@ import { idempotent } from './idempotent.js';
 import type { IdempotentOptions } from './options.js';
 import type { IdempotentResult } from './outcome.js';
 import type { IdempotencyProblem } from './problems.js';
-import type { IdempotentRequest } from './request.js';
+import { type IdempotentRequest, nodeHeaders } from './request.js';
 import { type HttpResponse, toWire } from './response.js';
 import { transactDecision } from './transactional.js';
 
@@ -67,10 +69,55 @@ function sendResult(res: Response, result: IdempotentResult, end: End, before: H
   endWith(end, res, wire.body ?? '');
 }
 
+// What the layer hears of a request whose handler it let through when an error leaves that
+// handler (a throw, a rejection, `next(err)`), before the app's error handler answers.
+const failures = new WeakMap<object, (error: unknown) => void>();
+let watching = false;
+
+interface RouterErrorContext {
+  readonly req?: object;
+  readonly error?: unknown;
+}
+
+// Express hands an error to the app's error handler without telling the middleware before it,
+// so the layer listens where the router reports it: the `express.router.request` tracing
+// channel, whose `error` event router 2.3 (Express 5) publishes once per error at its origin.
+function watchRouterErrors(): void {
+  if (watching) return;
+  watching = true;
+  channel('tracing:express.router.request:error').subscribe((message) => {
+    const { req, error } = message as RouterErrorContext;
+    if (req !== undefined) failures.get(req)?.(error);
+  });
+}
+
+/**
+ * A `verify` function for `express.json()` (and `express.text()`, `express.urlencoded()`) that
+ * keeps the bytes the parser read as `req.rawBody`. The layer then fingerprints the body as the
+ * client wrote it: without it, it sees only what `JSON.parse` kept, so two bodies the parser
+ * reads alike (`{"n":12345678901234567891}` and `{"n":12345678901234567892}`, a member sent twice)
+ * would be one request. The same `req.rawBody` others set (NestJS's `rawBody: true`, Firebase) is
+ * used too.
+ *
+ * @example
+ * ```ts
+ * import express from 'express';
+ * import { keepRawBody } from 'drizzle-idempotency/express';
+ *
+ * const app = express();
+ * app.use(express.json({ verify: keepRawBody }));
+ * ```
+ */
+export function keepRawBody(req: IncomingMessage, _res: ServerResponse, raw: Buffer): void {
+  (req as IncomingMessage & { rawBody?: Buffer }).rawBody = raw;
+}
+
 /**
  * Holds back what the handler writes until its answer is recorded, so the client never sees an
  * answer that a retry would not get back: a crash before `finish` leaves the client without an
- * answer, and its retry is then replayed or run, never answered differently.
+ * answer, and its retry is then replayed or run, never answered differently. An answer written
+ * after an error left the handler is the app's error handler's: it is sent and the key released,
+ * never stored, as on Fastify and Hono.
  */
 function capture(
   req: Request,
@@ -83,6 +130,10 @@ function capture(
   const write = res.write;
   const end = res.end;
   const chunks: Buffer[] = [];
+  let failed: { readonly error: unknown } | undefined;
+  failures.set(req, (error) => {
+    failed ??= { error };
+  });
   res.write = function heldWrite(this: Response, chunk: unknown, ...rest: unknown[]): boolean {
     chunks.push(toBuffer(chunk, rest[0]));
     const callback = rest.find((arg) => typeof arg === 'function') as (() => void) | undefined;
@@ -98,6 +149,14 @@ function capture(
       chunks.push(toBuffer(chunk, encoding));
     }
     const bytes = Buffer.concat(chunks);
+    failures.delete(req);
+    if (failed !== undefined) {
+      execution
+        .fail(failed.error)
+        .then(() => endWith(end, res, bytes, callback))
+        .catch(next);
+      return res;
+    }
     // The bytes the handler sent are what is stored, never a re-parse of them.
     execution
       .complete({
@@ -119,16 +178,37 @@ function capture(
   } as End;
 }
 
-// What the layer sees of an Express request: the path under the router's mount point.
+let warned = false;
+
+// A body only a parser has seen (express.json() without keepRawBody) has lost what the parser
+// collapsed, so two different bodies may share a fingerprint. Refusing it would break every app
+// set up that way; the process is told once instead. An empty object cannot have lost anything.
+function warnOfParsedBody(body: unknown): void {
+  if (warned || body === undefined || body instanceof Uint8Array || typeof body === 'string') {
+    return;
+  }
+  if (typeof body === 'object' && body !== null && Object.keys(body).length === 0) return;
+  warned = true;
+  process.emitWarning(
+    'expressIdempotency sees only the parsed request body, so bodies JSON.parse reads alike (digits beyond a double, a member sent twice) share a fingerprint: give the parser keepRawBody, express.json({ verify: keepRawBody })',
+    { type: 'DrizzleIdempotencyWarning', code: 'IDEMPOTENCY_RAW_BODY_MISSING' },
+  );
+}
+
+// What the layer sees of an Express request: the path under the router's mount point, every
+// key header line, and the body as the client wrote it when a parser kept it (`keepRawBody`).
 async function idempotentRequest(
   req: Request,
   options: ExpressIdempotencyOptions,
 ): Promise<IdempotentRequest> {
+  const { rawBody } = req as Request & { rawBody?: unknown };
+  const raw = rawBody instanceof Uint8Array || typeof rawBody === 'string';
+  if (!raw) warnOfParsedBody(req.body);
   return {
     method: req.method,
     path: req.baseUrl + req.path,
-    headers: req.headers,
-    body: req.body,
+    headers: nodeHeaders(req.headers, req.rawHeaders),
+    body: raw ? rawBody : req.body,
     scope: options.scope ? await options.scope(req) : undefined,
   };
 }
@@ -140,24 +220,29 @@ async function idempotentRequest(
  * - a new key runs the handler once; its answer is stored before it is sent;
  * - a retry gets the stored answer with `Idempotent-Replayed: true`, without running the handler;
  * - every other outcome is an `application/problem+json` answer (see {@link IdempotencyProblem});
- * - a handler that fails (an error, or a status that is not stored) releases the key;
+ * - a handler that fails (a throw, a rejection, `next(err)`, or a status that is not stored)
+ *   releases the key; what the app's error handler answers is sent, never stored (the error is
+ *   heard on router's `express.router.request` tracing channel, router 2.3 and later);
  * - an answer that cannot be recorded (the store fails) gives a 500 `answer-not-recorded` and
  *   leaves the key pending, since the handler's effect happened (see {@link idempotent}).
  *
  * What is stored is what was sent: the status, the stored headers and the exact body bytes.
  * Replays and problems keep the headers set by middleware that ran before this one (CORS, a
- * request id). The body's bytes (`express.raw`), text (`express.text`) or parsed JSON
- * (`express.json`) are fingerprinted alike (see `requestFingerprint`).
+ * request id). The body's bytes (`express.raw`, or `req.rawBody` as {@link keepRawBody} keeps
+ * it beside `express.json`) or text (`express.text`) are fingerprinted as written; a body only
+ * `express.json` parsed, as its canonical JSON (see `requestFingerprint`), with one process
+ * warning (`IDEMPOTENCY_RAW_BODY_MISSING`) saying so.
  *
  * @param store - any {@link IdempotencyStore}, e.g. `openSqliteStore(path)`
  * @param options - see {@link ExpressIdempotencyOptions}
  * @example
  * ```ts
  * import express from 'express';
- * import { expressIdempotency } from 'drizzle-idempotency/express';
+ * import { expressIdempotency, keepRawBody } from 'drizzle-idempotency/express';
  *
  * const app = express();
- * app.post('/payments', express.json(), expressIdempotency(store), (req, res) => {
+ * app.use(express.json({ verify: keepRawBody }));
+ * app.post('/payments', expressIdempotency(store), (req, res) => {
  *   res.status(201).json(createPayment(req.body));
  * });
  * ```
@@ -168,6 +253,7 @@ export function expressIdempotency(
   options: ExpressIdempotencyOptions = {},
 ): RequestHandler {
   const layer = idempotent(store, options);
+  watchRouterErrors();
   return async function idempotencyMiddleware(req, res, next) {
     const before = res.getHeaders();
     try {

@@ -1,4 +1,4 @@
-import type { Readable } from 'node:stream';
+import { type Readable, Transform } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { IdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../function/transaction.js';
@@ -6,7 +6,7 @@ import type { Execution } from './execution.js';
 import { idempotent } from './idempotent.js';
 import type { IdempotentOptions } from './options.js';
 import type { IdempotencyProblem } from './problems.js';
-import type { IdempotentRequest } from './request.js';
+import { type IdempotentRequest, nodeHeaders } from './request.js';
 import { type HttpResponse, toWire } from './response.js';
 import { transactDecision } from './transactional.js';
 
@@ -22,10 +22,19 @@ export interface FastifyIdempotencyOptions extends IdempotentOptions {
 }
 
 /**
- * The three route hooks of the layer. Spread them into a route's options, or add each with
+ * The four route hooks of the layer. Spread them into a route's options, or add each with
  * `fastify.addHook(name, hook)` to cover every route of a plugin scope.
  */
 export interface FastifyIdempotencyHooks {
+  /**
+   * Keeps the bytes of the request body as they arrive, for the fingerprint, and hands them on
+   * to Fastify's parser unchanged. Without it the fingerprint sees only the parsed body.
+   */
+  readonly preParsing: (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    payload: Readable,
+  ) => Promise<Readable>;
   /** Answers replays and problems before the handler runs, or reserves the key for it. */
   readonly preHandler: (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
   /** Records the handler's answer before it is sent (or releases the key for a failure). */
@@ -82,16 +91,42 @@ function applyResponse(reply: FastifyReply, response: HttpResponse): string | Bu
   return typeof wire.body === 'string' ? wire.body : Buffer.from(wire.body);
 }
 
-// What the layer sees of a Fastify request: the path without its query string.
+// The body bytes `preParsing` saw, by request, until the layer has read them.
+const rawBodies = new WeakMap<FastifyRequest, Buffer>();
+
+// A pass-through stream that keeps a copy of what went through it. Fastify checks the length it
+// read against Content-Length through `receivedEncodedLength`, so it is kept up as well.
+function keepingBytes(request: FastifyRequest, payload: Readable): Readable {
+  const chunks: Buffer[] = [];
+  const kept = new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      chunks.push(chunk);
+      (kept as Transform & { receivedEncodedLength: number }).receivedEncodedLength += chunk.length;
+      callback(null, chunk);
+    },
+    flush(callback) {
+      rawBodies.set(request, Buffer.concat(chunks));
+      callback();
+    },
+  });
+  (kept as Transform & { receivedEncodedLength: number }).receivedEncodedLength = 0;
+  payload.on('error', (error) => kept.destroy(error));
+  return payload.pipe(kept);
+}
+
+// What the layer sees of a Fastify request: the path without its query string, every key header
+// line, and the body as the client sent it when `preParsing` kept it.
 async function idempotentRequest(
   request: FastifyRequest,
   options: FastifyIdempotencyOptions,
 ): Promise<IdempotentRequest> {
+  const raw = rawBodies.get(request);
+  rawBodies.delete(request);
   return {
     method: request.method,
     path: request.url.split('?', 1)[0] ?? '/',
-    headers: request.headers,
-    body: request.body,
+    headers: nodeHeaders(request.headers, request.raw.rawHeaders),
+    body: raw ?? request.body,
     scope: options.scope ? await options.scope(request) : undefined,
   };
 }
@@ -107,9 +142,10 @@ async function idempotentRequest(
  * - an answer that cannot be recorded (the store fails) gives a 500 `answer-not-recorded` and
  *   leaves the key pending, since the handler's effect happened (see {@link idempotent}).
  *
- * The body Fastify parsed is part of the fingerprint, so the hooks run after parsing
- * (`preHandler`). What is stored is what was sent: the status, the stored headers and the exact
- * body bytes; a streamed answer is read whole before it is stored.
+ * The body is part of the fingerprint: `preParsing` keeps its bytes as Fastify reads them, so it
+ * is fingerprinted as the client wrote it, and the decision waits for parsing (`preHandler`).
+ * What is stored is what was sent: the status, the stored headers and the exact body bytes; a
+ * streamed answer is read whole before it is stored.
  *
  * @param store - any {@link IdempotencyStore}, e.g. `openSqliteStore(path)`
  * @param options - see {@link FastifyIdempotencyOptions}
@@ -145,6 +181,10 @@ export function fastifyIdempotency(
   }
 
   return {
+    async preParsing(request, _reply, payload) {
+      return keepingBytes(request, payload);
+    },
+
     async preHandler(request, reply) {
       const decision = await layer.begin(await idempotentRequest(request, options));
       if (decision.action === 'pass') return undefined;
@@ -211,6 +251,8 @@ export type TransactionalFastifyRequest<TX> = FastifyRequest & {
 
 /** The route options {@link fastifyTransaction} returns: spread them into a route's options. */
 export interface FastifyTransactionRoute {
+  /** Keeps the request body's bytes for the fingerprint, as in {@link FastifyIdempotencyHooks}. */
+  readonly preParsing: FastifyIdempotencyHooks['preParsing'];
   /** Claims the key, runs the handler in its transaction, and sends the recorded answer. */
   readonly handler: (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply>;
 }
@@ -269,6 +311,10 @@ export function fastifyTransaction<TX, P = undefined>(
 ): FastifyTransactionRoute {
   const layer = idempotent(runner.store, options);
   return {
+    async preParsing(request, _reply, payload) {
+      return keepingBytes(request, payload);
+    },
+
     async handler(request, reply) {
       const decision = await layer.begin(await idempotentRequest(request, options));
       if (decision.action === 'pass') {

@@ -78,7 +78,7 @@ async function idempotentRequest(
  *
  * The handler's answer is read whole before it is stored, so a streamed answer is held until it
  * ends. What is stored is what was sent: the status, the stored headers and the exact body bytes.
- * The request body's bytes are fingerprinted (canonical JSON when they parse as JSON).
+ * The request body's bytes are fingerprinted (JSON read as written, see `requestFingerprint`).
  *
  * @param store - any {@link IdempotencyStore}, e.g. `openPgStore(url)`
  * @param options - see {@link FetchIdempotencyOptions}

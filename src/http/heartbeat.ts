@@ -1,3 +1,4 @@
+import { renewalIntervalMs } from '../core/lease.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
 import type { ResolvedOptions } from './options.js';
 
@@ -22,24 +23,21 @@ export function heartbeat(
   attempt: number,
 ): Heartbeat {
   let stopped = false;
-  const timer = setInterval(
-    () => {
-      void (async () => {
-        try {
-          const renewed = await store.renew(
-            id,
-            fingerprint,
-            attempt,
-            settings.now() + settings.leaseSeconds,
-          );
-          if (!renewed) stop();
-        } catch {
-          // Tried again at the next beat; see above.
-        }
-      })();
-    },
-    (settings.leaseSeconds * 1000) / 3,
-  );
+  const timer = setInterval(() => {
+    void (async () => {
+      try {
+        const renewed = await store.renew(
+          id,
+          fingerprint,
+          attempt,
+          settings.now() + settings.leaseSeconds,
+        );
+        if (!renewed) stop();
+      } catch {
+        // Tried again at the next beat; see above.
+      }
+    })();
+  }, renewalIntervalMs(settings.leaseSeconds));
   // A beat must never keep a process alive that has nothing else to do.
   timer.unref();
   function stop(): void {

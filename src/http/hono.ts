@@ -38,14 +38,16 @@ function send(c: Context, wire: WireResponse): Response {
     : c.body(wire.body as Uint8Array<ArrayBuffer>, status, wire.headers);
 }
 
-// What the layer sees of a Hono request: the body as bytes (see readBody).
+// What the layer sees of a Hono request: the body as bytes (see readBody), and the path as it was
+// sent, not `c.req.path`, which Hono percent-decodes: the fingerprint normalises every adapter's
+// path one way.
 async function idempotentRequest(
   c: Context,
   options: HonoIdempotencyOptions,
 ): Promise<IdempotentRequest> {
   return {
     method: c.req.method,
-    path: c.req.path,
+    path: new URL(c.req.url).pathname,
     headers: c.req.header(),
     body: await readBody(c),
     scope: options.scope ? await options.scope(c) : undefined,
@@ -64,8 +66,8 @@ async function idempotentRequest(
  *   leaves the key pending, since the handler's effect happened (see {@link idempotent}).
  *
  * What is stored is what was sent: the status, the stored headers and the exact body bytes. The
- * request body's bytes are fingerprinted (canonical JSON when they parse as JSON). Replays and
- * problems keep the headers set by middleware that ran before this one.
+ * request body's bytes are fingerprinted (JSON read as written, see `requestFingerprint`).
+ * Replays and problems keep the headers set by middleware that ran before this one.
  *
  * @param store - any {@link IdempotencyStore}, e.g. `openSqliteStore(path)`
  * @param options - see {@link HonoIdempotencyOptions}

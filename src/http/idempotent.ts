@@ -1,6 +1,7 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { KeyStatus } from '../core/status.js';
 import type { IdempotencyRecord, IdempotencyStore } from '../core/store.js';
+import { MAX_KEY_BYTES } from '../core/validation.js';
+import { waitForOwner } from '../core/wait.js';
 import { type Execution, isLeased, owned } from './execution.js';
 import { IDEMPOTENCY_KEY_HEADER, parseIdempotencyKey } from './key.js';
 import { type IdempotentOptions, resolveOptions } from './options.js';
@@ -13,9 +14,10 @@ import {
   KeyMissingError,
   KeyReusedError,
   RequestInProgressError,
+  ScopeMalformedError,
 } from './problems.js';
 import { type Report, reported, reporter } from './report.js';
-import { headerValue, type IdempotentRequest } from './request.js';
+import type { IdempotentRequest } from './request.js';
 import { fromStoredAnswer, type HttpResponse, omittedSize, toWire } from './response.js';
 import { storedId } from './scope.js';
 
@@ -79,7 +81,7 @@ function replay(record: IdempotencyRecord<unknown>): IdempotentResult {
  *  get(id) ─┬─ other fingerprint ─────────▶ 422 key-reused
  *           ├─ done, expires > now ───────▶ replay (Idempotent-Replayed: true)
  *           ├─ done, expires <= now ──────▶ 409 answer-expired (not replayed, not run)
- *           ├─ pending ───────────────────▶ 409 request-in-progress + Retry-After (or wait, poll)
+ *           ├─ pending ───────────────────▶ 409 request-in-progress + Retry-After (or wait: read the row)
  *           └─ gone (released meanwhile) ─▶ reserve again
  * ```
  *
@@ -121,15 +123,34 @@ export function idempotent(
       unkeyed({ outcome: Outcome.passedThrough, status: undefined });
       return { action: 'pass' };
     }
-    const header = headerValue(request.headers, IDEMPOTENCY_KEY_HEADER);
+    const header = request.headers[IDEMPOTENCY_KEY_HEADER];
     if (header === undefined) {
       if (settings.required) return respond(unkeyed, problemResult(new KeyMissingError()));
       unkeyed({ outcome: Outcome.passedThrough, status: undefined });
       return { action: 'pass' };
     }
-    const parsed = parseIdempotencyKey(header);
+    // Header lines an adapter could count; those joined into one value are refused by the key's
+    // grammar (a key has no comma).
+    if (typeof header !== 'string' && header.length > 1) {
+      const reason = `the header must be sent once, not ${header.length} times`;
+      return respond(unkeyed, problemResult(new KeyMalformedError(reason)));
+    }
+    const parsed = parseIdempotencyKey(typeof header === 'string' ? header : (header[0] ?? ''));
     if (!parsed.ok) return respond(unkeyed, problemResult(new KeyMalformedError(parsed.reason)));
-    const id = storedId(request.scope, parsed.key);
+    const { scope } = request;
+    // The scope comes from the request (a header, a token): an empty or broken one is the
+    // client's to fix. Anything but a string or undefined is the scope function's bug.
+    if (typeof scope === 'string' && (scope.length === 0 || !scope.isWellFormed())) {
+      const reason = scope.length === 0 ? 'it is empty' : 'it holds a lone UTF-16 surrogate';
+      return respond(unkeyed, problemResult(new ScopeMalformedError(reason)));
+    }
+    const id = storedId(scope, parsed.key);
+    // Refused here as the client's error, before the store would refuse it as an argument error.
+    const idBytes = Buffer.byteLength(id, 'utf8');
+    if (idBytes > MAX_KEY_BYTES) {
+      const reason = `the key with its scope takes ${idBytes} UTF-8 bytes; at most ${MAX_KEY_BYTES} are kept`;
+      return respond(unkeyed, problemResult(new KeyMalformedError(reason)));
+    }
     const reportOf = [settings, request, id, started] as const;
     const report = reporter(...reportOf);
     let fingerprint: string;
@@ -141,34 +162,34 @@ export function idempotent(
     }
     const leased = isLeased(store) ? store : undefined;
     const deadline = performance.now() + settings.waitTimeoutMs;
+    const settled = (record: IdempotencyRecord<unknown>, now: number): Decision => {
+      if (record.fingerprint !== fingerprint) {
+        return respond(report, problemResult(new KeyReusedError(record)));
+      }
+      return respond(
+        report,
+        record.expires > now ? replay(record) : problemResult(new AnswerExpiredError(record)),
+      );
+    };
     let vanished = 0;
     for (;;) {
       const now = settings.now();
       const expires = now + settings.ttlSeconds;
-      // What is in the way when the key is someone else's, and how long until a retry may win it.
+      // What is in the way when the key is someone else's, and when its lease lapses.
       let holder: IdempotencyRecord<unknown> | null = null;
-      let retryAfter = settings.retryAfterSeconds;
+      let leaseUntil: number | null = null;
       if (leased) {
         const { leaseSeconds } = settings;
         const got = await leased.acquire(id, fingerprint, { expires, now, leaseSeconds });
         if (got.status === 'acquired') {
           const ownership = { store, id, fingerprint, attempt: got.attempt };
-          const execution = owned(ownership, settings, reporter(...reportOf, got.attempt));
+          const execution = owned(ownership, settings, reporter(...reportOf, got));
           return { action: 'run', execution };
         }
-        if (got.status === 'mismatch') {
-          return respond(report, problemResult(new KeyReusedError(got.record)));
-        }
-        if (got.status === 'done') {
-          const { record } = got;
-          return respond(
-            report,
-            record.expires > now ? replay(record) : problemResult(new AnswerExpiredError(record)),
-          );
-        }
+        if (got.status !== 'inProgress') return settled(got.record, now);
         // In progress: a live lease says when it lapses; a row without one (unleased, or marked
         // unrecorded) waits for its owner or an operator.
-        if (got.leaseUntil !== null) retryAfter = Math.max(1, Math.ceil(got.leaseUntil - now));
+        leaseUntil = got.leaseUntil;
       } else {
         if (await store.reserve(id, fingerprint, expires)) {
           const ownership = { store, id, fingerprint, attempt: undefined };
@@ -178,20 +199,39 @@ export function idempotent(
         if (holder === null) {
           vanished += 1;
           if (vanished < MAX_VANISHED) continue;
-        } else if (holder.fingerprint !== fingerprint) {
-          return respond(report, problemResult(new KeyReusedError(holder)));
-        } else if (holder.status === KeyStatus.done) {
-          return respond(
-            report,
-            holder.expires > now ? replay(holder) : problemResult(new AnswerExpiredError(holder)),
-          );
+        } else if (holder.fingerprint !== fingerprint || holder.status === KeyStatus.done) {
+          return settled(holder, now);
         }
       }
       // Pending, or a key that keeps changing hands: someone else is working on it.
-      if (performance.now() + settings.waitIntervalMs > deadline) {
-        return respond(report, problemResult(new RequestInProgressError(retryAfter, holder)));
+      const waited = await waitForOwner({
+        store,
+        key: id,
+        digest: fingerprint,
+        now: settings.now,
+        deadline,
+        intervalMs: settings.waitIntervalMs,
+        seen: holder,
+      });
+      if (waited.status === 'inProgress') {
+        // The row as last seen, if the wait looked at it; else what the claim saw.
+        // A live lease says when it lapses at the latest, the configured estimate when the answer
+        // is likely there; a row without one (unleased, or marked unrecorded) waits for its owner
+        // or an operator.
+        const lapses = waited.record === null ? leaseUntil : waited.record.leaseUntil;
+        const leaseLeft =
+          lapses === null ? undefined : Math.max(1, Math.ceil(lapses - settings.now()));
+        const retryAfter =
+          leaseLeft === undefined
+            ? (settings.retryAfterSeconds ?? 1)
+            : Math.min(settings.retryAfterSeconds ?? leaseLeft, leaseLeft);
+        return respond(
+          report,
+          problemResult(new RequestInProgressError(retryAfter, waited.record)),
+        );
       }
-      await sleep(settings.waitIntervalMs);
+      if (waited.status !== 'claim') return settled(waited.record, settings.now());
+      // The row is gone or its lease lapsed: only now is the key claimed again, a write.
     }
   }
 

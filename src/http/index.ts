@@ -1,6 +1,11 @@
 export type { Execution } from './execution.js';
 export type { FingerprintBody } from './fingerprint.js';
-export { canonicalJson, fingerprintBody, requestFingerprint } from './fingerprint.js';
+export {
+  canonicalJson,
+  fingerprintBody,
+  fingerprintPath,
+  requestFingerprint,
+} from './fingerprint.js';
 export type { Decision, IdempotentExecutor } from './idempotent.js';
 export { idempotent, REPLAYED_HEADER } from './idempotent.js';
 export type { ParsedKey } from './key.js';
@@ -27,6 +32,7 @@ export {
   ProblemType,
   RequestInProgressError,
   RequestSupersededError,
+  ScopeMalformedError,
 } from './problems.js';
 export type { HeaderValues, IdempotentRequest } from './request.js';
 export type { HttpResponse, StoredAnswer, WireResponse } from './response.js';

@@ -10,22 +10,26 @@ export type ParsedKey =
   | { readonly ok: false; readonly reason: string };
 
 // RFC 8941 sf-string: DQUOTE *( unescaped / "\" ( DQUOTE / "\" ) ) DQUOTE, where unescaped is
-// printable ASCII (0x20–0x7E) except DQUOTE and backslash.
-const QUOTED = /^"((?:[\x20\x21\x23-\x5B\x5D-\x7E]|\\["\\])*)"$/;
-// The common bare form: visible ASCII (0x21–0x7E). Not starting with a quote, so a broken
-// quoted string is refused instead of being taken literally.
-const BARE = /^[\x21\x23-\x7E][\x21-\x7E]*$/;
+// printable ASCII (0x20–0x7E) except DQUOTE and backslash; and here except the comma too.
+const QUOTED = /^"((?:[\x20\x21\x23-\x2B\x2D-\x5B\x5D-\x7E]|\\["\\])*)"$/;
+// The common bare form: visible ASCII (0x21–0x7E) but the comma. Not starting with a quote, so a
+// broken quoted string is refused instead of being taken literally.
+const BARE = /^[\x21\x23-\x2B\x2D-\x7E][\x21-\x2B\x2D-\x7E]*$/;
 
 /**
  * Reads an `Idempotency-Key` header value. Two forms are accepted:
  *
  * - the draft's Structured Field string, `"abc"`: printable ASCII (0x20–0x7E, spaces included)
- *   between double quotes, with `\"` and `\\` as the only escapes; no parameters after it;
- * - the common bare form, `abc`: visible ASCII only (0x21–0x7E, no spaces), not starting with `"`.
+ *   but the comma, between double quotes, with `\"` and `\\` as the only escapes; no parameters
+ *   after it;
+ * - the common bare form, `abc`: visible ASCII only (0x21–0x7E, no spaces) but the comma, not
+ *   starting with `"`.
  *
  * Both give the same key (`"abc"` and `abc` are one key). The key must have 1 to
  * {@link MAX_KEY_LENGTH} characters once unquoted. Whitespace around the value is ignored, as in
- * HTTP. Several header lines (joined with `, ` by Node) are refused: they are not one key.
+ * HTTP. No key holds a comma: HTTP joins repeated header lines with `, ` (Node, and the Fetch
+ * `Headers` Hono and Fetch handlers get, both do), so a comma is how two lines sent as one key
+ * would look, and the header sent twice is refused on every adapter alike.
  *
  * @example
  * ```ts
@@ -46,13 +50,13 @@ export function parseIdempotencyKey(value: string): ParsedKey {
     return {
       ok: false,
       reason:
-        'a quoted key must be one Structured Field string: printable ASCII between double quotes, with only \\" and \\\\ escaped, and nothing after it',
+        'a quoted key must be one Structured Field string: printable ASCII but the comma between double quotes, with only \\" and \\\\ escaped, and nothing after it; the header must be sent once',
     };
   } else {
     return {
       ok: false,
       reason:
-        'a bare key must be visible ASCII characters (0x21–0x7E) without spaces; quote it as a Structured Field string ("…") to include spaces',
+        'a bare key must be visible ASCII characters (0x21–0x7E) without spaces or commas, in one header line; quote it as a Structured Field string ("…") to include spaces',
     };
   }
   if (key.length === 0) return { ok: false, reason: 'the key must not be empty' };

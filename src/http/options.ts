@@ -1,5 +1,6 @@
 import { InvalidOptionError } from '../core/errors.js';
-import { assertIntegerOption } from '../core/validation.js';
+import { assertIntegerOption, assertLeaseSeconds, assertSecondsClock } from '../core/validation.js';
+import { resolveWait } from '../core/wait.js';
 import { requestFingerprint } from './fingerprint.js';
 import type { OutcomeEvent } from './outcome.js';
 import type { IdempotentRequest } from './request.js';
@@ -19,10 +20,6 @@ export const DEFAULT_LEASE_SECONDS = 30;
 
 /** The default largest answer body kept for replay: 1 MiB. */
 export const DEFAULT_MAX_STORED_BYTES = 1024 * 1024;
-
-// 10^11 seconds is the year 5138, while Date.now() in milliseconds has been above 10^12 since
-// 2001: a clock at or past it is a milliseconds clock, not a seconds one.
-const MILLISECONDS_LOOK = 1e11;
 
 /** Options of {@link idempotent} and of the framework adapters. */
 export interface IdempotentOptions {
@@ -44,7 +41,8 @@ export interface IdempotentOptions {
    * on a store with leases. The layer renews it every third of it while the handler runs, so only a
    * dead or frozen owner lapses; the next retry with the same body then takes the key over and runs
    * the handler once more. A 409 for a request in progress carries a `Retry-After` of the lease
-   * left.
+   * left. At most 7 days (`MAX_LEASE_SECONDS`); a longer one is refused with an
+   * `InvalidOptionError`.
    */
   readonly leaseSeconds?: number;
   /** Whether a request without `Idempotency-Key` gets 400 (default) or runs without the layer. */
@@ -61,14 +59,22 @@ export interface IdempotentOptions {
   /** Response headers stored and replayed with the answer (case-insensitive). */
   readonly storedHeaders?: readonly string[];
   /**
-   * The `Retry-After` of a 409 for a request in progress whose lease is not known (a row without a
-   * lease, or a store without leases), in whole seconds. Default 1. With a lease, the 409 carries
-   * the lease left instead.
+   * An estimate of how long the handler takes, in whole seconds: the `Retry-After` of a 409 for a
+   * request in progress. With a lease the 409 carries the smaller of this estimate and the lease
+   * left (a retry sooner than the estimate would most likely meet the same 409; one after the
+   * lease lapses may take the key over); without one (a row without a lease, a store without
+   * leases) it carries the estimate. Default: none, so the 409 carries the lease left, which is
+   * 20–30 s with the default 30 s lease however fast the handler is, or 1 s without a lease. Set it
+   * to your handler's usual duration (say 2 for a 1.5 s payment call) so clients retry when the
+   * answer is likely there.
    */
   readonly retryAfterSeconds?: number;
   /**
-   * Instead of answering 409 at once, wait up to `timeoutMs` for the first request to finish,
-   * looking again every `intervalMs` (default 50), then replay its answer. Default: no waiting.
+   * Instead of answering 409 at once, wait up to `timeoutMs` (at most 10 minutes) for the first
+   * request to finish, then replay its answer. Default: no waiting. The waiting request only reads
+   * the key's row: first after `intervalMs` (default 50, at least 10, `MIN_WAIT_INTERVAL_MS`), then
+   * after pauses that double, with jitter, up to 1 s. It claims the key only once the row is gone
+   * (the first request failed) or its lease lapsed.
    */
   readonly wait?: { readonly timeoutMs: number; readonly intervalMs?: number };
   /**
@@ -94,14 +100,12 @@ export interface ResolvedOptions {
   readonly fingerprint: (request: IdempotentRequest) => string | Promise<string>;
   readonly shouldStore: (status: number) => boolean;
   readonly storedHeaders: ReadonlySet<string>;
-  readonly retryAfterSeconds: number;
+  readonly retryAfterSeconds: number | undefined;
   readonly waitTimeoutMs: number;
   readonly waitIntervalMs: number;
   readonly maxStoredBytes: number;
   readonly onOutcome: ((event: OutcomeEvent) => void) | undefined;
 }
-
-const MAX_WAIT_MS = 10 * 60 * 1000;
 
 function assertFunction(value: unknown, name: string): void {
   if (typeof value !== 'function') throw new InvalidOptionError(`${name} must be a function`);
@@ -110,25 +114,6 @@ function assertFunction(value: unknown, name: string): void {
 function assertStrings(value: unknown, name: string): asserts value is readonly string[] {
   if (!Array.isArray(value) || !value.every((item) => typeof item === 'string' && item !== '')) {
     throw new InvalidOptionError(`${name} must be an array of non-empty strings`);
-  }
-}
-
-function assertSecondsClock(now: () => number): void {
-  let value: unknown;
-  try {
-    value = now();
-  } catch (error) {
-    throw new InvalidOptionError(`now() threw: ${(error as Error).message}`);
-  }
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-    throw new InvalidOptionError(
-      `now() must return a finite number of seconds from 0 up, got ${String(value)}`,
-    );
-  }
-  if (value >= MILLISECONDS_LOOK) {
-    throw new InvalidOptionError(
-      `now() returned ${value}, which looks like milliseconds: the clock is in seconds (Date.now() / 1000)`,
-    );
   }
 }
 
@@ -146,11 +131,7 @@ export function resolveOptions(options: IdempotentOptions): ResolvedOptions {
     );
   }
   const leaseSeconds = options.leaseSeconds ?? DEFAULT_LEASE_SECONDS;
-  if (typeof leaseSeconds !== 'number' || !Number.isFinite(leaseSeconds) || leaseSeconds <= 0) {
-    throw new InvalidOptionError(
-      `leaseSeconds must be a finite number greater than 0, got ${String(leaseSeconds)}`,
-    );
-  }
+  assertLeaseSeconds(leaseSeconds);
   const now = options.now ?? (() => Date.now() / 1000);
   assertFunction(now, 'now');
   assertSecondsClock(now);
@@ -162,12 +143,11 @@ export function resolveOptions(options: IdempotentOptions): ResolvedOptions {
   assertStrings(methods, 'methods');
   const storedHeaders = options.storedHeaders ?? DEFAULT_STORED_HEADERS;
   assertStrings(storedHeaders, 'storedHeaders');
-  const retryAfterSeconds = options.retryAfterSeconds ?? 1;
-  assertIntegerOption(retryAfterSeconds, 'retryAfterSeconds', 0, 86_400);
-  const waitTimeoutMs = options.wait?.timeoutMs ?? 0;
-  assertIntegerOption(waitTimeoutMs, 'wait.timeoutMs', 0, MAX_WAIT_MS);
-  const waitIntervalMs = options.wait?.intervalMs ?? 50;
-  assertIntegerOption(waitIntervalMs, 'wait.intervalMs', 1, MAX_WAIT_MS);
+  const { retryAfterSeconds } = options;
+  if (retryAfterSeconds !== undefined) {
+    assertIntegerOption(retryAfterSeconds, 'retryAfterSeconds', 0, 86_400);
+  }
+  const wait = resolveWait(options.wait);
   const maxStoredBytes = options.maxStoredBytes ?? DEFAULT_MAX_STORED_BYTES;
   if (
     maxStoredBytes !== Number.POSITIVE_INFINITY &&
@@ -190,8 +170,8 @@ export function resolveOptions(options: IdempotentOptions): ResolvedOptions {
     shouldStore,
     storedHeaders: new Set(storedHeaders.map((name) => name.toLowerCase())),
     retryAfterSeconds,
-    waitTimeoutMs,
-    waitIntervalMs,
+    waitTimeoutMs: wait.timeoutMs,
+    waitIntervalMs: wait.intervalMs,
     maxStoredBytes,
     onOutcome: options.onOutcome,
   };

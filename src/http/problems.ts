@@ -15,6 +15,7 @@ export const ProblemType = {
   answerNotRecorded: 'urn:drizzle-idempotency:problem:answer-not-recorded',
   answerTooLarge: 'urn:drizzle-idempotency:problem:answer-too-large',
   bodyRefused: 'urn:drizzle-idempotency:problem:body-refused',
+  scopeMalformed: 'urn:drizzle-idempotency:problem:scope-malformed',
   requestSuperseded: 'urn:drizzle-idempotency:problem:request-superseded',
 } as const;
 
@@ -177,6 +178,12 @@ export class AnswerExpiredError extends IdempotencyProblem {
  * (`store.release(id, record.fingerprint)`), or a lease policy of yours does. Only a handler that
  * *failed* (threw, or answered a status that is not stored) releases its key. `response` is the
  * handler's answer, for logs and for an `onError` hook that prefers to send it.
+ *
+ * In the transactional forms (`expressTransaction`, …) the answer is recorded inside the handler's
+ * transaction: when that transaction fails (the recording or the commit), nothing of the handler's
+ * committed, so the key is released instead, and the database's error is the `cause`. The body
+ * sent is always the fixed one of {@link IdempotencyProblem.details}: never a statement, its
+ * parameters or a stack.
  */
 export class AnswerNotRecordedError extends IdempotencyProblem {
   readonly status = 500;
@@ -238,6 +245,26 @@ export class BodyRefusedError extends IdempotencyProblem {
   /** @param reason - why the body was refused */
   constructor(reason: string) {
     super(ErrorCode.bodyRefused, reason);
+  }
+}
+
+/**
+ * 400: the request's scope (who its key belongs to, as the `scope` option read it from the
+ * request, such as an empty `X-Client-Id:` header) is an empty string or not well-formed UTF-16.
+ * A scope comes from the request, so a bad one is the client's to fix, not a server error. Nothing
+ * is reserved and the handler does not run.
+ */
+export class ScopeMalformedError extends IdempotencyProblem {
+  readonly status = 400;
+  readonly type = ProblemType.scopeMalformed;
+  readonly title = 'Request scope malformed';
+
+  /** @param reason - what is wrong with the scope */
+  constructor(reason: string) {
+    super(
+      ErrorCode.scopeMalformed,
+      `the request does not say who it is from in a form this server accepts: ${reason}`,
+    );
   }
 }
 

@@ -13,7 +13,7 @@ export function reporter(
   request: IdempotentRequest,
   key: string | undefined,
   started: number,
-  attempt?: number,
+  run?: { readonly attempt: number; readonly takenOver: boolean },
 ): Report {
   return (result) => {
     const hook = settings.onOutcome;
@@ -25,7 +25,7 @@ export function reporter(
         path: request.path,
         key,
         scoped: request.scope !== undefined,
-        ...(attempt === undefined ? {} : { attempt }),
+        ...(run === undefined ? {} : { attempt: run.attempt, takenOver: run.takenOver }),
         durationMs: performance.now() - started,
       });
     } catch {

@@ -1,3 +1,5 @@
+import { IDEMPOTENCY_KEY_HEADER } from './key.js';
+
 /** Header values as Node and Hono give them: lower-case names, repeated headers as arrays. */
 export type HeaderValues = Readonly<Record<string, string | readonly string[] | undefined>>;
 
@@ -31,8 +33,19 @@ export interface IdempotentRequest {
   readonly scope?: string | undefined;
 }
 
-/** The first value of a header, or all values joined with `, ` as HTTP does for repeated lines. */
-export function headerValue(headers: HeaderValues, name: string): string | undefined {
-  const value = headers[name];
-  return typeof value === 'string' || value === undefined ? value : value.join(', ');
+/**
+ * Node's request headers with every `Idempotency-Key` line kept apart: Node joins repeated lines
+ * into one value, and the layer must see that the header came more than once to refuse it.
+ *
+ * @param headers - `req.headers`
+ * @param rawHeaders - `req.rawHeaders`: names and values as they came, alternating
+ */
+export function nodeHeaders(headers: HeaderValues, rawHeaders: readonly string[]): HeaderValues {
+  const lines: string[] = [];
+  for (let index = 0; index < rawHeaders.length; index += 2) {
+    if (rawHeaders[index]?.toLowerCase() === IDEMPOTENCY_KEY_HEADER) {
+      lines.push(rawHeaders[index + 1] ?? '');
+    }
+  }
+  return lines.length > 1 ? { ...headers, [IDEMPOTENCY_KEY_HEADER]: lines } : headers;
 }

@@ -1,4 +1,4 @@
-import type { InStatement, InValue } from '@libsql/client';
+import type { InValue } from '@libsql/client';
 import { type ParamSlot, paramSlot } from '../core/query-params.js';
 
 /** A drizzle query that can show its SQL: every builder has `toSQL()`. */
@@ -10,8 +10,8 @@ export interface ToSql {
 export interface LibsqlStatement<Name extends string> {
   /** The SQL text drizzle wrote. */
   readonly sql: string;
-  /** The statement with its placeholders filled, ready for `execute` or `batch`. */
-  bind(values: Readonly<Record<Name, InValue>>): InStatement;
+  /** The statement with its placeholders filled, ready for libSQL's `execute` or `batch` (or D1's `bind`). */
+  bind(values: Readonly<Record<Name, InValue>>): { sql: string; args: InValue[] };
 }
 
 /**

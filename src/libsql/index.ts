@@ -7,5 +7,5 @@ export type { SqliteKeysTable } from './schema.js';
 export { keys, sqliteKeysTable } from './schema.js';
 export type { AnyLibsqlDatabase, LibsqlStoreOptions } from './store.js';
 export { LibsqlIdempotencyStore } from './store.js';
-export type { LibsqlHandlerTransaction, LibsqlTransactionOptions } from './transaction.js';
+export type { LibsqlHandlerTransaction } from './transaction.js';
 export { libsqlTransaction } from './transaction.js';

@@ -1,5 +1,4 @@
 import type { Client, InValue, Transaction } from '@libsql/client';
-import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { SchemaMismatchError } from '../core/errors.js';
 import {
   addedColumn,
@@ -7,7 +6,6 @@ import {
   legacyJournalRows,
   pendingMigrations,
 } from '../core/journal.js';
-import { migrationsFolder } from '../core/migrations-folder.js';
 import {
   DEFAULT_TABLE_NAME,
   LEGACY_MIGRATIONS_TABLE,
@@ -15,6 +13,7 @@ import {
   renameMigrationStatement,
   retentionIndexName,
 } from '../core/table-name.js';
+import { sqliteMigrations } from '../generated/migrations.js';
 import {
   type SqliteColumnInfo,
   type SqliteMigrationOptions,
@@ -43,31 +42,34 @@ async function journalRows(run: Runner, table: string): Promise<JournalRow[]> {
   return rowsOf<JournalRow>(run, `SELECT hash, created_at FROM "${table}"`);
 }
 
+/** One read on an asynchronous SQLite database: its rows as plain objects. */
+export type SqliteQuery = <Row>(sql: string, args?: readonly unknown[]) => Promise<Row[]>;
+
 /**
  * Checks, without writing, that the keys table, the library's journal and the retention index's
  * name are free or already ours: the same checks, with the same verdicts, as the better-sqlite3
- * store's `assertAdoptableKeysTable` and `assertAdoptableBookkeeping`.
+ * store's `assertAdoptableKeysTable` and `assertAdoptableBookkeeping`, through any asynchronous
+ * SQLite driver (libSQL, D1).
  *
+ * @param query - runs one read on the database and answers its rows as plain objects
+ * @param options - the keys table, when not the default
  * @throws {@link SchemaMismatchError} naming what is in the way
  */
-export async function assertAdoptableLibsqlTables(
-  db: AnyLibsqlDatabase,
-  options: LibsqlMigrationOptions = {},
+export async function assertAdoptableSqliteTables(
+  query: SqliteQuery,
+  options: SqliteMigrationOptions = {},
 ): Promise<void> {
-  const client = db.$client;
   const name = sqliteTableName(options);
   // table_info also describes views, whose columns have no primary key: name the real problem.
-  const [kind] = await rowsOf<{ type: string }>(
-    client,
-    'SELECT type FROM sqlite_master WHERE name = ?',
-    [name],
-  );
+  const [kind] = await query<{ type: string }>('SELECT type FROM sqlite_master WHERE name = ?', [
+    name,
+  ]);
   if (kind !== undefined && kind.type !== 'table') {
     throw new SchemaMismatchError(
       `${name} is a ${kind.type}, not a table: it cannot be used as an idempotency store`,
     );
   }
-  const columns = await columnsOf(client, name);
+  const columns = await query<SqliteColumnInfo>(`PRAGMA table_info("${name}")`);
   const problems = columns.length === 0 ? [] : sqliteKeysTableProblems(columns);
   if (problems.length > 0) {
     throw new SchemaMismatchError(
@@ -75,7 +77,9 @@ export async function assertAdoptableLibsqlTables(
     );
   }
   const journal = migrationsTableName(name);
-  const journalColumns = (await columnsOf(client, journal)).map((column) => column.name);
+  const journalColumns = (await query<SqliteColumnInfo>(`PRAGMA table_info("${journal}")`)).map(
+    (column) => column.name,
+  );
   if (
     journalColumns.length > 0 &&
     !(journalColumns.includes('hash') && journalColumns.includes('created_at'))
@@ -85,8 +89,7 @@ export async function assertAdoptableLibsqlTables(
     );
   }
   const indexName = retentionIndexName(name);
-  const [index] = await rowsOf<{ tbl_name: string }>(
-    client,
+  const [index] = await query<{ tbl_name: string }>(
     "SELECT tbl_name FROM sqlite_master WHERE type = 'index' AND name = ?",
     [indexName],
   );
@@ -95,6 +98,23 @@ export async function assertAdoptableLibsqlTables(
       `the index name ${indexName} is already used by the table ${index.tbl_name}`,
     );
   }
+}
+
+/**
+ * Checks, without writing, that the keys table, the library's journal and the retention index's
+ * name are free or already ours, on a libSQL database: see {@link assertAdoptableSqliteTables}.
+ *
+ * @throws {@link SchemaMismatchError} naming what is in the way
+ */
+export function assertAdoptableLibsqlTables(
+  db: AnyLibsqlDatabase,
+  options: LibsqlMigrationOptions = {},
+): Promise<void> {
+  const client = db.$client;
+  return assertAdoptableSqliteTables(
+    (sql, args = []) => rowsOf(client, sql, args as InValue[]),
+    options,
+  );
 }
 
 /**
@@ -129,7 +149,7 @@ export async function applyLibsqlMigrations(
   const name = sqliteTableName(options);
   await assertAdoptableLibsqlTables(db, options);
   const journal = migrationsTableName(name);
-  const migrations = readMigrationFiles({ migrationsFolder: migrationsFolder('sqlite') });
+  const migrations = sqliteMigrations;
   if (pendingMigrations(migrations, await journalRows(client, journal)).length === 0) return;
   const tx = await client.transaction('write');
   try {

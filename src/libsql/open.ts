@@ -1,5 +1,4 @@
-import { type Client, createClient } from '@libsql/client';
-import { drizzle } from 'drizzle-orm/libsql';
+import type { Client } from '@libsql/client';
 import { DatabaseOpenError, IdempotencyError } from '../core/errors.js';
 import { assertIntegerOption } from '../core/validation.js';
 import { applyLibsqlMigrations, type LibsqlMigrationOptions } from './migrate.js';
@@ -76,6 +75,12 @@ export async function openLibsqlStore<T = unknown>(
       'an in-memory libSQL database has a single connection: open a file instead',
     );
   }
+  // Loaded here rather than at the top, so that importing this entry loads no driver: a Worker or
+  // an app that only builds the store over its own client never evaluates the local file driver.
+  const [{ createClient }, { drizzle }] = await Promise.all([
+    import('@libsql/client'),
+    import('drizzle-orm/libsql'),
+  ]);
   let client: Client;
   try {
     client = createClient({ url, timeout: busyTimeoutMs });

@@ -1,13 +1,21 @@
 import type { Client, InStatement, ResultSet } from '@libsql/client';
 import { and, asc, eq, gt, inArray, isNull, lte, or, sql } from 'drizzle-orm';
 import type { LibSQLDatabase } from 'drizzle-orm/libsql';
+import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
 import { AsyncIdempotencyStore, type KeyStatements, type StatsRow } from '../core/async-store.js';
-import { expiredAnswer, leaseHolderRow, leaseTakeover, ownerRow } from '../core/key-conditions.js';
+import {
+  expiredAnswer,
+  idStartsWith,
+  leaseHolderRow,
+  leaseTakeover,
+  ownerRow,
+} from '../core/key-conditions.js';
 import type { KeyRow } from '../core/record.js';
 import { KeyStatus } from '../core/status.js';
 import type { AcquireOptions, AcquireResult, LeasedIdempotencyStore } from '../core/store.js';
 import { compileLibsqlStatement } from './compile.js';
 import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
+import { writeQueue } from './write-queue.js';
 
 /** Any drizzle database over a libSQL client, whatever schema it was built with. */
 // biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
@@ -29,7 +37,16 @@ export interface LibsqlStoreOptions {
 
 const p = sql.placeholder;
 
-function compileQueries(db: AnyLibsqlDatabase, keys: SqliteKeysTable) {
+/**
+ * The statements of the asynchronous SQLite stores, compiled once over any drizzle SQLite
+ * database (drizzle writes the same SQL for libSQL, D1 and bun:sqlite); the D1 and bun:sqlite
+ * stores run them too.
+ */
+export function compileQueries(
+  // biome-ignore lint/suspicious/noExplicitAny: only the builders are used, never the schema
+  db: BaseSQLiteDatabase<'sync' | 'async', unknown, any>,
+  keys: SqliteKeysTable,
+) {
   const isExpiredAnswer = expiredAnswer(keys, p('now'));
   const ownPending = ownerRow(keys, p('id'), p('fingerprint'));
   const ownedBy = leaseHolderRow(keys, p('id'), p('fingerprint'), p('attempt'));
@@ -56,9 +73,9 @@ function compileQueries(db: AnyLibsqlDatabase, keys: SqliteKeysTable) {
         .onConflictDoNothing(),
       ['id', 'fingerprint', 'expires'],
     ),
-    // One statement: inserts a missing key with attempt 1, or takes over a pending row of the
-    // same fingerprint whose lease lapsed, bumping its attempt; returns no row otherwise. A row
-    // without a lease (NULL) never compares as lapsed.
+    // One statement: inserts a missing key with a fresh fencing token, or takes over a pending row
+    // of the same fingerprint whose lease lapsed, raising its token; returns no row otherwise. A
+    // row without a lease (NULL) never compares as lapsed.
     acquire: compileLibsqlStatement(
       db
         .insert(keys)
@@ -68,10 +85,11 @@ function compileQueries(db: AnyLibsqlDatabase, keys: SqliteKeysTable) {
           status: KeyStatus.pending,
           expires: p('expires'),
           leaseUntil: p('leaseUntil'),
+          attempt: p('token'),
         })
         .onConflictDoUpdate({ target: keys.id, ...leaseTakeover(keys, p('now')) })
         .returning({ attempt: keys.attempt }),
-      ['id', 'fingerprint', 'expires', 'leaseUntil', 'now'],
+      ['id', 'fingerprint', 'expires', 'leaseUntil', 'token', 'now'],
     ),
     finish: compileLibsqlStatement(
       db
@@ -106,11 +124,15 @@ function compileQueries(db: AnyLibsqlDatabase, keys: SqliteKeysTable) {
         .where(ownerRow(keys, p('id'), p('fingerprint'), p('attempt'))),
       ['id', 'fingerprint', 'attempt'],
     ),
-    pendingKeys: compileLibsqlStatement(pendingRows(isPending), ['limit']),
+    pendingKeys: compileLibsqlStatement(
+      pendingRows(and(isPending, idStartsWith(keys, p('prefix')))),
+      ['limit', 'prefix'],
+    ),
     stalePendingKeys: compileLibsqlStatement(
       pendingRows(
         and(
           isPending,
+          idStartsWith(keys, p('prefix')),
           or(
             eq(keys.unrecorded, true),
             lte(keys.leaseUntil, p('now')),
@@ -118,7 +140,7 @@ function compileQueries(db: AnyLibsqlDatabase, keys: SqliteKeysTable) {
           ),
         ),
       ),
-      ['now', 'limit'],
+      ['now', 'limit', 'prefix'],
     ),
     // The operator's release: whatever the lease and the attempt.
     releasePending: compileLibsqlStatement(
@@ -208,15 +230,19 @@ function rowsOf<Row>(result: ResultSet): Row[] {
 }
 
 // Every write runs as a `write` batch, so it takes the write lock before it reads; two statements
-// in one batch see the same row, with no other writer in between.
+// in one batch see the same row, with no other writer in between. Every batch waits its turn in the
+// client's write queue, behind any open transaction of `libsqlTransaction` on the same client.
 function libsqlStatements(
   client: Client,
   queries: ReturnType<typeof compileQueries>,
   closeConnection: boolean,
 ): KeyStatements {
+  const queued = writeQueue(client);
   const read = (statement: InStatement): Promise<ResultSet> => client.execute(statement);
+  const writeBatch = (statements: InStatement[]): Promise<ResultSet[]> =>
+    queued(() => client.batch(statements, 'write'));
   const write = async (statement: InStatement): Promise<ResultSet> => {
-    const [result] = await client.batch([statement], 'write');
+    const [result] = await writeBatch([statement]);
     if (result === undefined) throw new Error('libSQL returned no result for a batch of one');
     return result;
   };
@@ -238,38 +264,32 @@ function libsqlStatements(
       changed(queries.renew.bind({ id, fingerprint, attempt, leaseUntil })),
     markUnrecorded: (id, fingerprint, attempt) =>
       changed(queries.markUnrecorded.bind({ id, fingerprint, attempt })),
-    acquire: async (id, fingerprint, { expires, now, leaseUntil }) => {
-      const [won, existing] = await client.batch(
-        [
-          queries.acquire.bind({ id, fingerprint, expires, leaseUntil, now }),
-          queries.get.bind({ id }),
-        ],
-        'write',
-      );
+    acquire: async (id, fingerprint, { expires, now, leaseUntil, token }) => {
+      const [won, existing] = await writeBatch([
+        queries.acquire.bind({ id, fingerprint, expires, leaseUntil, token, now }),
+        queries.get.bind({ id }),
+      ]);
       const [owned] = won === undefined ? [] : rowsOf<{ attempt: number }>(won);
       if (owned !== undefined) return { attempt: owned.attempt };
       const row = rowOf(existing);
       if (row === undefined) throw new Error('libSQL lost the row acquire conflicted with');
       return { row };
     },
-    pendingKeys: async ({ now, stale, limit }) =>
+    pendingKeys: async ({ now, stale, limit, prefix }) =>
       rowsOf<KeyRow>(
         await read(
           stale
-            ? queries.stalePendingKeys.bind({ now, limit })
-            : queries.pendingKeys.bind({ limit }),
+            ? queries.stalePendingKeys.bind({ now, limit, prefix })
+            : queries.pendingKeys.bind({ limit, prefix }),
         ),
       ),
     // The delete and the read of what stayed run in one write batch: the verdict is about the row
     // the delete saw.
     releasePending: async (id, fingerprint) => {
-      const [deleted, left] = await client.batch(
-        [
-          queries.releasePending.bind({ id, fingerprint: fingerprint ?? null }),
-          queries.get.bind({ id }),
-        ],
-        'write',
-      );
+      const [deleted, left] = await writeBatch([
+        queries.releasePending.bind({ id, fingerprint: fingerprint ?? null }),
+        queries.get.bind({ id }),
+      ]);
       if (deleted !== undefined && deleted.rows.length === 1) return { released: true };
       return { released: false, row: rowOf(left) };
     },
@@ -312,7 +332,10 @@ function libsqlStatements(
  * instead of failing. The store never keeps a
  * transaction open across an `await`: libSQL's local client waits for a lock synchronously, so a
  * transaction left open while the event loop ran another operation on a second connection of the
- * same client would block the process until the busy timeout.
+ * same client would block the process until the busy timeout. For the same reason the writes of
+ * every store and every `libsqlTransaction` over one client take turns in one queue: a write that
+ * comes while a transaction of this process holds the write lock waits for it to end, as a promise,
+ * instead of blocking the event loop on the lock.
  *
  * @typeParam T - the type of the stored responses
  * @example
@@ -335,20 +358,29 @@ export class LibsqlIdempotencyStore<T = unknown>
   implements LeasedIdempotencyStore<T>
 {
   readonly #db: AnyLibsqlDatabase;
+  readonly #table: SqliteKeysTable;
 
   /**
    * @param db - a drizzle database over a libSQL client; the store shares its client
    * @param options - see {@link LibsqlStoreOptions}
    */
   constructor(db: AnyLibsqlDatabase, options: LibsqlStoreOptions = {}) {
-    const queries = compileQueries(db, options.table ?? defaultKeys);
-    super(libsqlStatements(db.$client, queries, options.closeConnection ?? false));
+    const table = options.table ?? defaultKeys;
+    super(
+      libsqlStatements(db.$client, compileQueries(db, table), options.closeConnection ?? false),
+    );
     this.#db = db;
+    this.#table = table;
   }
 
   /** The drizzle database the store runs on; use it to run your own queries on the same client. */
   get db(): AnyLibsqlDatabase {
     return this.#db;
+  }
+
+  /** The keys table the store keeps its rows in; `libsqlTransaction` records there. */
+  get table(): SqliteKeysTable {
+    return this.#table;
   }
 
   /**

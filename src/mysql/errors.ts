@@ -22,19 +22,43 @@ export function mysqlErrno(error: unknown): number | undefined {
 // for the short transactions of the store, and a persistent deadlock is surfaced rather than hidden.
 const DEADLOCK_ATTEMPTS = 5;
 
+/** How {@link retryDeadlocks} tries again. */
+export interface DeadlockRetry {
+  /** How many times `work` runs at most. Default 5. */
+  readonly attempts?: number;
+  /**
+   * The ceiling of the first pause before trying again, in milliseconds; each pause is drawn at
+   * random below a ceiling that doubles per attempt (up to 250 ms). Default 0: no pause.
+   */
+  readonly backoffMs?: number;
+}
+
+const MAX_BACKOFF_MS = 250;
+
 /**
  * Runs `work` again when MySQL chose it as a deadlock victim. InnoDB resolves a lock cycle by
  * rolling back one of the transactions in it, which is normal under concurrency and leaves no
- * trace of the victim's writes, so the operation is retried from the start.
+ * trace of the victim's writes, so the operation is retried from the start. On Galera a
+ * certification conflict (another node committed a write to the same rows first) arrives as the
+ * same error: a lost race, not a failure.
  *
  * @param work - one statement or one transaction, safe to run again from scratch
+ * @param retry - see {@link DeadlockRetry}
  */
-export async function retryDeadlocks<R>(work: () => Promise<R>): Promise<R> {
+export async function retryDeadlocks<R>(
+  work: () => Promise<R>,
+  { attempts = DEADLOCK_ATTEMPTS, backoffMs = 0 }: DeadlockRetry = {},
+): Promise<R> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await work();
     } catch (error) {
-      if (attempt >= DEADLOCK_ATTEMPTS || mysqlErrno(error) !== ER_LOCK_DEADLOCK) throw error;
+      if (attempt >= attempts || mysqlErrno(error) !== ER_LOCK_DEADLOCK) throw error;
+      if (backoffMs > 0) {
+        // Random below a doubling ceiling, so contenders that collided once do not again in step.
+        const ceiling = Math.min(MAX_BACKOFF_MS, backoffMs * 2 ** (attempt - 1));
+        await new Promise((resolve) => setTimeout(resolve, Math.random() * ceiling));
+      }
     }
   }
 }

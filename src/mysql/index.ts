@@ -1,3 +1,5 @@
+export type { MysqlDeploymentVariables } from './deployment.js';
+export { checkMysqlDeployment, mysqlDeploymentFindings } from './deployment.js';
 export {
   ER_DUP_ENTRY,
   ER_LOCK_DEADLOCK,
@@ -6,11 +8,7 @@ export {
   TransactionDeadlockError,
 } from './errors.js';
 export type { MysqlMigrationOptions } from './migrate.js';
-export {
-  applyMysqlMigrations,
-  assertAdoptableMysqlKeysTable,
-  mysqlMigrationsFolder,
-} from './migrate.js';
+export { applyMysqlMigrations, assertAdoptableMysqlKeysTable } from './migrate.js';
 export type { OpenMysqlStoreOptions } from './open.js';
 export { openMysqlStore } from './open.js';
 export type { MysqlKeysTable, MysqlTableOptions } from './schema.js';

@@ -1,11 +1,13 @@
 import type { Pool } from 'mysql2/promise';
+import { type DeploymentWarningOptions, enforceDeployment } from '../core/deployment.js';
 import { DatabaseOpenError } from '../core/errors.js';
 import { assertIntegerOption } from '../core/validation.js';
+import { checkMysqlDeployment } from './deployment.js';
 import { applyMysqlMigrations, type MysqlMigrationOptions } from './migrate.js';
 import { MysqlIdempotencyStore } from './store.js';
 
 /** Options of {@link openMysqlStore}. */
-export interface OpenMysqlStoreOptions extends MysqlMigrationOptions {
+export interface OpenMysqlStoreOptions extends MysqlMigrationOptions, DeploymentWarningOptions {
   /**
    * The most connections of the pool `openMysqlStore` creates from a URL. Default 10. Ignored when
    * you pass your own pool.
@@ -31,8 +33,9 @@ const STRICT_SESSION =
   "SET SESSION sql_mode = TRIM(BOTH ',' FROM CONCAT(@@SESSION.sql_mode, ',STRICT_ALL_TABLES'))";
 
 /**
- * Opens an idempotency store on MySQL or MariaDB: connects, checks the server can run it,
- * applies the migrations under a named lock (so any number of instances can start at once), and
+ * Opens an idempotency store on MySQL or MariaDB: connects, checks the server can run it and
+ * hands what can lose answers to `onDeploymentWarning` (see `checkMysqlDeployment`), applies the
+ * migrations under a named lock (so any number of instances can start at once), and
  * returns the store.
  *
  * Given a URL, the store creates a mysql2 pool (utf8mb4, every connection in strict `sql_mode`)
@@ -109,6 +112,7 @@ export async function openMysqlStore<T = unknown>(
     if (problem !== undefined) throw new DatabaseOpenError(problem);
     const db = drizzle(pool);
     const table = options.table === undefined ? {} : { table: options.table };
+    enforceDeployment(await checkMysqlDeployment(db), options);
     await applyMysqlMigrations(db, table);
     return new MysqlIdempotencyStore<T>(db, {
       ...table,

@@ -1,22 +1,27 @@
-import {
-  boolean,
-  customType,
-  double,
-  getTableConfig,
-  index,
-  int,
-  mysqlTable,
-  varchar,
-} from 'drizzle-orm/mysql-core';
+// Each from its own module, not the `drizzle-orm/mysql-core` barrel: esbuild, bundling a Worker
+// (wrangler), wraps these modules for the lazily imported drizzle-orm/mysql2 and, drizzle-orm
+// being marked side-effect free, reads the barrel's re-exports before they initialise, so the
+// table below failed at load ("MySqlCustomColumnBuilder is not a constructor").
+
+import { bigint } from 'drizzle-orm/mysql-core/columns/bigint';
+import { boolean } from 'drizzle-orm/mysql-core/columns/boolean';
+import { customType } from 'drizzle-orm/mysql-core/columns/custom';
+import { double } from 'drizzle-orm/mysql-core/columns/double';
+import { varchar } from 'drizzle-orm/mysql-core/columns/varchar';
+import { index } from 'drizzle-orm/mysql-core/indexes';
+import { mysqlTable } from 'drizzle-orm/mysql-core/table';
+import { getTableConfig } from 'drizzle-orm/mysql-core/utils';
 import type { KeyStatus } from '../core/status.js';
 import { assertTableName, DEFAULT_TABLE_NAME, retentionIndexName } from '../core/table-name.js';
+import { MAX_KEY_BYTES } from '../core/validation.js';
 
 /**
- * The most UTF-8 bytes an `id` (the key) or a `fingerprint` holds on MySQL. Enough for any key of
- * 255 characters (the HTTP layer's limit) in any script. Longer ones are refused by the store with
- * a typed error before they reach the server, so no `sql_mode` can truncate them.
+ * The most UTF-8 bytes an `id` (the key) or a `fingerprint` holds on MySQL: `MAX_KEY_BYTES`, the
+ * limit every dialect enforces. Enough for any key of 255 characters (the HTTP layer's limit) in
+ * any script. Longer ones are refused by every store with a typed error before they reach the
+ * server, so no `sql_mode` can truncate them.
  */
-export const MYSQL_MAX_TEXT_BYTES = 1024;
+export const MYSQL_MAX_TEXT_BYTES = MAX_KEY_BYTES;
 
 // Keys and fingerprints are compared and ordered as bytes. VARBINARY is the one type that does
 // so on MySQL and MariaDB alike: the `utf8mb4_bin` collation is PAD SPACE on MariaDB (so 'k' and
@@ -64,8 +69,9 @@ export function mysqlKeysTable<const N extends string = typeof DEFAULT_TABLE_NAM
       expires: double('expires').notNull(),
       // The pending owner's lease deadline on the caller's clock; NULL means no lease.
       leaseUntil: double('lease_until'),
-      // The fencing token: every owner's write requires it, a takeover bumps it.
-      attempt: int('attempt').notNull().default(1),
+      // The fencing token of the row's ownership: every owner's write requires it, a takeover
+      // raises it (see nextFencingToken); bigint, since tokens are real-clock milliseconds × 1,024.
+      attempt: bigint('attempt', { mode: 'number' }).notNull().default(1),
       // The handler ran but its answer was not recorded: never retried automatically.
       unrecorded: boolean('unrecorded').notNull().default(false),
     },

@@ -5,10 +5,18 @@ import {
   type KeyStatements,
   type PendingQuery,
 } from '../core/async-store.js';
-import { InvalidDigestError, InvalidKeyError, InvalidOptionError } from '../core/errors.js';
-import { expiredAnswer, leaseHolderRow, ownerRow } from '../core/key-conditions.js';
-import { pendingLimit } from '../core/lease.js';
+import type { DeploymentReport } from '../core/deployment.js';
+import { InvalidOptionError } from '../core/errors.js';
+import {
+  expiredAnswer,
+  idStartsWith,
+  leaseHolderRow,
+  ownerRow,
+  takeoverToken,
+} from '../core/key-conditions.js';
+import { pendingLimit, pendingPrefix } from '../core/lease.js';
 import type { KeyRow } from '../core/record.js';
+import { primaryOf } from '../core/replicas.js';
 import { KeyStatus } from '../core/status.js';
 import type {
   AcquireOptions,
@@ -19,6 +27,7 @@ import type {
 import { retentionIndexName } from '../core/table-name.js';
 import { assertTime } from '../core/validation.js';
 import { compileMysqlStatement, type WriteHeader } from './compile.js';
+import { checkMysqlDeployment } from './deployment.js';
 import { ER_DUP_ENTRY, mysqlErrno, retryDeadlocks } from './errors.js';
 import {
   MYSQL_MAX_TEXT_BYTES,
@@ -42,20 +51,11 @@ export interface MysqlStoreOptions extends MysqlTableOptions {
 
 const p = sql.placeholder;
 
-// The server would refuse (strict sql_mode) or truncate (any other) a longer value: refusing it
-// here gives the same typed error whatever the server's mode, before anything is sent.
-function assertStorable(value: string, what: 'key' | 'digest'): void {
-  const bytes = Buffer.byteLength(value, 'utf8');
-  if (bytes <= MYSQL_MAX_TEXT_BYTES) return;
-  const message = `${what} is ${bytes} UTF-8 bytes long; a MySQL store keeps at most ${MYSQL_MAX_TEXT_BYTES}`;
-  throw what === 'key' ? new InvalidKeyError(message) : new InvalidDigestError(message);
-}
-
 // Stricter than the other dialects: options that are not an object, or a `stale` that is not a
 // boolean, are refused instead of read loosely.
 function readPendingOptions(options: PendingKeysOptions): PendingQuery {
   if (typeof options !== 'object' || options === null) {
-    throw new InvalidOptionError('pendingKeys takes { now, stale?, limit? }');
+    throw new InvalidOptionError('pendingKeys takes { now, stale?, limit?, prefix? }');
   }
   const { now, stale = false } = options;
   assertTime(now, 'now');
@@ -63,7 +63,7 @@ function readPendingOptions(options: PendingKeysOptions): PendingQuery {
   if (typeof stale !== 'boolean') {
     throw new InvalidOptionError(`stale must be a boolean, got ${typeof stale}`);
   }
-  return { now, stale, limit };
+  return { now, stale, limit, prefix: pendingPrefix(options) };
 }
 
 // drizzle answers a write in a transaction with mysql2's [header, fields].
@@ -146,7 +146,7 @@ function prepareQueries(db: AnyMysqlDatabase, keys: MysqlKeysTable) {
       .where(ownerRow(keys, p('id'), p('fingerprint'), p('attempt')))
       .prepare(),
     acquireInsert: compileMysqlStatement<
-      'id' | 'fingerprint' | 'expires' | 'leaseUntil',
+      'id' | 'fingerprint' | 'expires' | 'leaseUntil' | 'token',
       WriteHeader
     >(
       db,
@@ -156,22 +156,24 @@ function prepareQueries(db: AnyMysqlDatabase, keys: MysqlKeysTable) {
         status: KeyStatus.pending,
         expires: sql`${p('expires')}`,
         leaseUntil: sql`${p('leaseUntil')}`,
+        attempt: sql`${p('token')}`,
       }),
-      ['id', 'fingerprint', 'expires', 'leaseUntil'],
+      ['id', 'fingerprint', 'expires', 'leaseUntil', 'token'],
       'header',
     ),
     // One conditional UPDATE takes over a lapsed lease: of concurrent contenders the first sets a
-    // live lease and the others no longer match. LAST_INSERT_ID(expr) hands the new attempt back
-    // in the statement's own answer (its insertId), so no second read can see another owner's.
+    // live lease and the others no longer match. The new fencing token is above the old and the
+    // fresh one (see takeoverToken); LAST_INSERT_ID(expr) hands it back in the statement's own
+    // answer (its insertId), so no second read can see another owner's.
     takeOver: compileMysqlStatement<
-      'id' | 'fingerprint' | 'expires' | 'leaseUntil' | 'now',
+      'id' | 'fingerprint' | 'expires' | 'leaseUntil' | 'token' | 'now',
       WriteHeader & { readonly insertId: number }
     >(
       db,
       db
         .update(keys)
         .set({
-          attempt: sql`LAST_INSERT_ID(${keys.attempt} + 1)`,
+          attempt: sql`LAST_INSERT_ID(${takeoverToken(keys, sql`${p('token')}`)})`,
           leaseUntil: sql`${p('leaseUntil')}`,
           expires: sql`${p('expires')}`,
         })
@@ -183,7 +185,7 @@ function prepareQueries(db: AnyMysqlDatabase, keys: MysqlKeysTable) {
             lte(keys.leaseUntil, p('now')),
           ),
         ),
-      ['id', 'fingerprint', 'expires', 'leaseUntil', 'now'],
+      ['id', 'fingerprint', 'expires', 'leaseUntil', 'token', 'now'],
       'header',
     ),
     get: db
@@ -231,7 +233,11 @@ interface MysqlContext {
 
 // Locks up to `limit` expired answers (skipping rows other transactions hold), deletes them with
 // the predicate repeated, and returns their ids: one READ COMMITTED transaction, retried whole
-// if it is a deadlock victim.
+// if it is a deadlock victim. On Galera, SKIP LOCKED sees only its own node's locks, so sweepers
+// on several nodes pick the same batch and all but one fail certification at commit (1213):
+// they back off at random and take the next batch, the rows they lost being already deleted.
+const RETENTION_RETRY = { attempts: 20, backoffMs: 5 };
+
 function deleteExpired(
   { db, table: keys, retentionIndex }: MysqlContext,
   now: number,
@@ -240,30 +246,32 @@ function deleteExpired(
 ): Promise<{ id: string }[]> {
   const isExpiredAnswer = expiredAnswer(keys, now);
   const orderBy: SQL[] = order === 'id' ? [asc(keys.id)] : [asc(keys.expires), asc(keys.id)];
-  return retryDeadlocks(() =>
-    db.transaction(
-      async (tx) => {
-        const candidates = await tx
-          .select({ id: keys.id })
-          // Index order reads the start of the retention index range and stops after `limit`
-          // rows: no batch sorts the backlog, so a sweep stays linear in it.
-          .from(keys, order === 'index' ? { forceIndex: retentionIndex } : undefined)
-          .where(isExpiredAnswer)
-          .orderBy(...orderBy)
-          .limit(limit)
-          .for('update', { skipLocked: true });
-        if (candidates.length === 0) return candidates;
-        const ids = candidates.map((row) => row.id);
-        const result = await tx.delete(keys).where(and(inArray(keys.id, ids), isExpiredAnswer));
-        if (affected(result) !== ids.length) {
-          throw new Error(
-            `purge locked ${ids.length} rows but deleted ${affected(result)}: rolled back`,
-          );
-        }
-        return candidates;
-      },
-      { isolationLevel: 'read committed' },
-    ),
+  return retryDeadlocks(
+    () =>
+      db.transaction(
+        async (tx) => {
+          const candidates = await tx
+            .select({ id: keys.id })
+            // Index order reads the start of the retention index range and stops after `limit`
+            // rows: no batch sorts the backlog, so a sweep stays linear in it.
+            .from(keys, order === 'index' ? { forceIndex: retentionIndex } : undefined)
+            .where(isExpiredAnswer)
+            .orderBy(...orderBy)
+            .limit(limit)
+            .for('update', { skipLocked: true });
+          if (candidates.length === 0) return candidates;
+          const ids = candidates.map((row) => row.id);
+          const result = await tx.delete(keys).where(and(inArray(keys.id, ids), isExpiredAnswer));
+          if (affected(result) !== ids.length) {
+            throw new Error(
+              `purge locked ${ids.length} rows but deleted ${affected(result)}: rolled back`,
+            );
+          }
+          return candidates;
+        },
+        { isolationLevel: 'read committed' },
+      ),
+    RETENTION_RETRY,
   );
 }
 
@@ -309,20 +317,22 @@ function mysqlStatements(
       affected(
         await retryDeadlocks(() => queries.markUnrecorded.execute({ id, fingerprint, attempt })),
       ),
-    acquire: async (id, fingerprint, { expires, now, leaseUntil }) => {
+    acquire: async (id, fingerprint, { expires, now, leaseUntil, token }) => {
       try {
-        await retryDeadlocks(() => queries.acquireInsert({ id, fingerprint, expires, leaseUntil }));
-        return { attempt: 1 };
+        await retryDeadlocks(() =>
+          queries.acquireInsert({ id, fingerprint, expires, leaseUntil, token }),
+        );
+        return { attempt: token };
       } catch (error) {
         if (mysqlErrno(error) !== ER_DUP_ENTRY) throw error;
       }
       const taken = await retryDeadlocks(() =>
-        queries.takeOver({ id, fingerprint, expires, leaseUntil, now }),
+        queries.takeOver({ id, fingerprint, expires, leaseUntil, token, now }),
       );
       if (taken.affectedRows === 1) return { attempt: taken.insertId };
       return { row: await readRow(queries, id) };
     },
-    pendingKeys: async ({ now, stale, limit }) => {
+    pendingKeys: async ({ now, stale, limit, prefix }) => {
       // What an operator should look at: a lapsed lease, an unrecorded row, or a row without a
       // lease past its retention deadline (see isStale).
       const needsLook = or(
@@ -333,7 +343,13 @@ function mysqlStatements(
       const rows = await db
         .select()
         .from(keys)
-        .where(and(eq(keys.status, KeyStatus.pending), stale ? needsLook : undefined))
+        .where(
+          and(
+            eq(keys.status, KeyStatus.pending),
+            idStartsWith(keys, prefix),
+            stale ? needsLook : undefined,
+          ),
+        )
         .orderBy(asc(keys.id))
         .limit(limit);
       return rows.map((row) => ({ ...row, lease_until: row.leaseUntil }));
@@ -356,7 +372,6 @@ function mysqlStatements(
     counts: () => queries.counts.execute(),
     stats: (now) => queries.stats.execute({ now }),
     close: () => context.onClose?.(),
-    assertStorable,
     readPendingOptions,
   };
 }
@@ -387,8 +402,9 @@ function mysqlStatements(
  *
  * Keys and fingerprints are compared as bytes (VARBINARY): keys differing only by case or by
  * trailing spaces are different keys, and ids come back in byte order as on the other dialects.
- * Keys and fingerprints are at most {@link MYSQL_MAX_TEXT_BYTES} UTF-8 bytes; longer ones are
- * refused with a typed error whatever the server's `sql_mode`. The connection must speak utf8mb4
+ * Keys and fingerprints are at most {@link MYSQL_MAX_TEXT_BYTES} UTF-8 bytes, the limit of every
+ * dialect; longer ones are refused with a typed error before anything is sent, so no `sql_mode`
+ * can truncate them. The connection must speak utf8mb4
  * (mysql2's default).
  *
  * @typeParam T - the type of the stored responses
@@ -413,13 +429,16 @@ export class MysqlIdempotencyStore<T = unknown>
   implements LeasedIdempotencyStore<T>
 {
   readonly #db: AnyMysqlDatabase;
+  readonly #table: MysqlKeysTable;
 
   /**
-   * @param db - a drizzle mysql2 database; the store shares its connections
+   * @param database - a drizzle mysql2 database (or a `withReplicas` one: the store runs on its
+   * primary); the store shares its connections
    * @param options - see {@link MysqlStoreOptions}
    */
-  constructor(db: AnyMysqlDatabase, options: MysqlStoreOptions = {}) {
+  constructor(database: AnyMysqlDatabase, options: MysqlStoreOptions = {}) {
     const { table, name } = resolveMysqlTable(options);
+    const db = primaryOf(database);
     const context = {
       db,
       table,
@@ -428,11 +447,30 @@ export class MysqlIdempotencyStore<T = unknown>
     };
     super(mysqlStatements(context, prepareQueries(db, table)));
     this.#db = db;
+    this.#table = table;
   }
 
   /** The drizzle database the store runs on. */
   get db(): AnyMysqlDatabase {
     return this.#db;
+  }
+
+  /** The keys table the store keeps its rows in; `mysqlTransaction` records there. */
+  get table(): MysqlKeysTable {
+    return this.#table;
+  }
+
+  /**
+   * Reads what the server says about this store's deployment, without writing: see
+   * `checkMysqlDeployment`. `openMysqlStore` runs it at open; call it on demand.
+   *
+   * @example
+   * ```ts
+   * const { findings } = await store.checkDeployment();
+   * ```
+   */
+  checkDeployment(): Promise<DeploymentReport> {
+    return checkMysqlDeployment(this.#db);
   }
 
   /**
@@ -449,8 +487,9 @@ export class MysqlIdempotencyStore<T = unknown>
   /**
    * {@inheritDoc LeasedIdempotencyStore.acquire}
    *
-   * A plain INSERT of the missing key (attempt 1); on a duplicate key, one conditional UPDATE that
-   * takes over a lapsed lease of the same fingerprint, bumps the attempt and sets the new lease and
+   * A plain INSERT of the missing key with a fresh fencing token; on a duplicate key, one
+   * conditional UPDATE that takes over a lapsed lease of the same fingerprint, raises the token
+   * above the old and the fresh one and sets the new lease and
    * retention deadline; otherwise the row is read and reported. Each decision is one atomic
    * statement, so of concurrent contenders exactly one acquires. A row deleted between the steps
    * (released, purged) makes the caller try the insert again.

@@ -4,7 +4,6 @@ import { ownerRow } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
 import { runFenced, type TransactionRunner } from '../function/transaction.js';
 import { ER_LOCK_DEADLOCK, mysqlErrno, TransactionDeadlockError } from './errors.js';
-import { keys as defaultKeys, type MysqlKeysTable } from './schema.js';
 import type { MysqlIdempotencyStore } from './store.js';
 
 /** The drizzle transaction a MySQL handler receives. */
@@ -19,8 +18,6 @@ export type MysqlHandlerTransaction = MySqlTransaction<
 
 /** Options of {@link mysqlTransaction}. */
 export interface MysqlTransactionOptions {
-  /** The store's keys table (`mysqlKeysTable(name)`), when it is not the default `keys`. */
-  readonly table?: MysqlKeysTable;
   /** The transaction's isolation level. Default `'read committed'`, as the store's own transactions. */
   readonly isolationLevel?: NonNullable<MySqlTransactionConfig['isolationLevel']>;
 }
@@ -29,12 +26,16 @@ export interface MysqlTransactionOptions {
  * The transactional form on MySQL and MariaDB (mysql2): the handler's writes and the stored
  * answer commit in one `db.transaction(async (tx) => …)` on a connection of the store's pool, in
  * READ COMMITTED unless `isolationLevel` says otherwise, so the app's tables must be reachable
- * from the same database.
+ * from the same database. The answer is recorded in the store's own table (`store.table`).
  *
  * The answer is recorded by an `UPDATE` of the owner's pending row (and attempt, with leases) as
  * the transaction's last statement, judged by the number of rows it changed. A takeover that
  * committed first makes it match nothing, and the whole transaction rolls back; one that comes
  * later waits on the row lock and then finds the row done.
+ *
+ * A failed statement the handler catches undoes only that statement (a unique violation it turns
+ * into a 409 commits with its other writes). A deadlock must not be caught in the handler: InnoDB
+ * has then rolled the whole transaction back and the connection runs in autocommit.
  *
  * A transaction MySQL picks as a deadlock victim is rolled back whole and **not** run again on its
  * own (that would run the handler twice behind the caller's back): the call's key is released and
@@ -42,7 +43,7 @@ export interface MysqlTransactionOptions {
  * again from the start.
  *
  * @param store - the store the keys are kept in; the transaction runs on its database
- * @param options - the store's table, when not the default, and the isolation level
+ * @param options - the isolation level
  * @example
  * ```ts
  * import { sql } from 'drizzle-orm';
@@ -64,7 +65,7 @@ export function mysqlTransaction(
   store: MysqlIdempotencyStore<unknown>,
   options: MysqlTransactionOptions = {},
 ): TransactionRunner<MysqlHandlerTransaction> {
-  const table = options.table ?? defaultKeys;
+  const { table } = store;
   const config: MySqlTransactionConfig = {
     isolationLevel: options.isolationLevel ?? 'read committed',
   };

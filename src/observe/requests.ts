@@ -117,8 +117,7 @@ export function requestTelemetry(
       const outcome = outcomeName(event);
       const metricAttributes: Attributes = { 'idempotency.outcome': outcome };
       if (dialect !== undefined) metricAttributes['idempotency.dialect'] = dialect;
-      // A run with a fencing token past 1 took the key over from an owner whose lease lapsed.
-      if (event.attempt !== undefined && event.attempt > 1) {
+      if (event.takenOver === true) {
         metricAttributes['idempotency.taken_over'] = true;
       }
       outcomes.add(1, metricAttributes);

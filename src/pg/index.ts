@@ -1,6 +1,8 @@
+export type { PgDeploymentOptions } from './deployment.js';
+export { checkPgDeployment } from './deployment.js';
 export { assertSchemaName, quoteIdentifier } from './identifier.js';
 export type { PgMigrationOptions } from './migrate.js';
-export { applyPgMigrations, assertAdoptablePgKeysTable, pgMigrationsFolder } from './migrate.js';
+export { applyPgMigrations, assertAdoptablePgKeysTable } from './migrate.js';
 export type { OpenPgStoreOptions } from './open.js';
 export { openPgStore } from './open.js';
 export { pgPushTables } from './push.js';
@@ -8,5 +10,5 @@ export type { PgKeysTable, PgKeysTableOptions, PgTableOptions } from './schema.j
 export { DEFAULT_PG_SCHEMA, keys, pgKeysTable } from './schema.js';
 export type { AnyPgDatabase, PgStoreOptions } from './store.js';
 export { PgIdempotencyStore } from './store.js';
-export type { PgHandlerTransaction, PgTransactionOptions } from './transaction.js';
+export type { PgHandlerTransaction } from './transaction.js';
 export { pgTransaction } from './transaction.js';

@@ -1,22 +1,31 @@
 import type { Pool } from 'pg';
+import { type DeploymentWarningOptions, enforceDeployment } from '../core/deployment.js';
 import { DatabaseOpenError } from '../core/errors.js';
 import { assertIntegerOption } from '../core/validation.js';
+import { checkPgDeployment } from './deployment.js';
 import { applyPgMigrations, type PgMigrationOptions } from './migrate.js';
 import { resolvePgTable } from './schema.js';
 import { PgIdempotencyStore } from './store.js';
 
 /** Options of {@link openPgStore}. */
-export interface OpenPgStoreOptions extends PgMigrationOptions {
+export interface OpenPgStoreOptions extends PgMigrationOptions, DeploymentWarningOptions {
   /**
    * The most connections of the pool `openPgStore` creates from a URL. Default 10. Ignored when
    * you pass your own pool.
    */
   readonly max?: number;
+  /**
+   * `false` sends unnamed statements, for a transaction pooler (PgBouncer in transaction mode,
+   * Supabase's and Neon's pooled endpoints). Default `true`. See `PgStoreOptions.prepare`.
+   */
+  readonly prepare?: boolean;
 }
 
 /**
- * Opens an idempotency store on PostgreSQL: connects, applies the migrations under an advisory
- * lock (so any number of instances can start at once), and returns the store.
+ * Opens an idempotency store on PostgreSQL: connects, checks the deployment (see
+ * `checkPgDeployment`: an UNLOGGED keys table is refused, risky settings are handed to
+ * `onDeploymentWarning`), applies the migrations under an advisory lock (so any number of
+ * instances can start at once), and returns the store.
  *
  * Given a URL, the store creates a node-postgres `Pool` and `close()` ends it. Given your own
  * `Pool`, the store shares it and `close()` leaves it open. For PGlite or any other drizzle
@@ -39,6 +48,7 @@ export interface OpenPgStoreOptions extends PgMigrationOptions {
  * @throws {@link InvalidOptionError} for a bad schema name or pool size, before connecting
  * @throws {@link DatabaseOpenError} when the server cannot be reached
  * @throws {@link SchemaMismatchError} when a foreign `keys` table is in the way; nothing is written
+ * @throws {@link DeploymentRefusedError} when the keys table is UNLOGGED; nothing is written
  */
 export async function openPgStore<T = unknown>(
   source: string | Pool,
@@ -79,9 +89,13 @@ export async function openPgStore<T = unknown>(
       );
     }
     const db = drizzle(pool);
+    const prepare = options.prepare ?? true;
+    // Before the migrations, so a refused table is left exactly as it was.
+    enforceDeployment(await checkPgDeployment(db, { table, prepare }), options);
     await applyPgMigrations(db, { table });
     return new PgIdempotencyStore<T>(db, {
       table,
+      prepare,
       ...(ownsPool ? { onClose: () => pool.end() } : {}),
     });
   } catch (error) {

@@ -1,11 +1,11 @@
 import { sql } from 'drizzle-orm';
 import {
+  bigint,
   boolean,
   customType,
   doublePrecision,
   getTableConfig,
   index,
-  integer,
   type PgTableFn,
   pgSchema,
   pgTable,
@@ -43,8 +43,9 @@ export function pgKeysColumns() {
     expires: doublePrecision('expires').notNull(),
     // The lease of a pending owner (see LeasedIdempotencyStore): NULL for rows without one.
     leaseUntil: doublePrecision('lease_until'),
-    // The fencing token; a takeover bumps it.
-    attempt: integer('attempt').notNull().default(1),
+    // The fencing token of the row's ownership (see nextFencingToken): bigint, since tokens are
+    // milliseconds of the real clock times 1,024.
+    attempt: bigint('attempt', { mode: 'number' }).notNull().default(1),
     unrecorded: boolean('unrecorded').notNull().default(false),
   };
 }

@@ -2,10 +2,25 @@ import { createHash } from 'node:crypto';
 import { and, asc, eq, gt, inArray, isNull, lte, or, sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { AsyncIdempotencyStore, type KeyStatements } from '../core/async-store.js';
-import { expiredAnswer, leaseHolderRow, leaseTakeover, ownerRow } from '../core/key-conditions.js';
+import type { DeploymentReport } from '../core/deployment.js';
+import { InvalidOptionError } from '../core/errors.js';
+import {
+  expiredAnswer,
+  idStartsWith,
+  leaseHolderRow,
+  leaseTakeover,
+  ownerRow,
+} from '../core/key-conditions.js';
+import { primaryOf, replicasOf } from '../core/replicas.js';
 import { KeyStatus } from '../core/status.js';
 import type { LeasedIdempotencyStore, ReleasePendingResult } from '../core/store.js';
-import { compilePgStatement } from './compile.js';
+import {
+  compilePgStatement,
+  type PgQuery,
+  type PgStatementMode,
+  preparePgQuery,
+} from './compile.js';
+import { checkPgDeployment } from './deployment.js';
 import { type PgKeysTable, type PgTableOptions, resolvePgTable } from './schema.js';
 
 /**
@@ -21,19 +36,51 @@ export interface PgStoreOptions extends PgTableOptions {
    * connection alone: a store built over your database never ends your pool.
    */
   readonly onClose?: () => unknown;
+  /**
+   * Where `fetch` reads a stored answer when `db` was made by drizzle's `withReplicas`:
+   * `'primary'` (the default) or `'replica'`. A replica lags the primary, so an answer finished a
+   * moment ago may not be there yet: a miss on the replica is read again on the primary, and a
+   * finished request is never reported missing because of the lag. Every statement that decides
+   * or writes (acquire, finish, release, purge, sweep, …) runs on the primary either way.
+   */
+  readonly replays?: 'primary' | 'replica';
+  /**
+   * `false` sends every statement unnamed (parsed on each call) instead of as a named prepared
+   * statement: what a transaction pooler needs (PgBouncer in `pool_mode = transaction`, the pooled
+   * endpoints of Supabase and Neon), as postgres-js users know it from its own `prepare: false`.
+   * Default `true`. Named statements stay correct behind such a pooler: their names are unique
+   * per process and client connection, and the first statement the server refuses by name is sent
+   * again unnamed, after which the store names no statement more; `false` saves that first refusal.
+   */
+  readonly prepare?: boolean;
 }
 
 const p = sql.placeholder;
 
 // Named statements are kept per connection by name, and node-postgres refuses one name for two
-// texts: the schema and the table are part of the text, so they are part of the name too.
+// texts: the schema and the table are part of the text, so they are part of the name too. The
+// compiler adds a tag of the process and the connection (see compilePgStatement); the whole name
+// stays under PostgreSQL's 63 bytes.
 function statementNames(schema: string, table: string): (operation: string) => string {
   const tag = createHash('sha256').update(`${schema}.${table}`).digest('hex').slice(0, 12);
   return (operation) => `idempotency_${tag}_${operation}`;
 }
 
-function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string, table: string) {
+function prepareQueries(
+  db: AnyPgDatabase,
+  keys: PgKeysTable,
+  schema: string,
+  table: string,
+  mode: PgStatementMode,
+) {
   const name = statementNames(schema, table);
+  const compile = <K extends string, R>(
+    operation: string,
+    query: PgQuery<R>,
+    names: readonly K[],
+  ) => compilePgStatement(db, name(operation), query, names, mode);
+  const prepare = <R>(operation: string, query: PgQuery<R>) =>
+    preparePgQuery(name(operation), query, mode);
   const isExpiredAnswer = expiredAnswer(keys, p('now'));
   const ownPending = ownerRow(keys, p('id'), p('fingerprint'));
   // One statement is one transaction: the candidates are locked with FOR UPDATE SKIP LOCKED, so
@@ -79,13 +126,12 @@ function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string, ta
   const pendingList = (where: ReturnType<typeof and>) =>
     db.select(rowColumns).from(keys).where(where).orderBy(asc(keys.id)).limit(p('limit'));
   return {
-    // One statement, so atomic: inserts a missing key with attempt 1, or takes over a pending row
-    // of the same fingerprint whose lease lapsed, bumping its attempt (the conflicting row is
-    // locked meanwhile, so of concurrent contenders one wins and the others see its new lease);
-    // returns no row otherwise. A row without a lease (NULL) never compares as lapsed.
-    acquire: compilePgStatement(
-      db,
-      name('acquire'),
+    // One statement, so atomic: inserts a missing key with a fresh fencing token, or takes over a
+    // pending row of the same fingerprint whose lease lapsed, raising its token (the conflicting
+    // row is locked meanwhile, so of concurrent contenders one wins and the others see its new
+    // lease); returns no row otherwise. A row without a lease (NULL) never compares as lapsed.
+    acquire: compile(
+      'acquire',
       db
         .insert(keys)
         .values({
@@ -94,16 +140,15 @@ function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string, ta
           status: KeyStatus.pending,
           expires: p('expires'),
           leaseUntil: p('leaseUntil'),
-          attempt: sql`1`,
+          attempt: sql`${p('token')}`,
           unrecorded: sql`false`,
         })
         .onConflictDoUpdate({ target: keys.id, ...leaseTakeover(keys, p('now')) })
         .returning({ attempt: keys.attempt }),
-      ['id', 'fingerprint', 'expires', 'leaseUntil', 'now'],
+      ['id', 'fingerprint', 'expires', 'leaseUntil', 'token', 'now'],
     ),
-    finishFenced: compilePgStatement(
-      db,
-      name('finish_fenced'),
+    finishFenced: compile(
+      'finish_fenced',
       db
         .update(keys)
         .set({ status: KeyStatus.done, response: sql<string>`${p('response')}` })
@@ -111,9 +156,8 @@ function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string, ta
         .returning({ id: keys.id }),
       ['id', 'fingerprint', 'response', 'attempt'],
     ),
-    renew: compilePgStatement(
-      db,
-      name('renew'),
+    renew: compile(
+      'renew',
       db
         .update(keys)
         .set({ leaseUntil: sql`${p('leaseUntil')}` })
@@ -121,46 +165,55 @@ function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string, ta
         .returning({ id: keys.id }),
       ['id', 'fingerprint', 'attempt', 'leaseUntil'],
     ),
-    releaseFenced: compilePgStatement(
-      db,
-      name('release_fenced'),
+    releaseFenced: compile(
+      'release_fenced',
       db.delete(keys).where(ownedBy).returning({ id: keys.id }),
       ['id', 'fingerprint', 'attempt'],
     ),
-    markUnrecorded: db
-      .update(keys)
-      .set({ unrecorded: true, leaseUntil: null })
-      .where(ownerRow(keys, p('id'), p('fingerprint'), p('attempt')))
-      .returning({ id: keys.id })
-      .prepare(name('mark_unrecorded')),
-    pendingKeys: pendingList(isPending).prepare(name('pending_keys')),
-    stalePendingKeys: pendingList(
-      and(
-        isPending,
-        or(
-          eq(keys.unrecorded, true),
-          lte(keys.leaseUntil, p('now')),
-          and(isNull(keys.leaseUntil), lte(keys.expires, p('now'))),
+    markUnrecorded: prepare(
+      'mark_unrecorded',
+      db
+        .update(keys)
+        .set({ unrecorded: true, leaseUntil: null })
+        .where(ownerRow(keys, p('id'), p('fingerprint'), p('attempt')))
+        .returning({ id: keys.id }),
+    ),
+    pendingKeys: prepare(
+      'pending_keys',
+      pendingList(and(isPending, idStartsWith(keys, p('prefix')))),
+    ),
+    stalePendingKeys: prepare(
+      'stale_pending_keys',
+      pendingList(
+        and(
+          isPending,
+          idStartsWith(keys, p('prefix')),
+          or(
+            eq(keys.unrecorded, true),
+            lte(keys.leaseUntil, p('now')),
+            and(isNull(keys.leaseUntil), lte(keys.expires, p('now'))),
+          ),
         ),
       ),
-    ).prepare(name('stale_pending_keys')),
+    ),
     // The operator's release: whatever the lease and the attempt.
-    releasePending: db
-      .delete(keys)
-      .where(
-        and(
-          eq(keys.id, p('id')),
-          isPending,
-          sql`${keys.fingerprint} = coalesce(${p('fingerprint')}::text, ${keys.fingerprint})`,
-        ),
-      )
-      .returning({ id: keys.id })
-      .prepare(name('release_pending')),
+    releasePending: prepare(
+      'release_pending',
+      db
+        .delete(keys)
+        .where(
+          and(
+            eq(keys.id, p('id')),
+            isPending,
+            sql`${keys.fingerprint} = coalesce(${p('fingerprint')}::text, ${keys.fingerprint})`,
+          ),
+        )
+        .returning({ id: keys.id }),
+    ),
     // The per-request operations skip drizzle's per-call work where the driver allows it (see
     // compilePgStatement); drizzle still writes their SQL.
-    reserve: compilePgStatement(
-      db,
-      name('reserve'),
+    reserve: compile(
+      'reserve',
       db
         .insert(keys)
         .values({
@@ -173,9 +226,8 @@ function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string, ta
         .returning({ id: keys.id }),
       ['id', 'fingerprint', 'expires'],
     ),
-    finish: compilePgStatement(
-      db,
-      name('finish'),
+    finish: compile(
+      'finish',
       db
         .update(keys)
         .set({ status: KeyStatus.done, response: sql<string>`${p('response')}` })
@@ -183,21 +235,16 @@ function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string, ta
         .returning({ id: keys.id }),
       ['id', 'fingerprint', 'response'],
     ),
-    fetch: compilePgStatement(
-      db,
-      name('fetch'),
-      db.select({ response: keys.response }).from(keys).where(fetchWhere),
-      ['id', 'now'],
-    ),
-    release: compilePgStatement(
-      db,
-      name('release'),
-      db.delete(keys).where(ownPending).returning({ id: keys.id }),
-      ['id', 'fingerprint'],
-    ),
-    get: compilePgStatement(
-      db,
-      name('get'),
+    fetch: compile('fetch', db.select({ response: keys.response }).from(keys).where(fetchWhere), [
+      'id',
+      'now',
+    ]),
+    release: compile('release', db.delete(keys).where(ownPending).returning({ id: keys.id }), [
+      'id',
+      'fingerprint',
+    ]),
+    get: compile(
+      'get',
       db
         .select(rowColumns)
         .from(keys)
@@ -217,32 +264,62 @@ function prepareQueries(db: AnyPgDatabase, keys: PgKeysTable, schema: string, ta
     purge: deleteExpired(lockExpired('candidates', [asc(keys.id)])),
     // Index order (expires, id): each batch reads the start of the retention index range instead
     // of sorting the whole backlog, so a sweep stays linear in it.
-    sweepBatch: deleteExpired(lockExpired('batch', [asc(keys.expires), asc(keys.id)])).prepare(
-      name('sweep_batch'),
+    sweepBatch: prepare(
+      'sweep_batch',
+      deleteExpired(lockExpired('batch', [asc(keys.expires), asc(keys.id)])),
     ),
-    counts: db
-      .select({ status: keys.status, count: sql<string>`count(*)` })
-      .from(keys)
-      .groupBy(keys.status)
-      .prepare(name('counts')),
-    stats: db
-      .select({
-        status: keys.status,
-        count: sql<string>`count(*)`,
-        past: sql<string>`count(*) filter (where ${keys.expires} <= ${p('now')})`,
-        lapsed: sql<string>`count(*) filter (where not ${keys.unrecorded} and ${keys.leaseUntil} <= ${p('now')})`,
-        unrecorded: sql<string>`count(*) filter (where ${keys.unrecorded})`,
-      })
-      .from(keys)
-      .groupBy(keys.status)
-      .prepare(name('stats')),
+    counts: prepare(
+      'counts',
+      db
+        .select({ status: keys.status, count: sql<string>`count(*)` })
+        .from(keys)
+        .groupBy(keys.status),
+    ),
+    stats: prepare(
+      'stats',
+      db
+        .select({
+          status: keys.status,
+          count: sql<string>`count(*)`,
+          past: sql<string>`count(*) filter (where ${keys.expires} <= ${p('now')})`,
+          lapsed: sql<string>`count(*) filter (where not ${keys.unrecorded} and ${keys.leaseUntil} <= ${p('now')})`,
+          unrecorded: sql<string>`count(*) filter (where ${keys.unrecorded})`,
+        })
+        .from(keys)
+        .groupBy(keys.status),
+    ),
   };
+}
+
+// The answer of a done row, read on one replica: a statement of its own per replica database.
+function replicaFetch(
+  replica: AnyPgDatabase,
+  keys: PgKeysTable,
+  schema: string,
+  table: string,
+  mode: PgStatementMode,
+) {
+  return compilePgStatement(
+    replica,
+    statementNames(schema, table)('fetch_replica'),
+    replica
+      .select({ response: keys.response })
+      .from(keys)
+      .where(
+        and(eq(keys.id, p('id')), eq(keys.status, KeyStatus.done), gt(keys.expires, p('now'))),
+      ),
+    ['id', 'now'],
+    mode,
+  );
 }
 
 function pgStatements(
   queries: ReturnType<typeof prepareQueries>,
+  replicas: readonly ReturnType<typeof replicaFetch>[],
   onClose: (() => unknown) | undefined,
 ): KeyStatements {
+  const fetchPrimary = async (id: string, now: number) =>
+    (await queries.fetch({ id, now }))[0]?.response;
   return {
     reserve: async (id, fingerprint, expires) =>
       (await queries.reserve({ id, fingerprint, expires })).length,
@@ -258,16 +335,16 @@ function pgStatements(
     markUnrecorded: async (id, fingerprint, attempt) =>
       (await queries.markUnrecorded.execute({ id, fingerprint, attempt })).length,
     // The statement either owns the row or leaves it as it was; what is there is then read.
-    acquire: async (id, fingerprint, { expires, now, leaseUntil }) => {
-      const [won] = await queries.acquire({ id, fingerprint, expires, leaseUntil, now });
+    acquire: async (id, fingerprint, { expires, now, leaseUntil, token }) => {
+      const [won] = await queries.acquire({ id, fingerprint, expires, leaseUntil, token, now });
       if (won !== undefined) return { attempt: won.attempt };
       const [row] = await queries.get({ id });
       return { row };
     },
-    pendingKeys: ({ now, stale, limit }) =>
+    pendingKeys: ({ now, stale, limit, prefix }) =>
       stale
-        ? queries.stalePendingKeys.execute({ now, limit })
-        : queries.pendingKeys.execute({ limit }),
+        ? queries.stalePendingKeys.execute({ now, limit, prefix })
+        : queries.pendingKeys.execute({ limit, prefix }),
     releasePending: async (id, fingerprint) => {
       const deleted = await queries.releasePending.execute({
         id,
@@ -277,7 +354,15 @@ function pgStatements(
       const [row] = await queries.get({ id });
       return { released: false, row };
     },
-    fetch: async (id, now) => (await queries.fetch({ id, now }))[0]?.response,
+    fetch:
+      replicas.length === 0
+        ? fetchPrimary
+        : async (id, now) => {
+            const replica = replicas[
+              Math.floor(Math.random() * replicas.length)
+            ] as (typeof replicas)[number];
+            return (await replica({ id, now }))[0]?.response ?? fetchPrimary(id, now);
+          },
     get: async (id) => (await queries.get({ id }))[0],
     expired: (now, limit) => queries.expired.execute({ now, limit }),
     purge: (now, limit) => queries.purge.execute({ now, limit }),
@@ -290,8 +375,8 @@ function pgStatements(
 
 /**
  * The idempotency store on PostgreSQL, over any drizzle PostgreSQL database (a node-postgres
- * `Pool` is the usual one; PGlite works too). Every operation is one named prepared statement, so
- * it is one round trip and atomic on its own. The table must exist: use `openPgStore`, or
+ * `Pool` is the usual one; PGlite works too). Every operation is one statement (named and prepared
+ * unless `prepare: false`), so it is one round trip and atomic on its own. The table must exist: use `openPgStore`, or
  * `applyPgMigrations`, or your own drizzle-kit migrations with the exported table.
  *
  * Safe with many application instances sharing one database: `reserve` is an
@@ -319,22 +404,63 @@ export class PgIdempotencyStore<T = unknown>
   implements LeasedIdempotencyStore<T>
 {
   readonly #db: AnyPgDatabase;
+  readonly #table: PgKeysTable;
+  readonly #options: PgStoreOptions;
 
   /**
    * @param db - a drizzle PostgreSQL database; the store shares its connections
    * @param options - see {@link PgStoreOptions}
-   * @throws {@link InvalidOptionError} for a schema name PostgreSQL cannot hold, or a `schema`
-   * that is not the table's
+   * @throws {@link InvalidOptionError} for a schema name PostgreSQL cannot hold, a `schema`
+   * that is not the table's, or a `replays` other than `'primary'` or `'replica'`
    */
   constructor(db: AnyPgDatabase, options: PgStoreOptions = {}) {
     const { table, name, schema } = resolvePgTable(options);
-    super(pgStatements(prepareQueries(db, table, schema, name), options.onClose));
-    this.#db = db;
+    if (
+      options.replays !== undefined &&
+      options.replays !== 'primary' &&
+      options.replays !== 'replica'
+    ) {
+      throw new InvalidOptionError(
+        `replays must be 'primary' or 'replica', got ${String(options.replays)}`,
+      );
+    }
+    const mode: PgStatementMode = { named: options.prepare ?? true };
+    const primary = primaryOf(db);
+    const replicas =
+      options.replays === 'replica'
+        ? replicasOf(db).map((replica) => replicaFetch(replica, table, schema, name, mode))
+        : [];
+    super(
+      pgStatements(prepareQueries(primary, table, schema, name, mode), replicas, options.onClose),
+    );
+    this.#db = primary;
+    this.#table = table;
+    this.#options = options;
   }
 
-  /** The drizzle database the store runs on. */
+  /**
+   * Reads what the server says about this store's deployment, without writing: see
+   * `checkPgDeployment` for what is refused and what is warned about. `openPgStore` runs it at
+   * open; call it on demand (a health check, after a failover).
+   *
+   * @example
+   * ```ts
+   * const { findings } = await store.checkDeployment();
+   * for (const finding of findings) console.warn(`${finding.code}: ${finding.message} ${finding.fix}`);
+   * ```
+   */
+  checkDeployment(): Promise<DeploymentReport> {
+    return checkPgDeployment(this.#db, this.#options);
+  }
+
+  /** The drizzle database the store runs on: the primary of a `withReplicas` database. */
   get db(): AnyPgDatabase {
     return this.#db;
+  }
+
+  /** The keys table the store keeps its rows in (its schema and name); `pgTransaction` records there. */
+  get table(): PgKeysTable {
+    return this.#table;
   }
 
   /**

@@ -2,17 +2,35 @@ import type { PgQueryResultHKT, PgTransaction } from 'drizzle-orm/pg-core';
 import { ownerRow } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
 import { runFenced, type TransactionRunner } from '../function/transaction.js';
-import { keys as defaultKeys, type PgKeysTable } from './schema.js';
 import type { PgIdempotencyStore } from './store.js';
 
 /** The drizzle transaction a PostgreSQL handler receives, whatever the driver. */
 // biome-ignore lint/suspicious/noExplicitAny: the handler may use any schema of the app's
 export type PgHandlerTransaction = PgTransaction<PgQueryResultHKT, any, any>;
 
-/** Options of {@link pgTransaction}. */
-export interface PgTransactionOptions {
-  /** The store's keys table (`pgKeysTable({ name, schema })`), when it is not the default `keys` in `public`. */
-  readonly table?: PgKeysTable;
+/**
+ * Runs `handler` in a savepoint of `tx` (drizzle's nested transaction), so that a statement of
+ * its that failed, and that it caught, does not leave `tx` aborted. A handler that throws is
+ * rethrown, its savepoint rolled back. A handler that answers after such a failure gets its
+ * savepoint rolled back too (PostgreSQL would commit none of its writes) and its answer returned.
+ */
+async function isolated<R>(
+  tx: PgHandlerTransaction,
+  handler: (tx: PgHandlerTransaction) => R | Promise<R>,
+): Promise<R> {
+  let answered: { readonly result: R } | undefined;
+  try {
+    return await tx.transaction(async (savepoint) => {
+      answered = { result: await handler(savepoint) };
+      return answered.result;
+    });
+  } catch (error) {
+    // The release of an aborted savepoint fails (node-postgres, PGlite), or the driver throws the
+    // statement's error at its end even though the handler caught it (postgres-js): either way
+    // drizzle rolled back to the savepoint, and the transaction can go on.
+    if (answered === undefined) throw error;
+    return answered.result;
+  }
 }
 
 /**
@@ -20,14 +38,24 @@ export interface PgTransactionOptions {
  * `db.transaction(async (tx) => …)` on the store's database (node-postgres, postgres-js or
  * PGlite), so the app's tables must be reachable from the same database.
  *
- * The answer is recorded by an `UPDATE` of the owner's pending row (and attempt, with leases) as
- * the transaction's last statement. A takeover that committed first makes it match nothing, and
- * the whole transaction rolls back; one that comes later waits on the row lock and then finds the
- * row done. Use only `tx` in the handler: on PGlite (one connection) the root database would wait
- * for the transaction to end.
+ * The answer is recorded in the store's own table (`store.table`: its schema and name) by an
+ * `UPDATE` of the owner's pending row (and attempt, with leases) as the transaction's last
+ * statement. A takeover that committed first makes it match nothing, and the whole transaction
+ * rolls back; one that comes later waits on the row lock and then finds the row done. Use only
+ * `tx` in the handler: on PGlite (one connection) the root database would wait for the
+ * transaction to end.
  *
- * @param store - the store the keys are kept in; the transaction runs on its database
- * @param options - the store's table, when not the default
+ * **A handler that catches a failed statement** (a unique violation it answers with 409): on
+ * PostgreSQL a failed statement aborts the whole transaction, so none of the handler's writes can
+ * commit any more. The handler runs in a savepoint (its `tx` is drizzle's nested transaction);
+ * when it answers after such a failure, the runner rolls back to that savepoint (undoing every
+ * write of the handler) and records its answer, so the 409 is stored and replayed as on SQLite and
+ * MySQL. Those undo only the failed statement and commit the handler's other writes: to get that
+ * on every dialect, put the statement that may fail in `tx.transaction(async (sp) => …)` (a
+ * savepoint of its own) and catch around it.
+ *
+ * @param store - the store the keys are kept in; the transaction runs on its database and records
+ *   in its table
  * @example
  * ```ts
  * import { makeIdempotent } from 'drizzle-idempotency/function';
@@ -45,16 +73,15 @@ export interface PgTransactionOptions {
  */
 export function pgTransaction(
   store: PgIdempotencyStore<unknown>,
-  options: PgTransactionOptions = {},
 ): TransactionRunner<PgHandlerTransaction> {
-  const table = options.table ?? defaultKeys;
+  const { table } = store;
   return {
     store,
     synchronous: false,
     run: (owner, handler, record) =>
       runFenced(
         (body) => store.db.transaction(body),
-        handler,
+        (tx: PgHandlerTransaction) => isolated(tx, handler),
         async (tx, result) => {
           const done = await tx
             .update(table)

@@ -1,10 +1,8 @@
+export type { SqlitePragmaSource } from './deployment.js';
+export { checkSqliteDeployment } from './deployment.js';
 export { SqliteGroupCommitStore } from './group-commit-store.js';
 export type { SqliteMigrationOptions } from './migrate.js';
-export {
-  applySqliteMigrations,
-  assertAdoptableKeysTable,
-  sqliteMigrationsFolder,
-} from './migrate.js';
+export { applySqliteMigrations, assertAdoptableKeysTable } from './migrate.js';
 export type { OpenSqliteStoreOptions, SqliteSynchronous } from './open.js';
 export { openSqliteStore } from './open.js';
 export { sqlitePushTables } from './push.js';
@@ -12,5 +10,5 @@ export type { SqliteKeysTable } from './schema.js';
 export { keys, sqliteKeysTable } from './schema.js';
 export type { AnyBetterSqliteDatabase, SqliteStoreOptions } from './store.js';
 export { MAX_ANSWER_CACHE_SIZE, SqliteIdempotencyStore } from './store.js';
-export type { SqliteHandlerTransaction, SqliteTransactionOptions } from './transaction.js';
+export type { SqliteHandlerTransaction } from './transaction.js';
 export { sqliteTransaction } from './transaction.js';

@@ -2,8 +2,10 @@ import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
+import { type DeploymentWarningOptions, enforceDeployment } from '../core/deployment.js';
 import { DatabaseOpenError, InvalidOptionError } from '../core/errors.js';
 import { assertIntegerOption } from '../core/validation.js';
+import { checkSqliteDeployment } from './deployment.js';
 import {
   applySqliteMigrations,
   assertAdoptableBookkeeping,
@@ -18,7 +20,7 @@ export type SqliteSynchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
 const SYNCHRONOUS_LEVELS: readonly SqliteSynchronous[] = ['OFF', 'NORMAL', 'FULL', 'EXTRA'];
 
 /** Options of {@link openSqliteStore}. */
-export interface OpenSqliteStoreOptions extends SqliteMigrationOptions {
+export interface OpenSqliteStoreOptions extends SqliteMigrationOptions, DeploymentWarningOptions {
   /**
    * How long a write waits for another connection's write lock before failing, in milliseconds.
    * Default 5000.
@@ -66,7 +68,8 @@ function assertOpenablePath(path: unknown): asserts path is string {
 
 /**
  * Opens (creating if needed) a SQLite file as an idempotency store: WAL journal, a busy timeout,
- * the chosen `synchronous` level, then the migrations. `close()` closes the connection.
+ * the chosen `synchronous` level, the deployment check (see `checkSqliteDeployment`: its warnings
+ * go to `onDeploymentWarning`), then the migrations. `close()` closes the connection.
  *
  * Nothing is written to a file that turns out not to be a SQLite database, or whose keys table
  * is not the contract's. `options.table` names another keys table (see `sqliteKeysTable`).
@@ -119,6 +122,7 @@ export function openSqliteStore<T = unknown>(
     assertAdoptableBookkeeping(client, table);
     client.pragma('journal_mode = WAL');
     client.pragma(`synchronous = ${synchronous}`);
+    enforceDeployment(checkSqliteDeployment(client), options);
     applySqliteMigrations(db, table);
     return new SqliteIdempotencyStore<T>(db, {
       closeConnection: true,

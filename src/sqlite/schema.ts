@@ -48,7 +48,8 @@ export function sqliteKeysColumns() {
     expires: real('expires').notNull(),
     // The lease of a pending owner (see LeasedIdempotencyStore): NULL for rows without one.
     leaseUntil: real('lease_until'),
-    // The fencing token; a takeover bumps it.
+    // The fencing token of the row's ownership (see nextFencingToken); a takeover raises it.
+    // INTEGER is 64-bit in SQLite, wide enough for real-clock milliseconds × 1,024.
     attempt: integer('attempt').notNull().default(1),
     unrecorded: integer('unrecorded', { mode: 'boolean' }).notNull().default(false),
   };

@@ -3,15 +3,23 @@ import { and, asc, eq, gt, inArray, isNull, lte, or, sql } from 'drizzle-orm';
 import type { BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
 import { getTableConfig } from 'drizzle-orm/sqlite-core';
 import { AnswerCache } from '../core/answer-cache.js';
+import type { DeploymentReport } from '../core/deployment.js';
 import { StoreClosedError } from '../core/errors.js';
+import { nextFencingToken } from '../core/fencing-token.js';
 import { parseResponse, serializeResponse } from '../core/json.js';
-import { expiredAnswer, leaseHolderRow } from '../core/key-conditions.js';
+import {
+  expiredAnswer,
+  idStartsWith,
+  leaseHolderRow,
+  takeoverToken,
+} from '../core/key-conditions.js';
 import {
   acquiredOutcome,
   assertAttempt,
   existingOutcome,
   leaseDeadline,
   pendingLimit,
+  pendingPrefix,
   toPendingKey,
 } from '../core/lease.js';
 import { type KeyRow, toRecord } from '../core/record.js';
@@ -39,6 +47,7 @@ import {
   MAX_BATCH_SIZE,
 } from '../core/validation.js';
 import { compileStatement } from './compile.js';
+import { checkSqliteDeployment } from './deployment.js';
 import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 
 /** Any drizzle database over better-sqlite3, whatever schema it was built with. */
@@ -99,9 +108,10 @@ function compileHotQueries(db: AnyBetterSqliteDatabase, keys: SqliteKeysTable) {
         .onConflictDoNothing(),
       ['id', 'fingerprint', 'pending', 'expires'],
     ),
-    // One statement, so atomic: inserts a missing key with attempt 1, or takes over a pending row
-    // of the same fingerprint whose lease lapsed, bumping its attempt; returns no row otherwise.
-    // A row without a lease (NULL) never compares as lapsed.
+    // One statement, so atomic: inserts a missing key with a fresh fencing token, or takes over a
+    // pending row of the same fingerprint whose lease lapsed, raising its token above the old and
+    // the fresh one (see takeoverToken); returns no row otherwise. A row without a lease (NULL)
+    // never compares as lapsed.
     acquire: compileStatement(
       client,
       db
@@ -112,13 +122,13 @@ function compileHotQueries(db: AnyBetterSqliteDatabase, keys: SqliteKeysTable) {
           status: p('pending'),
           expires: p('expires'),
           leaseUntil: p('leaseUntil'),
-          attempt: sql`1`,
+          attempt: p('token'),
           unrecorded: sql`0`,
         })
         .onConflictDoUpdate({
           target: keys.id,
           set: {
-            attempt: sql`${keys.attempt} + 1`,
+            attempt: takeoverToken(keys, sql`excluded.attempt`),
             leaseUntil: sql`excluded.lease_until`,
             expires: sql`excluded.expires`,
           },
@@ -130,7 +140,7 @@ function compileHotQueries(db: AnyBetterSqliteDatabase, keys: SqliteKeysTable) {
           ),
         })
         .returning({ attempt: keys.attempt }),
-      ['id', 'fingerprint', 'pending', 'expires', 'leaseUntil', 'pending', 'now'],
+      ['id', 'fingerprint', 'pending', 'expires', 'leaseUntil', 'token', 'pending', 'now'],
     ),
     finishFenced: compileStatement(
       client,
@@ -221,7 +231,7 @@ function prepareQueries(db: AnyBetterSqliteDatabase, keys: SqliteKeysTable) {
     pendingKeys: db
       .select(pendingColumns)
       .from(keys)
-      .where(isPending)
+      .where(and(isPending, idStartsWith(keys, p('prefix'))))
       .orderBy(asc(keys.id))
       .limit(p('limit'))
       .prepare(),
@@ -231,6 +241,7 @@ function prepareQueries(db: AnyBetterSqliteDatabase, keys: SqliteKeysTable) {
       .where(
         and(
           isPending,
+          idStartsWith(keys, p('prefix')),
           or(
             eq(keys.unrecorded, true),
             lte(keys.leaseUntil, p('now')),
@@ -390,6 +401,7 @@ export class SqliteIdempotencyStore<T = unknown> implements LeasedIdempotencySto
   readonly #hot: ReturnType<typeof compileHotQueries>;
   readonly #cache: AnswerCache | undefined;
   readonly #closeConnection: boolean;
+  readonly #table: SqliteKeysTable;
   #closed = false;
 
   /**
@@ -405,11 +417,30 @@ export class SqliteIdempotencyStore<T = unknown> implements LeasedIdempotencySto
     this.#hot = compileHotQueries(db, table);
     this.#cache = cacheSize > 0 ? new AnswerCache(cacheSize) : undefined;
     this.#closeConnection = options.closeConnection ?? false;
+    this.#table = table;
   }
 
   /** The drizzle database the store runs on; use it to run your own queries on the same connection. */
   get db(): AnyBetterSqliteDatabase {
     return this.#db;
+  }
+
+  /** The keys table the store keeps its rows in; `sqliteTransaction` records there. */
+  get table(): SqliteKeysTable {
+    return this.#table;
+  }
+
+  /**
+   * Reads this connection's `journal_mode` and `synchronous`: see `checkSqliteDeployment`.
+   * `openSqliteStore` runs it at open.
+   *
+   * @example
+   * ```ts
+   * const { findings } = store.checkDeployment();
+   * ```
+   */
+  checkDeployment(): DeploymentReport {
+    return checkSqliteDeployment(this.#db.$client);
   }
 
   #open(): ReturnType<typeof prepareQueries> {
@@ -458,18 +489,22 @@ export class SqliteIdempotencyStore<T = unknown> implements LeasedIdempotencySto
     // The statement either owns the row or leaves it as it was; what is there is then read. A row
     // deleted in between (released, purged) makes the key new again: try once more.
     for (;;) {
+      const token = nextFencingToken();
       const won = hot.acquire.get(
         key,
         digest,
         KeyStatus.pending,
         expires,
         leaseUntil,
+        token,
         KeyStatus.pending,
         now,
       ) as { attempt: number } | undefined;
       if (won !== undefined) {
-        if (won.attempt === 1) this.#cache?.forget(key);
-        return acquiredOutcome(won.attempt, leaseUntil);
+        const outcome = acquiredOutcome<T>(won.attempt, token, leaseUntil);
+        // Inserted afresh, so any answer cached for this key was retired elsewhere.
+        if (!outcome.takenOver) this.#cache?.forget(key);
+        return outcome;
       }
       const row = hot.get.get(key) as KeyRow | undefined;
       if (row !== undefined) return existingOutcome<T>(row, digest);
@@ -499,10 +534,11 @@ export class SqliteIdempotencyStore<T = unknown> implements LeasedIdempotencySto
   pendingKeys(options: PendingKeysOptions): PendingKey[] {
     assertTime(options?.now, 'now');
     const limit = pendingLimit(options.limit);
+    const prefix = pendingPrefix(options);
     const queries = this.#open();
     const rows = options.stale
-      ? queries.stalePendingKeys.all({ now: options.now, limit })
-      : queries.pendingKeys.all({ limit });
+      ? queries.stalePendingKeys.all({ now: options.now, limit, prefix })
+      : queries.pendingKeys.all({ limit, prefix });
     return rows.map((row) => toPendingKey(row, options.now));
   }
 

@@ -3,37 +3,27 @@ import { and, eq, sql } from 'drizzle-orm';
 import type { SQLiteTransaction } from 'drizzle-orm/sqlite-core';
 import { InvalidOptionError } from '../core/errors.js';
 import { KeyStatus } from '../core/status.js';
-import type { TransactionRunner } from '../function/transaction.js';
-import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
+import { isThenable } from '../core/thenable.js';
+import type { KeyOwner, TransactionOutcome, TransactionRunner } from '../function/transaction.js';
 import type { SqliteIdempotencyStore } from './store.js';
 
 /** The drizzle transaction a synchronous SQLite handler receives. */
 // biome-ignore lint/suspicious/noExplicitAny: the handler may use any schema of the app's
 export type SqliteHandlerTransaction = SQLiteTransaction<'sync', RunResult, any, any>;
 
-/** Options of {@link sqliteTransaction}. */
-export interface SqliteTransactionOptions {
-  /** The store's keys table (`sqliteKeysTable(name)`), when it is not the default `keys`. */
-  readonly table?: SqliteKeysTable;
-}
-
 const p = sql.placeholder;
 
 // Thrown inside the transaction callback to make better-sqlite3 roll back, then caught outside.
 class OwnershipLost extends Error {}
 
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return (
-    (typeof value === 'object' || typeof value === 'function') &&
-    value !== null &&
-    typeof (value as { then?: unknown }).then === 'function'
-  );
-}
+// Thrown out of a transaction SQLite already rolled back, whose handler caught the error that did it.
+class RolledBackUnderHandler extends Error {}
 
 /**
  * The transactional form on SQLite (better-sqlite3): the handler's writes and the stored answer
  * commit in one `BEGIN IMMEDIATE` transaction on the store's own connection, so the app's tables
- * must live in the same database file as the keys table.
+ * must live in the same database file as the keys table. The answer is recorded in the store's
+ * own table (`store.table`), whatever its name.
  *
  * The handler is **synchronous**, `(tx) => result`: better-sqlite3 runs a transaction in one call,
  * and a write after an `await` would land outside it (committed on its own, not rolled back).
@@ -42,8 +32,13 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
  * {@link InvalidOptionError}. The transaction is immediate so it takes the write lock before its
  * first read, and waits for it (busy timeout) instead of failing with `SQLITE_BUSY`.
  *
- * @param store - the store the keys are kept in; the transaction runs on its database
- * @param options - the store's table, when not the default
+ * A failed statement the handler catches undoes only that statement (a unique violation it turns
+ * into a 409 commits with its other writes), unless the failure made SQLite roll the whole
+ * transaction back (`INSERT OR ROLLBACK`, `RAISE(ROLLBACK)`, a full disk): then nothing of the
+ * handler's is left, and its answer is recorded alone, as on PostgreSQL.
+ *
+ * @param store - the store the keys are kept in; the transaction runs on its database and records
+ *   in its table
  * @example
  * ```ts
  * import { makeIdempotent } from 'drizzle-idempotency/function';
@@ -61,9 +56,8 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
  */
 export function sqliteTransaction(
   store: SqliteIdempotencyStore<unknown>,
-  options: SqliteTransactionOptions = {},
 ): TransactionRunner<SqliteHandlerTransaction> {
-  const table = options.table ?? defaultKeys;
+  const { table } = store;
   // Prepared once: building the UPDATE per call would cost more than the whole transaction. It
   // runs on the store's connection, so inside the open transaction.
   const recordAnswer = (fenced: boolean) =>
@@ -82,10 +76,24 @@ export function sqliteTransaction(
       .prepare();
   const recordUnfenced = recordAnswer(false);
   const recordFenced = recordAnswer(true);
+  // Whether the answer landed on the owner's pending row.
+  const recorded = (owner: KeyOwner, response: string): boolean => {
+    const values = { id: owner.key, fingerprint: owner.digest, response };
+    const done =
+      owner.attempt === undefined
+        ? recordUnfenced.run(values)
+        : recordFenced.run({ ...values, attempt: owner.attempt });
+    return done.changes === 1;
+  };
   return {
     store,
     synchronous: true,
-    async run(owner, handler, record) {
+    async run<R>(
+      owner: KeyOwner,
+      handler: (tx: SqliteHandlerTransaction) => R | Promise<R>,
+      record: (result: R) => string,
+    ): Promise<TransactionOutcome<R>> {
+      let answered: { readonly result: R; readonly response: string } | undefined;
       try {
         const result = store.db.transaction(
           (tx) => {
@@ -97,12 +105,15 @@ export function sqliteTransaction(
                 'a SQLite transactional handler must be synchronous: it returned a promise',
               );
             }
-            const values = { id: owner.key, fingerprint: owner.digest, response: record(result) };
-            const done =
-              owner.attempt === undefined
-                ? recordUnfenced.run(values)
-                : recordFenced.run({ ...values, attempt: owner.attempt });
-            if (done.changes !== 1) throw new OwnershipLost();
+            const response = record(result);
+            // Some failures (`INSERT OR ROLLBACK`, `RAISE(ROLLBACK)`, a full disk) make SQLite roll
+            // the whole transaction back; a handler that caught one still answers. Recorded here,
+            // the answer would commit on its own and the commit after it fail.
+            if (!store.db.$client.inTransaction) {
+              answered = { result, response };
+              throw new RolledBackUnderHandler();
+            }
+            if (!recorded(owner, response)) throw new OwnershipLost();
             return result;
           },
           { behavior: 'immediate' },
@@ -110,6 +121,13 @@ export function sqliteTransaction(
         return { committed: true, result };
       } catch (error) {
         if (error instanceof OwnershipLost) return { committed: false };
+        // Nothing of the handler's is left to commit with it, as on PostgreSQL after a caught
+        // failure: the answer is recorded alone, fenced like any other.
+        if (error instanceof RolledBackUnderHandler && answered !== undefined) {
+          return recorded(owner, answered.response)
+            ? { committed: true, result: answered.result }
+            : { committed: false };
+        }
         throw error;
       }
     },

@@ -5,6 +5,7 @@ import {
   InvalidLimitError,
   InvalidOptionError,
   InvalidTimeError,
+  MAX_KEY_BYTES,
   StoreClosedError,
   UnserializableResponseError,
 } from '../../src/index.js';
@@ -498,6 +499,34 @@ export function describeStoreContract(dialect: string, makeHarness: HarnessFacto
         await expectRefused(() => h.store.release(k, 'fp'), InvalidKeyError);
         await expectRefused(() => h.store.get(k), InvalidKeyError);
         await expectRefused(() => h.store.retentionCycle(k), InvalidKeyError);
+      });
+
+      it('keeps keys and digests of MAX_KEY_BYTES UTF-8 bytes and refuses one byte more', async () => {
+        // Two-byte and four-byte characters: the limit counts the bytes the databases keep.
+        const longest = [`${'é'.repeat((MAX_KEY_BYTES - 2) / 2)}ab`, '\u{1F600}'.repeat(256)];
+        for (const key of longest) {
+          expect(Buffer.byteLength(key)).toBe(MAX_KEY_BYTES);
+          const over = `${key}x`;
+          await expectRefused(() => h.store.reserve(over, 'd', 10), InvalidKeyError);
+          await expectRefused(() => h.store.finish(over, 'd', { r: 1 }), InvalidKeyError);
+          await expectRefused(() => h.store.fetch(over, 0), InvalidKeyError);
+          await expectRefused(() => h.store.release(over, 'd'), InvalidKeyError);
+          await expectRefused(() => h.store.get(over), InvalidKeyError);
+          await expectRefused(() => h.store.retentionCycle(over), InvalidKeyError);
+          await expectRefused(() => h.store.reserve('k', over, 10), InvalidDigestError);
+          await expectRefused(() => h.store.finish('k', over, { r: 1 }), InvalidDigestError);
+          await expectRefused(() => h.store.release('k', over), InvalidDigestError);
+        }
+        const before = (await h.rows()).map((row) => row.id);
+        for (const key of longest) {
+          expect(await h.store.reserve(key, key, 10)).toBe(true);
+          expect(await h.store.finish(key, key, { r: 1 })).toBe(true);
+          expect(await h.store.fetch(key, 0)).toEqual({ r: 1 });
+          expect(await h.store.get(key)).toMatchObject({ key, fingerprint: key, status: 'done' });
+        }
+        expect((await h.rows()).map((row) => row.id).sort()).toEqual(
+          [...before, ...longest].sort(),
+        );
       });
 
       it.each(BAD_TEXTS)('refuses the digest %s', async (digest) => {

@@ -1,5 +1,5 @@
 import { once } from 'node:events';
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -66,6 +66,19 @@ describe('payments example service', () => {
     expect(await listPayments()).toEqual([payment]);
   });
 
+  it('answers the route its Location header names, and 404 for an unknown payment', async () => {
+    const created = await pay('p-loc', JSON.stringify({ amount: 300, currency: 'usd' }));
+    expect(created.status).toBe(201);
+    const location = created.headers.get('location');
+    expect(location).toMatch(/^\/payments\/pay_/);
+    const shown = await fetch(`${url}${location}`);
+    expect(shown.status).toBe(200);
+    expect(await shown.json()).toEqual(await created.json());
+    const missing = await fetch(`${url}/payments/pay_nope`);
+    expect(missing.status).toBe(404);
+    expect(missing.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+  });
+
   it('requires an Idempotency-Key', async () => {
     const response = await pay(undefined, JSON.stringify({ amount: 1, currency: 'EUR' }));
     expect(response.status).toBe(400);
@@ -100,6 +113,27 @@ describe('payments example service', () => {
     expect(await listPayments()).toEqual([]);
     // The client can fix the body and retry with the same key.
     expect((await pay('bad', '{"amount":1,"currency":"EUR"}')).status).toBe(201);
+  });
+});
+
+describe('payments service process', () => {
+  it('says in one line that its port is busy, and exits 1', async () => {
+    const busy = createServer().listen(0, '127.0.0.1');
+    await once(busy, 'listening');
+    const { port } = busy.address() as AddressInfo;
+    try {
+      const main = fileURLToPath(new URL('../../examples/payments/main.ts', import.meta.url));
+      const { code, stderr } = await runTs(main, [], {
+        PORT: String(port),
+        IDEM_DB: freshDbPath(dir),
+      });
+      expect(code).toBe(1);
+      expect(stderr.trim()).toBe(
+        `payments service: port ${port} on 127.0.0.1 is already in use; stop the other process or set PORT (0 picks a free one)`,
+      );
+    } finally {
+      busy.close();
+    }
   });
 });
 

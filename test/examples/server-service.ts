@@ -143,7 +143,11 @@ export async function exerciseService(db: ServerDatabase): Promise<void> {
 
   const pending = await pendingRows(db.url);
   expect(pending).toEqual([
-    expect.objectContaining({ key: 'order-3', attempt: 1, leaseUntil: left?.leaseUntil }),
+    expect.objectContaining({
+      key: 'order-3',
+      attempt: expect.any(Number),
+      leaseUntil: left?.leaseUntil,
+    }),
   ]);
   // Live or already lapsed, depending on how long the CLI took to start: never unrecorded.
   expect(['live', 'lapsed']).toContain(pending[0]?.state);

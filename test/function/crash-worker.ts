@@ -75,12 +75,11 @@ if (dialect === 'sqlite') {
   await loop(call, prefix);
 } else {
   const [schema, prefix] = rest as [string, string];
-  const [{ drizzle }, { default: pg }, { PgIdempotencyStore, pgKeysTable, pgTransaction }] =
-    await Promise.all([
-      import('drizzle-orm/node-postgres'),
-      import('pg'),
-      import('../../src/pg/index.js'),
-    ]);
+  const [{ drizzle }, { default: pg }, { PgIdempotencyStore, pgTransaction }] = await Promise.all([
+    import('drizzle-orm/node-postgres'),
+    import('pg'),
+    import('../../src/pg/index.js'),
+  ]);
   const pool = new pg.Pool({ connectionString: target, max: 2 });
   // Written to the pipe (synchronous on Linux) before the connection runs a statement.
   pool.on('connect', (client) => console.log(`session ${pgBackendPid(client)}`));
@@ -92,7 +91,7 @@ if (dialect === 'sqlite') {
       return { applied: key };
     },
     {
-      transaction: pgTransaction(store, { table: pgKeysTable(schema) }),
+      transaction: pgTransaction(store),
       key: (key) => key,
     },
   );

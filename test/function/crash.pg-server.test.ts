@@ -1,12 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, describe, expect, it } from 'vitest';
 import { makeIdempotent } from '../../src/function/index.js';
-import {
-  applyPgMigrations,
-  PgIdempotencyStore,
-  pgKeysTable,
-  pgTransaction,
-} from '../../src/pg/index.js';
+import { applyPgMigrations, PgIdempotencyStore, pgTransaction } from '../../src/pg/index.js';
 import { freshServerSchema, type ServerSchema } from '../support/pg.js';
 import { until } from '../support/waiting.js';
 import {
@@ -62,7 +57,7 @@ describe('transactional makeIdempotent on the PostgreSQL server, killed with SIG
         return { applied: key };
       },
       {
-        transaction: pgTransaction(store, { table: pgKeysTable({ schema }) }),
+        transaction: pgTransaction(store),
         key: (key) => key,
         now: () => Date.now() / 1000 + 3600,
       },

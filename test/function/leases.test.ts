@@ -53,7 +53,8 @@ describe.each(storeFactories())('makeIdempotent with leases on $name', (factory)
     expect(await job('k')).toBe('ran');
     expect(runs).toBe(1);
     const record = await store.get('k');
-    expect(record).toMatchObject({ status: 'done', attempt: 2 });
+    expect(record?.status).toBe('done');
+    expect(record?.attempt).toBeGreaterThan(dead.status === 'acquired' ? dead.attempt : Infinity);
   });
 
   it('refuses the result of a stalled call whose key was taken over: the answer is the new owner’s', async () => {
@@ -75,18 +76,100 @@ describe.each(storeFactories())('makeIdempotent with leases on $name', (factory)
     );
     const stalled = job('k').catch((e: unknown) => e);
     await started.promise;
+    const first = (await store.get('k'))?.attempt as number;
     clock = 1020;
     expect(await job('k')).toBe('run 2');
     gate.resolve();
     const error = await stalled;
     expect(error).toBeInstanceOf(ResultNotRecordedError);
     expect((error as ResultNotRecordedError).result).toBe('run 1');
-    expect(await store.get('k')).toMatchObject({
-      status: 'done',
-      attempt: 2,
-      response: { value: 'run 2' },
-    });
+    const record = await store.get('k');
+    expect(record).toMatchObject({ status: 'done', response: { value: 'run 2' } });
+    expect(record?.attempt).toBeGreaterThan(first);
     expect(await job('k')).toBe('run 2');
+  });
+
+  // The ABA of issue 26 through makeIdempotent: A freezes past its lease, B takes the key over and
+  // throws (its key is released), C claims the key afresh; then A wakes up. `late` is what A does.
+  async function aba(late: 'returns' | 'throws') {
+    let clock = 1000;
+    const gates = { a: deferred(), c: deferred() };
+    const started = { a: deferred(), c: deferred() };
+    let runs = 0;
+    const job = makeIdempotent(
+      async (_id: string) => {
+        runs += 1;
+        if (runs === 1) {
+          started.a.resolve();
+          await gates.a.promise;
+          if (late === 'throws') throw new Error('A wakes up and throws');
+          return 'A';
+        }
+        if (runs === 2) throw new Error('B fails');
+        started.c.resolve();
+        await gates.c.promise;
+        return 'C';
+      },
+      { store, key: (id) => id, leaseSeconds: 10, now: () => clock },
+    );
+    const a = job('k').catch((e: unknown) => e);
+    await started.a.promise;
+    clock = 1020;
+    await expect(job('k')).rejects.toThrow('B fails');
+    expect(await store.get('k')).toBeNull();
+    const c = job('k');
+    await started.c.promise;
+    const token = (await store.get('k'))?.attempt;
+    gates.a.resolve();
+    const lateA = await a;
+    // A's fenced writes (its answer, or the release after its throw) leave C's row alone.
+    expect(await store.get('k')).toMatchObject({ status: 'pending', attempt: token });
+    // A duplicate D while C runs is told the call is in progress.
+    await expect(job('k')).rejects.toBeInstanceOf(CallInProgressError);
+    gates.c.resolve();
+    expect(await c).toBe('C');
+    expect(await job('k')).toBe('C');
+    expect(await store.get('k')).toMatchObject({ status: 'done', response: { value: 'C' } });
+    expect(runs).toBe(3);
+    return lateA;
+  }
+
+  it("refuses A's late result after B released the key and C claimed it again: C's result is stored (ABA)", async () => {
+    const lateA = await aba('returns');
+    expect(lateA).toBeInstanceOf(ResultNotRecordedError);
+    expect((lateA as ResultNotRecordedError).result).toBe('A');
+  });
+
+  it("keeps C's key when A throws late after B released it and C claimed it again (ABA)", async () => {
+    const lateA = await aba('throws');
+    expect((lateA as Error).message).toBe('A wakes up and throws');
+  });
+
+  it("refuses the old call's result after an operator released its live key and a new call claimed it", async () => {
+    const gates = [deferred(), deferred()];
+    const started = [deferred(), deferred()];
+    let runs = 0;
+    const job = makeIdempotent(
+      async (_id: string) => {
+        const run = runs++;
+        started[run]?.resolve();
+        await gates[run]?.promise;
+        return `run ${run + 1}`;
+      },
+      { store, key: (id) => id, leaseSeconds: 10, now: () => 1000 },
+    );
+    const old = job('k').catch((e: unknown) => e);
+    await started[0]?.promise;
+    expect(await store.releasePending('k')).toBe('released');
+    const fresh = job('k');
+    await started[1]?.promise;
+    gates[0]?.resolve();
+    expect(await old).toBeInstanceOf(ResultNotRecordedError);
+    expect(await store.get('k')).toMatchObject({ status: 'pending', response: null });
+    gates[1]?.resolve();
+    expect(await fresh).toBe('run 2');
+    expect(await job('k')).toBe('run 2');
+    expect(runs).toBe(2);
   });
 
   it('marks a key whose result could not be recorded, so it is never taken over', async () => {
@@ -120,13 +203,16 @@ describe.each(storeFactories())('makeIdempotent with leases on $name', (factory)
     );
     const first = slow('k');
     await until(async () => (await store.get('k')) !== null);
-    const claimed = (await store.get('k'))?.leaseUntil as number;
+    const { leaseUntil: claimed, attempt: token } = (await store.get('k')) as {
+      leaseUntil: number;
+      attempt: number;
+    };
     // Three renewals past the first deadline: the call has outlived its lease three times over.
     await until(async () => ((await store.get('k'))?.leaseUntil as number) > claimed + 0.9);
     await expect(slow('k')).rejects.toBeInstanceOf(CallInProgressError);
     gate.resolve();
     expect(await first).toBe('slow');
-    expect(await store.get('k')).toMatchObject({ status: 'done', attempt: 1 });
+    expect(await store.get('k')).toMatchObject({ status: 'done', attempt: token });
     expect(runs).toBe(1);
   });
 });
@@ -182,6 +268,7 @@ describe('transactional makeIdempotent with leases on SQLite', () => {
     );
     const stalled = job('k').catch((e: unknown) => e);
     await claimed;
+    const first = store.get('k')?.attempt as number;
     clock = 1020;
     expect(await job('k')).toBe(1);
     release();
@@ -189,7 +276,8 @@ describe('transactional makeIdempotent with leases on SQLite', () => {
     expect(store.db.select().from(effects).where(eq(effects.key, 'k')).all()).toEqual([
       { run: 1, key: 'k' },
     ]);
-    expect(store.get('k')).toMatchObject({ status: 'done', attempt: 2, response: { value: 1 } });
+    expect(store.get('k')).toMatchObject({ status: 'done', response: { value: 1 } });
+    expect(store.get('k')?.attempt).toBeGreaterThan(first);
     store.close();
   });
 
@@ -214,6 +302,7 @@ describe('transactional makeIdempotent with leases on SQLite', () => {
     );
     const stalled = job('k').catch((e: unknown) => e);
     await claimed;
+    const first = (await store.get('k'))?.attempt as number;
     clock = 1020;
     expect(await job('k')).toBe(1);
     release();
@@ -221,25 +310,35 @@ describe('transactional makeIdempotent with leases on SQLite', () => {
     expect(await store.db.select().from(effects).where(eq(effects.key, 'k'))).toEqual([
       { run: 1, key: 'k' },
     ]);
-    expect(await store.get('k')).toMatchObject({
-      status: 'done',
-      attempt: 2,
-      response: { value: 1 },
-    });
+    const record = await store.get('k');
+    expect(record).toMatchObject({ status: 'done', response: { value: 1 } });
+    expect(record?.attempt).toBeGreaterThan(first);
     await store.close();
   });
 
-  it('does not renew the lease from another connection while a libSQL transaction holds the write lock', async () => {
+  it('queues lease renewals behind a libSQL transaction that holds the write lock, none failing', async () => {
     const store = await openLibsqlStore(fileUrl(freshDbPath(dir)));
     await store.db.run(sql`CREATE TABLE effects (run INTEGER NOT NULL, key TEXT NOT NULL)`);
     let renewals = 0;
+    let failed = 0;
+    const tokens: number[] = [];
     const counting = new Proxy(store, {
       get(target, property) {
         const value = Reflect.get(target, property);
+        if (property === 'acquire') {
+          return async (...args: Parameters<typeof store.acquire>) => {
+            const result = await store.acquire(...args);
+            if (result.status === 'acquired') tokens.push(result.attempt);
+            return result;
+          };
+        }
         if (property === 'renew') {
           return (...args: Parameters<typeof store.renew>) => {
             renewals += 1;
-            return store.renew(...args);
+            return store.renew(...args).catch((error: unknown) => {
+              failed += 1;
+              throw error;
+            });
           };
         }
         return typeof value === 'function' ? value.bind(target) : value;
@@ -256,9 +355,16 @@ describe('transactional makeIdempotent with leases on SQLite', () => {
       { transaction: libsqlTransaction(counting), key: (id) => id, leaseSeconds: 0.15 },
     );
     expect(await job('k')).toBe('ran');
-    // A renewal would have waited, blocking the process, on the lock the transaction held.
-    expect(renewals).toBe(0);
-    expect(await store.get('k')).toMatchObject({ status: 'done', attempt: 1 });
+    // Without the client's write queue, each renewal would have waited for the lock on the event
+    // loop itself, until the busy timeout and SQLITE_BUSY.
+    expect(renewals).toBeGreaterThan(0);
+    expect(failed).toBe(0);
+    expect(tokens).toHaveLength(1);
+    expect(await store.get('k')).toMatchObject({
+      status: 'done',
+      response: { value: 'ran' },
+      attempt: tokens[0],
+    });
     await store.close();
   });
 });

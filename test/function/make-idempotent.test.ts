@@ -10,6 +10,7 @@ import {
   ResultNotRecordedError,
 } from '../../src/index.js';
 import { openLibsqlStore } from '../../src/libsql/index.js';
+import { countedStore } from '../support/counted-store.js';
 import { type StoreFactory, storeFactories } from '../support/store-factories.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
 import { deferred, until } from '../support/waiting.js';
@@ -147,6 +148,7 @@ describe.each(factories)('makeIdempotent on $name', (factory) => {
   });
 
   it('lets a duplicate wait for the first call and return its result', async () => {
+    const counted = countedStore(store);
     const gate = deferred<string>();
     let runs = 0;
     const slow = makeIdempotent(
@@ -154,17 +156,20 @@ describe.each(factories)('makeIdempotent on $name', (factory) => {
         runs += 1;
         return gate.promise;
       },
-      { store, key: (id) => id, wait: { timeoutMs: 60_000, intervalMs: 10 } },
+      { store: counted.store, key: (id) => id, wait: { timeoutMs: 60_000, intervalMs: 10 } },
     );
     const first = slow('k');
     await until(() => runs === 1);
     const second = slow('k');
+    // The second call read the row twice: it is waiting, not replaying a finished call.
+    await until(() => counted.calls('get') >= 2);
     gate.resolve('first');
     expect(await Promise.all([first, second])).toEqual(['first', 'first']);
     expect(runs).toBe(1);
   });
 
   it('lets a waiting duplicate run when the first call fails', async () => {
+    const counted = countedStore(store);
     const gate = deferred<string>();
     let runs = 0;
     const slow = makeIdempotent(
@@ -172,11 +177,12 @@ describe.each(factories)('makeIdempotent on $name', (factory) => {
         runs += 1;
         return runs === 1 ? gate.promise : Promise.resolve('second');
       },
-      { store, key: (id) => id, wait: { timeoutMs: 60_000, intervalMs: 10 } },
+      { store: counted.store, key: (id) => id, wait: { timeoutMs: 60_000, intervalMs: 10 } },
     );
     const first = slow('k').catch((e: unknown) => e);
     await until(() => runs === 1);
     const second = slow('k');
+    await until(() => counted.calls('get') >= 2);
     gate.reject(new Error('boom'));
     expect(await first).toEqual(new Error('boom'));
     expect(await second).toBe('second');

@@ -19,13 +19,32 @@ export interface Behaviour {
   readonly loseKey?: boolean;
   /** Return this instead of the default result. */
   readonly result?: unknown;
+  /**
+   * Write the effect row under this id instead of the message's: when it is taken, catch the
+   * unique violation and return `{ conflict: id }`, as an HTTP handler turns one into a 409.
+   */
+  readonly effectId?: string;
+  /** Wait a few milliseconds inside the transaction after writing (asynchronous handlers only). */
+  readonly linger?: boolean;
 }
 
+/**
+ * A database with an `effects` table, and a transactional store on a table that is not the
+ * dialect's default one (another name, or another schema), so a runner that ignored its store's
+ * table would miss it.
+ */
 export interface Dialect {
   readonly store: IdempotencyStore<unknown>;
   credit(behaviour?: Behaviour): (message: Message) => Promise<unknown>;
   effects(): Promise<{ id: string; amount: number }[]>;
+  /** The rows of a default keys table beside the store's, or `undefined` when there is none. */
+  defaultKeys(): Promise<number | undefined>;
   close(): Promise<void>;
+}
+
+/** Resolves after a few milliseconds, so a transaction stays open while other calls come in. */
+export function linger(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 5));
 }
 
 /** The transactional makeIdempotent suite, run on each dialect. */
@@ -73,6 +92,49 @@ export function transactionalSuite(
       expect(await d.store.get(m.id)).toBeNull();
     });
 
+    it('records in the store’s own table and nothing in a default keys table', async () => {
+      const m = message(3);
+      expect(await d.credit()(m)).toEqual({ credited: 3 });
+      // A replay comes from the store's table: the handler would throw if it ran.
+      expect(await d.credit({ fail: true })(m)).toEqual({ credited: 3 });
+      expect(await d.store.get(m.id)).toMatchObject({ status: 'done' });
+      expect([0, undefined]).toContain(await d.defaultKeys());
+    });
+
+    it('stores the answer of a handler that catches its own unique violation, and replays it', async () => {
+      const taken = message();
+      await d.credit()(taken);
+      const m = message();
+      expect(await d.credit({ effectId: taken.id })(m)).toEqual({ conflict: taken.id });
+      expect(await d.store.get(m.id)).toMatchObject({
+        status: 'done',
+        response: { value: { conflict: taken.id } },
+      });
+      expect(await d.credit({ fail: true })(m)).toEqual({ conflict: taken.id });
+      expect((await d.effects()).filter((e) => e.id === taken.id)).toEqual([taken]);
+      expect((await d.effects()).some((e) => e.id === m.id)).toBe(false);
+    });
+
+    it.each([2, 16])(
+      'commits %i overlapping calls on distinct keys, each with its answer',
+      async (count) => {
+        const messages = Array.from({ length: count }, (_, i) => message(i + 1));
+        const credit = d.credit({ linger: true });
+        const outcomes = await Promise.allSettled(messages.map((m) => credit(m)));
+        expect(outcomes).toEqual(
+          messages.map((m) => ({ status: 'fulfilled', value: { credited: m.amount } })),
+        );
+        for (const m of messages) {
+          expect(await d.store.get(m.id)).toMatchObject({
+            status: 'done',
+            response: { value: { credited: m.amount } },
+          });
+        }
+        const ids = new Set(messages.map((m) => m.id));
+        expect((await d.effects()).filter((e) => ids.has(e.id))).toHaveLength(count);
+      },
+    );
+
     it('rolls everything back when the key is no longer this call’s', async () => {
       const m = message();
       await expect(d.credit({ loseKey: true })(m)).rejects.toBeInstanceOf(CallSupersededError);
@@ -81,4 +143,26 @@ export function transactionalSuite(
       expect((await d.store.get(m.id))?.status).toBe('pending');
     });
   });
+}
+
+/**
+ * Whether `error` (or its cause, through drizzle's `DrizzleQueryError`) is a unique violation:
+ * SQLite's constraint codes, PostgreSQL's 23505, MySQL's 1062.
+ */
+export function isUniqueViolation(error: unknown): boolean {
+  for (let current = error; current instanceof Error; current = current.cause) {
+    const { code, extendedCode, errno } = current as {
+      code?: unknown;
+      extendedCode?: unknown;
+      errno?: unknown;
+    };
+    if (code === '23505' || errno === 1062) return true;
+    if (
+      [code, extendedCode].some(
+        (value) => value === 'SQLITE_CONSTRAINT_PRIMARYKEY' || value === 'SQLITE_CONSTRAINT_UNIQUE',
+      )
+    )
+      return true;
+  }
+  return false;
 }

@@ -2,15 +2,22 @@ import { once } from 'node:events';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
-import express from 'express';
+import express, {
+  type Response as ExpressResponse,
+  type NextFunction,
+  type Request,
+} from 'express';
+import Fastify from 'fastify';
 import { Hono } from 'hono';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { expressIdempotency } from '../../src/http/express.js';
+import { expressIdempotency, keepRawBody } from '../../src/http/express.js';
+import { fastifyIdempotency } from '../../src/http/fastify.js';
 import { honoIdempotency } from '../../src/http/hono.js';
 import { KeyMissingError, KeyReusedError } from '../../src/http/index.js';
 import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/index.js';
 import { failingFinish } from '../support/failing-store.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
+import { until } from '../support/waiting.js';
 
 const dir = tempDir('idem-adapters-');
 let store: SqliteIdempotencyStore<unknown>;
@@ -92,6 +99,28 @@ describe('Express adapter', () => {
     expect((await post(`${base}/v2/pay`, 'k1', {})).status).toBe(422);
   });
 
+  it('warns once, by a process warning, when it sees only the parsed body', async () => {
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      const app = express();
+      app.use(express.json());
+      app.post('/pay', expressIdempotency(store), (_req, res) => {
+        res.status(201).json({});
+      });
+      const url = `${await listen(app.listen(0, '127.0.0.1'))}/pay`;
+      for (const key of ['w1', 'w2']) expect((await post(url, key, { a: 1 })).status).toBe(201);
+      // The earlier tests of this file send only `{}`, which a parser cannot have changed.
+      await until(() => warnings.length > 0);
+      const ours = warnings.filter((warning) => warning.name === 'DrizzleIdempotencyWarning');
+      expect(ours).toHaveLength(1);
+      expect(ours[0]?.message).toMatch(/keepRawBody/);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
   it('passes a store failure to the error handler without running the route', async () => {
     let runs = 0;
     const app = express();
@@ -143,5 +172,91 @@ describe('Hono adapter', () => {
     );
     const response = await post(`${base}/pay`, 'k1', { amount: 5 });
     expect(await response.json()).toEqual({ echo: { amount: 5 } });
+  });
+});
+
+// How a handler's failure reaches the app's error handler, and an app whose error handler answers
+// it with 409 (a stored status, were it the handler's own answer). Each returns its URL and how
+// often the handler ran.
+type FailingApp = (fail: boolean[]) => Promise<{ url: string; runs: () => number }>;
+
+function expressFailing(how: 'next' | 'throw' | 'reject'): FailingApp {
+  return async (fail) => {
+    let runs = 0;
+    const app = express();
+    app.use(express.json({ verify: keepRawBody }));
+    app.post('/pay', expressIdempotency(store), async (_req, res, next) => {
+      runs += 1;
+      if (fail[runs - 1]) {
+        const error = new Error('conflict in the handler');
+        if (how === 'next') return next(error);
+        if (how === 'throw') throw error;
+        await Promise.resolve();
+        throw error;
+      }
+      res.status(201).json({ run: runs });
+    });
+    app.use((_error: Error, _req: Request, res: ExpressResponse, _next: NextFunction) => {
+      res.status(409).json({ error: 'conflict' });
+    });
+    const url = `${await listen(app.listen(0, '127.0.0.1'))}/pay`;
+    return { url, runs: () => runs };
+  };
+}
+
+const fastifyFailing: FailingApp = async (fail) => {
+  let runs = 0;
+  const app = Fastify();
+  app.setErrorHandler((_error, _request, reply) => {
+    reply.code(409).send({ error: 'conflict' });
+  });
+  app.post('/pay', { ...fastifyIdempotency(store) }, async (_request, reply) => {
+    runs += 1;
+    if (fail[runs - 1]) throw new Error('conflict in the handler');
+    reply.code(201);
+    return { run: runs };
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  server = app.server;
+  return {
+    url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/pay`,
+    runs: () => runs,
+  };
+};
+
+const honoFailing: FailingApp = async (fail) => {
+  let runs = 0;
+  const app = new Hono();
+  app.onError((_error, c) => c.json({ error: 'conflict' }, 409));
+  app.post('/pay', honoIdempotency(store), async (c) => {
+    runs += 1;
+    if (fail[runs - 1]) throw new Error('conflict in the handler');
+    return c.json({ run: runs }, 201);
+  });
+  const url = `${await listen(serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }) as Server)}/pay`;
+  return { url, runs: () => runs };
+};
+
+describe.each([
+  ['Express, next(err)', expressFailing('next')],
+  ['Express, a throw', expressFailing('throw')],
+  ['Express, a rejected promise', expressFailing('reject')],
+  ['Fastify, a throw', fastifyFailing],
+  ['Hono, a throw', honoFailing],
+])('a handler failing through the error handler (%s)', (_name, start) => {
+  it("sends the error handler's 409, never stores it, and runs the retry", async () => {
+    const { url, runs } = await start([true, false]);
+    const failed = await post(url, 'k1', { amount: 1 });
+    expect(failed.status).toBe(409);
+    expect(await failed.json()).toEqual({ error: 'conflict' });
+    expect(store.get('k1')).toBeNull();
+    const retry = await post(url, 'k1', { amount: 1 });
+    expect(retry.status).toBe(201);
+    expect(retry.headers.get('idempotent-replayed')).toBeNull();
+    expect(await retry.json()).toEqual({ run: 2 });
+    expect(runs()).toBe(2);
+    const replay = await post(url, 'k1', { amount: 1 });
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect(runs()).toBe(2);
   });
 });

@@ -6,7 +6,8 @@ import {
   requestFingerprint,
   storedId,
 } from '../../src/http/index.js';
-import type { IdempotencyStore } from '../../src/index.js';
+import { type IdempotencyStore, MAX_KEY_BYTES } from '../../src/index.js';
+import { countedStore } from '../support/counted-store.js';
 import { failingFinish } from '../support/failing-store.js';
 import {
   type Answer,
@@ -15,6 +16,7 @@ import {
   serverKinds,
   type TestServer,
 } from '../support/http-servers.js';
+import { nestServerKinds } from '../support/nest-servers.js';
 import { type StoreFactory, storeFactories } from '../support/store-factories.js';
 import { until } from '../support/waiting.js';
 
@@ -105,7 +107,12 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
       url: string,
       key: string | undefined,
       body: unknown,
-      init: { path?: string; method?: string; headers?: Record<string, string> } = {},
+      init: {
+        path?: string;
+        method?: string;
+        headers?: Record<string, string>;
+        raw?: string | Uint8Array;
+      } = {},
     ): Promise<Response> {
       const headers: Record<string, string> = {
         'content-type': 'application/json',
@@ -115,8 +122,13 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
       return fetch(`${url}${init.path ?? '/run'}`, {
         method: init.method ?? 'POST',
         headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
+        body: init.raw ?? (body === undefined ? undefined : JSON.stringify(body)),
       });
+    }
+
+    // Sends JSON text exactly as written (what a client library in another language may send).
+    function sendText(url: string, key: string, text: string, path = '/run'): Promise<Response> {
+      return send(url, key, undefined, { raw: text, path });
     }
 
     async function expectProblem(
@@ -206,6 +218,72 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
       expect((await store.get('k1'))?.status).toBe('done');
     });
 
+    it('tells apart JSON bodies a parser reads alike: digits beyond a double, a member sent twice', async () => {
+      const url = await start();
+      const pairs: [string, string, string][] = [
+        ['big', '{"acct":12345678901234567891}', '{"acct":12345678901234567892}'],
+        ['fine', '{"amt":0.30000000000000000001}', '{"amt":0.3}'],
+        ['twice', '{"amt":1,"amt":2}', '{"amt":2}'],
+        ['order', '{"amt":1,"amt":2}', '{"amt":2,"amt":1}'],
+      ];
+      for (const [key, first, other] of pairs) {
+        expect((await sendText(url, key, first)).status).toBe(201);
+        await expectProblem(await sendText(url, key, other), 422, 'key-reused');
+      }
+      // The same text in another layout, or with the same number spelt another way, is a retry.
+      const spaced = await sendText(url, 'big', '{ "acct" : 12345678901234567891 }');
+      expect(spaced.headers.get('idempotent-replayed')).toBe('true');
+      const spelt = await sendText(url, 'fine', '{"amt":3.0000000000000000001e-1}');
+      expect(spelt.headers.get('idempotent-replayed')).toBe('true');
+      expect(calls).toBe(4);
+    });
+
+    it('accepts a number beyond double range as written, such as 1e400', async () => {
+      const url = await start();
+      expect((await sendText(url, 'huge', '{"a":1e400}')).status).toBe(201);
+      const again = await sendText(url, 'huge', '{"a":10E+399}');
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      await expectProblem(await sendText(url, 'huge', '{"a":1e401}'), 422, 'key-reused');
+      expect(calls).toBe(1);
+    });
+
+    it('ignores a byte order mark before a JSON body, on every adapter alike', async () => {
+      const url = await start();
+      expect((await sendText(url, 'bom', '{"amount":1}')).status).toBe(201);
+      const marked = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"amount":1}')]);
+      const retry = await send(url, 'bom', undefined, { raw: marked });
+      expect(retry.status).toBe(201);
+      expect(retry.headers.get('idempotent-replayed')).toBe('true');
+      expect(calls).toBe(1);
+    });
+
+    it('compares paths as RFC 3986 normalises them: /things/p%61y is /things/pay', async () => {
+      const url = await start();
+      expect((await send(url, 'path', { amount: 1 }, { path: '/things/p%61y' })).status).toBe(201);
+      const plain = await send(url, 'path', { amount: 1 }, { path: '/things/pay' });
+      expect(plain.headers.get('idempotent-replayed')).toBe('true');
+      const hex = await send(url, 'path', { amount: 1 }, { path: '/things/%70ay' });
+      expect(hex.headers.get('idempotent-replayed')).toBe('true');
+      expect((await send(url, 'kept', { amount: 1 }, { path: '/things/a%2fb' })).status).toBe(201);
+      const upper = await send(url, 'kept', { amount: 1 }, { path: '/things/a%2Fb' });
+      expect(upper.headers.get('idempotent-replayed')).toBe('true');
+      await expectProblem(
+        await send(url, 'kept', { amount: 1 }, { path: '/things/a%252Fb' }),
+        422,
+        'key-reused',
+      );
+      expect(calls).toBe(2);
+    });
+
+    it('answers 400 scope-malformed, not 500, when the scope read from the request is empty', async () => {
+      const url = await start();
+      const empty = await send(url, 'k1', { amount: 1 }, { headers: { 'x-client': '' } });
+      const problem = await expectProblem(empty, 400, 'scope-malformed');
+      expect(problem.detail).not.toMatch(/\bat .*:\d+:\d+|node_modules|\/src\//);
+      expect(calls).toBe(0);
+      expect(await store.counts()).toEqual({ pending: 0, done: 0 });
+    });
+
     it('answers 400 for a missing key where required, and passes through where not', async () => {
       const url = await start();
       await expectProblem(await send(url, undefined, { amount: 1 }), 400, 'key-missing');
@@ -249,6 +327,17 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
       twice.append('idempotency-key', 'b');
       const duplicate = await fetch(`${url}/run`, { method: 'POST', headers: twice, body: '{}' });
       await expectProblem(duplicate, 400, 'key-malformed');
+      // Lines that would join into a key that parses: a trailing empty line, a quoted key split
+      // over two lines. Fetch sends them joined with ", ", as a proxy may.
+      for (const lines of [
+        ['k1', ''],
+        ['"a', 'b"'],
+      ]) {
+        const headers = new Headers({ 'content-type': 'application/json' });
+        for (const line of lines) headers.append('idempotency-key', line);
+        const joined = await fetch(`${url}/run`, { method: 'POST', headers, body: '{}' });
+        await expectProblem(joined, 400, 'key-malformed');
+      }
       expect(calls).toBe(0);
       expect(await store.counts()).toEqual({ pending: 0, done: 0 });
     });
@@ -265,7 +354,7 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
     });
 
     it('answers 409 with a Retry-After of the lease left while the first request runs, and never runs twice', async () => {
-      const url = await start({ retryAfterSeconds: 3, leaseSeconds: 20 });
+      const url = await start({ leaseSeconds: 20 });
       const first = send(url, 'k1', { gate: true });
       await until(async () => (await store.get('k1'))?.status === 'pending');
       const second = await send(url, 'k1', { gate: true });
@@ -279,11 +368,14 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
     });
 
     it('waits for the first request and replays its answer in wait mode', async () => {
-      const url = await start({ wait: { timeoutMs: 10_000, intervalMs: 10 } });
+      const counted = countedStore(store);
+      const url = await start({ wait: { timeoutMs: 10_000, intervalMs: 10 } }, counted.store);
       const first = send(url, 'k1', { gate: true });
       await until(async () => (await store.get('k1'))?.status === 'pending');
       const second = send(url, 'k1', { gate: true });
-      await sleep(50);
+      // The second request claimed once and then read the row twice: it is waiting, not replaying.
+      await until(() => counted.calls('get') >= 2);
+      expect(counted.calls('acquire')).toBe(2);
       gate.open();
       const [a, b] = await Promise.all([first, second]);
       expect(a.status).toBe(201);
@@ -294,10 +386,14 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
     });
 
     it('gives up waiting after the bounded wait with 409', async () => {
-      const url = await start({ wait: { timeoutMs: 30, intervalMs: 10 } });
+      const counted = countedStore(store);
+      // Long enough that the claim before the wait never spends the whole budget on a busy server.
+      const url = await start({ wait: { timeoutMs: 500, intervalMs: 10 } }, counted.store);
       const first = send(url, 'k1', { gate: true });
       await until(async () => (await store.get('k1'))?.status === 'pending');
       await expectProblem(await send(url, 'k1', { gate: true }), 409, 'request-in-progress');
+      // It waited (read the row) before giving up.
+      expect(counted.calls('get')).toBeGreaterThanOrEqual(1);
       gate.open();
       await first;
     });
@@ -452,6 +548,22 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
       expect(calls).toBe(5);
     });
 
+    it('takes a scoped key of MAX_KEY_BYTES stored bytes and answers 400, not 500, for one byte more', async () => {
+      const url = await start();
+      // The stored id is the scope as a JSON string, U+001F, then the key: 1019 + 2 + 1 + 2 bytes.
+      const scope = 'c'.repeat(MAX_KEY_BYTES - 5);
+      expect(Buffer.byteLength(storedId(scope, 'k1'))).toBe(MAX_KEY_BYTES);
+      const fits = await send(url, 'k1', { amount: 1 }, { headers: { 'x-client': scope } });
+      expect(fits.status).toBe(201);
+      const retry = await send(url, 'k1', { amount: 1 }, { headers: { 'x-client': scope } });
+      expect(retry.headers.get('idempotent-replayed')).toBe('true');
+      const over = await send(url, 'k1', { amount: 1 }, { headers: { 'x-client': `${scope}c` } });
+      const problem = await expectProblem(over, 400, 'key-malformed');
+      expect(problem.detail).toContain(`at most ${MAX_KEY_BYTES}`);
+      expect(calls).toBe(1);
+      expect(await store.counts()).toEqual({ pending: 0, done: 1 });
+    });
+
     it('runs the handler once for 50 concurrent identical requests', async () => {
       const url = await start();
       const responses = await Promise.all(
@@ -476,6 +588,6 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
   });
 }
 
-for (const kind of serverKinds) {
+for (const kind of [...serverKinds, ...nestServerKinds]) {
   for (const factory of factories) describeHttpBehaviour(kind, factory);
 }

@@ -150,7 +150,7 @@ describe('idempotent core', () => {
   });
 
   it('lets a waiting duplicate run once the owner released the key after a failure', async () => {
-    const layer = idempotent(store, { now: () => 0, wait: { timeoutMs: 10_000, intervalMs: 5 } });
+    const layer = idempotent(store, { now: () => 0, wait: { timeoutMs: 10_000, intervalMs: 10 } });
     const owner = await layer.begin(request);
     if (owner.action !== 'run') throw new Error(`expected to run, got ${owner.action}`);
     const waiter = layer.begin(request);

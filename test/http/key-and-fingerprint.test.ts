@@ -1,9 +1,10 @@
-import canonicalize from 'canonicalize';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
+import { canonicalJsonText, canonicalNumber } from '../../src/core/canonical-json.js';
 import {
   BodyRefusedError,
   canonicalJson,
+  fingerprintPath,
   idempotent,
   MAX_KEY_LENGTH,
   parseIdempotencyKey,
@@ -27,7 +28,7 @@ describe('parseIdempotencyKey', () => {
     ['  "a b"\t', 'a b'],
     ['"a\\"b\\\\c"', 'a"b\\c'],
     ['8e03978e-40d5-43e8-bc93-6894a57f9324', '8e03978e-40d5-43e8-bc93-6894a57f9324'],
-    ["~!#$%&'()*+,-./:;<=>?@[\\]^_`{|}", "~!#$%&'()*+,-./:;<=>?@[\\]^_`{|}"],
+    ["~!#$%&'()*+-./:;<=>?@[\\]^_`{|}", "~!#$%&'()*+-./:;<=>?@[\\]^_`{|}"],
     ['k'.repeat(MAX_KEY_LENGTH), 'k'.repeat(MAX_KEY_LENGTH)],
   ])('accepts %j as the key %j', (header, key) => {
     expect(parseIdempotencyKey(header)).toEqual({ ok: true, key });
@@ -46,6 +47,11 @@ describe('parseIdempotencyKey', () => {
     ['"a\u007fb"'],
     ['cl\u00e9'],
     ['a, b'],
+    ['a,b'],
+    ['"a,b"'],
+    ['"a, b"'],
+    ['k1,'],
+    ['k1, '],
     ['k'.repeat(MAX_KEY_LENGTH + 1)],
   ])('refuses %j', (header) => {
     const parsed = parseIdempotencyKey(header);
@@ -53,11 +59,14 @@ describe('parseIdempotencyKey', () => {
     if (!parsed.ok) expect(parsed.reason).toMatch(/\w/);
   });
 
-  it('reads back every printable ASCII key written as a Structured Field string', () => {
+  it('reads back every printable ASCII key but the comma written as a Structured Field string', () => {
     fc.assert(
       fc.property(
         fc.string({
-          unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)),
+          unit: fc
+            .integer({ min: 0x20, max: 0x7e })
+            .filter((c) => c !== 0x2c)
+            .map((c) => String.fromCharCode(c)),
           minLength: 1,
           maxLength: MAX_KEY_LENGTH,
         }),
@@ -128,6 +137,63 @@ describe('requestFingerprint', () => {
   it('refuses a body canonical JSON cannot represent', () => {
     expect(() => requestFingerprint(request({ amount: Number.NaN }))).toThrow(BodyRefusedError);
   });
+
+  it('gives a JSON body, as text or parsed, the digest 0.1.0 gave', () => {
+    // sha256 of the canonicalize package's output for { method, path, body }, as 0.1.0 computed it.
+    const digest = '0842de6cab301fe2617a94f7661f79121f119b834513785dc6f72690b0b303f3';
+    const body = { amount: 1000, currency: 'EUR', meta: { b: [1, 2.5], a: 'x' } };
+    expect(requestFingerprint(request(body))).toBe(digest);
+    expect(requestFingerprint(request(JSON.stringify(body, null, 2)))).toBe(digest);
+    expect(requestFingerprint(request(Buffer.from(JSON.stringify(body))))).toBe(digest);
+  });
+
+  it('reads JSON text as written: numbers with every digit, every member, 1e400', () => {
+    const of = (text: string) => requestFingerprint(request(text));
+    expect(of('{"acct":12345678901234567891}')).not.toBe(of('{"acct":12345678901234567892}'));
+    expect(of('{"amt":0.30000000000000000001}')).not.toBe(of('{"amt":0.3}'));
+    expect(of('{"amt":1,"amt":2}')).not.toBe(of('{"amt":2}'));
+    expect(of('{"a":1e400}')).toBe(of('{"a":1E+400}'));
+    expect(of('{"a":1e400}')).not.toBe(of('{"a":1e401}'));
+    expect(of('\ufeff{"a":1}')).toBe(of('{"a":1}'));
+    // Not JSON: its exact bytes, never a JSON body's digest.
+    expect(of('{"a":1')).not.toBe(of('{"a":1}'));
+  });
+
+  it('normalises the path by RFC 3986 before hashing it', () => {
+    const at = (path: string) => requestFingerprint(request({ a: 1 }, 'POST', path));
+    expect(at('/p%61y')).toBe(at('/pay'));
+    expect(at('/a%2fb')).toBe(at('/a%2Fb'));
+    expect(at('/a%2Fb')).not.toBe(at('/a/b'));
+  });
+});
+
+describe('fingerprintPath', () => {
+  it.each([
+    ['/pay', '/pay'],
+    ['/p%61y', '/pay'],
+    ['/%7e%2D%5f%2e', '/~-_.'],
+    ['/a%2fb', '/a%2Fb'],
+    ['/a%252Fb', '/a%252Fb'],
+    ['/a{b}|c', '/a%7Bb%7D%7Cc'],
+    ['/caf\u00e9', '/caf%C3%A9'],
+    ['/100%', '/100%25'],
+    ['/a/./b/../c', '/a/c'],
+    ['/%2e%2e/x', '/x'],
+    ['/a/b/.', '/a/b/'],
+    ['/a/..', '/'],
+  ])('writes %j as %j', (path, normal) => {
+    expect(fingerprintPath(path)).toBe(normal);
+  });
+
+  it('agrees with what a Fetch URL makes of a path, once normalised', () => {
+    fc.assert(
+      fc.property(fc.webPath(), (path) => {
+        fc.pre(path.startsWith('/'));
+        const parsed = new URL(`http://h${path}`).pathname;
+        expect(fingerprintPath(parsed)).toBe(fingerprintPath(path));
+      }),
+    );
+  });
 });
 
 describe('idempotent options', () => {
@@ -177,13 +243,36 @@ describe('idempotent options', () => {
   });
 });
 
+// RFC 8785 written the plain way, recursively, to check the library's stack-based walks against.
+function reference(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(reference).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const record = value as Record<string, unknown>;
+    const members = Object.keys(record)
+      .sort()
+      .map((key) => `${JSON.stringify(key)}:${reference(record[key])}`);
+    return `{${members.join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
 describe('canonicalJson', () => {
-  it('writes what the canonicalize package writes, for any JSON value', () => {
+  it('writes RFC 8785 canonical JSON for any JSON value', () => {
     fc.assert(
       fc.property(fc.jsonValue(), (value) => {
-        expect(canonicalJson(value)).toBe(canonicalize(value));
+        expect(canonicalJson(value)).toBe(reference(value));
       }),
     );
+    expect(canonicalJson({ b: [1.0, -0, 1e21, 1e-7], a: 'é\u2028', c: undefined })).toBe(
+      '{"a":"é\u2028","b":[1,0,1e+21,1e-7]}',
+    );
+  });
+
+  it("calls each value's toJSON once, as JSON.stringify does", () => {
+    const calls: string[] = [];
+    const stamp = (name: string) => ({ toJSON: () => calls.push(name) && name });
+    expect(canonicalJson({ b: stamp('b'), a: [stamp('a')] })).toBe('{"a":["a"],"b":"b"}');
+    expect(calls.sort()).toEqual(['a', 'b']);
   });
 
   it('walks 100,000 levels of nesting without overflowing the stack', () => {
@@ -197,5 +286,108 @@ describe('canonicalJson', () => {
     for (const value of [cycle, { n: 1n }, [Number.POSITIVE_INFINITY]]) {
       expect(() => canonicalJson(value)).toThrow(BodyRefusedError);
     }
+  });
+});
+
+describe('canonicalJsonText', () => {
+  it('gives what canonicalJson gives for the parsed value, for any JSON text', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.constantFrom(0, 1, '\t'), (value, space) => {
+        const text = JSON.stringify(value, null, space);
+        expect(canonicalJsonText(text)).toBe(canonicalJson(value));
+      }),
+    );
+  });
+
+  it('takes exactly the texts JSON.parse takes (and a leading byte order mark)', () => {
+    const texts = fc.oneof(
+      fc.json(),
+      fc.string(),
+      fc
+        .json()
+        .chain((text) => fc.integer({ min: 0, max: text.length }).map((cut) => text.slice(0, cut))),
+      fc.constantFrom(
+        '01',
+        '-',
+        '1.',
+        '.5',
+        '1e',
+        '+1',
+        '[1,]',
+        '{"a":1,}',
+        'tru',
+        '"\\x"',
+        '"\t"',
+      ),
+    );
+    fc.assert(
+      fc.property(texts, (text) => {
+        let parses = true;
+        try {
+          JSON.parse(text);
+        } catch {
+          parses = false;
+        }
+        expect(canonicalJsonText(text) !== undefined).toBe(parses);
+        if (parses) expect(canonicalJsonText(`\ufeff${text}`)).toBe(canonicalJsonText(text));
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('keeps every member, in the order they came among one name', () => {
+    expect(canonicalJsonText('{"b":1,"a":2,"b":3,"a":1}')).toBe('{"a":2,"a":1,"b":1,"b":3}');
+    expect(canonicalJsonText('{"\\u0041":1}')).toBe('{"A":1}');
+    expect(canonicalJsonText('["\\ud800"]')).toBe('["\\ud800"]');
+  });
+
+  it('reads 100,000 levels of nesting without overflowing the stack', () => {
+    const text = `${'[{"a":'.repeat(50_000)}1${'}]'.repeat(50_000)}`;
+    expect(canonicalJsonText(text)).toBe(text);
+  });
+});
+
+describe('canonicalNumber', () => {
+  it('writes a double as RFC 8785 does, whatever form its shortest digits come in', () => {
+    fc.assert(
+      fc.property(fc.double({ noNaN: true, noDefaultInfinity: true }), (x) => {
+        const written = String(x);
+        expect(canonicalNumber(JSON.stringify(x))).toBe(written);
+        expect(canonicalNumber(x.toExponential().replace('e+', 'e'))).toBe(written);
+      }),
+    );
+  });
+
+  it('writes a short decimal as its exact value, like any other spelling of it', () => {
+    const decimal = fc
+      .tuple(
+        fc.boolean(),
+        fc.stringMatching(/^(?:0|[1-9]\d{0,7})$/),
+        fc.stringMatching(/^\d{1,8}$/),
+      )
+      .map(([negative, whole, fraction]) => `${negative ? '-' : ''}${whole}.${fraction}`);
+    fc.assert(
+      fc.property(decimal, (text) => {
+        expect(canonicalNumber(text)).toBe(canonicalNumber(`${text}e0`));
+        expect(canonicalNumber(text)).toBe(canonicalNumber(`${text}000e-0`));
+      }),
+    );
+  });
+
+  it.each([
+    ['1.0', '1'],
+    ['100e-2', '1'],
+    ['-0.0e5', '0'],
+    ['0.30000000000000000001', '0.30000000000000000001'],
+    ['12345678901234567891', '12345678901234567891'],
+    ['123456789012345678901234', '1.23456789012345678901234e+23'],
+    ['1e400', '1e+400'],
+    ['-2.50E-400', '-2.5e-400'],
+    ['0.000001', '0.000001'],
+    ['0.0000001', '1e-7'],
+    ['1e21', '1e+21'],
+    ['1e99999999999999999999', '1e+99999999999999999999'],
+  ])('writes %s as %s', (text, written) => {
+    expect(canonicalNumber(text)).toBe(written);
   });
 });

@@ -9,7 +9,6 @@ import {
   applyPgMigrations,
   type PgHandlerTransaction,
   PgIdempotencyStore,
-  pgKeysTable,
   pgTransaction,
 } from '../../src/pg/index.js';
 import { serveFetch, type TestServer } from '../support/http-servers.js';
@@ -67,7 +66,7 @@ describe.each(adapters)('$name on the PostgreSQL server', ({ start }) => {
     const wrote = deferred();
     const gate = deferred();
     http = await start(
-      pgTransaction(store, { table: pgKeysTable({ schema }) }),
+      pgTransaction(store),
       async (tx) => {
         runs += 1;
         const run = runs;

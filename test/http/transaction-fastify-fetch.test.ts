@@ -13,7 +13,6 @@ import {
   applyPgMigrations,
   type PgHandlerTransaction,
   PgIdempotencyStore,
-  pgKeysTable,
   pgTransaction,
 } from '../../src/pg/index.js';
 import {
@@ -80,7 +79,7 @@ function pgliteDatabase(): Database<PgHandlerTransaction> {
     await applyPgMigrations(db, { schema });
     await db.execute(sql`CREATE TABLE ${table} (run integer NOT NULL, amount integer NOT NULL)`);
   })();
-  const runner = pgTransaction(store, { table: pgKeysTable({ schema }) });
+  const runner = pgTransaction(store);
   return {
     runner,
     ready,
@@ -269,6 +268,7 @@ describe.each(adapters)('$name', ({ start }) => {
       await expect
         .poll(async () => (await database.keyRow('slow'))?.status, { timeout: 10_000 })
         .toBe('pending');
+      const first = Number((await database.keyRow('slow'))?.attempt);
       control.clock += 31;
       const takeover = await post(base, 'slow', { amount: 9 });
       expect(takeover.status).toBe(201);
@@ -278,7 +278,9 @@ describe.each(adapters)('$name', ({ start }) => {
       expect(late.status).toBe(409);
       expect(((await late.json()) as { type: string }).type).toMatch(/request-superseded$/);
       expect(await database.runs(9)).toEqual([run]);
-      expect(await database.keyRow('slow')).toMatchObject({ status: 'done', attempt: 2 });
+      const row = await database.keyRow('slow');
+      expect(row?.status).toBe('done');
+      expect(Number(row?.attempt)).toBeGreaterThan(first);
     });
   });
 });

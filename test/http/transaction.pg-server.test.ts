@@ -5,12 +5,7 @@ import { sql } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { afterAll, describe, expect, it } from 'vitest';
 import { honoTransaction } from '../../src/http/hono.js';
-import {
-  applyPgMigrations,
-  PgIdempotencyStore,
-  pgKeysTable,
-  pgTransaction,
-} from '../../src/pg/index.js';
+import { applyPgMigrations, PgIdempotencyStore, pgTransaction } from '../../src/pg/index.js';
 import { freshServerSchema, type ServerSchema } from '../support/pg.js';
 import { deferred } from '../support/waiting.js';
 
@@ -39,7 +34,7 @@ describe('honoTransaction on the PostgreSQL server', () => {
     app.post(
       '/payments',
       honoTransaction(
-        pgTransaction(store, { table: pgKeysTable({ schema }) }),
+        pgTransaction(store),
         async (c) => {
           runs += 1;
           const run = runs;

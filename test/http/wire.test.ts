@@ -307,7 +307,8 @@ describe('one table of bodies through Express, Hono and handle()', () => {
       seen[name] = [...(seen[name] ?? []), `${adapter}:${digest}`];
       return digest;
     };
-    const sqlite = factories.find((factory) => factory.name === 'SQLite file');
+    // The local SQLite file: better-sqlite3 under Node, bun:sqlite under Bun.
+    const [sqlite] = factories;
     if (sqlite === undefined) throw new Error('no SQLite store factory');
     const { store, close } = await sqlite.open();
     const express5 = express();

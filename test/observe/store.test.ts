@@ -4,6 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { type IdempotencyStore, InvalidOptionError, sweep } from '../../src/index.js';
 import { instrumentStore, StoreMetric } from '../../src/observe/index.js';
 import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/index.js';
+import { tokenOf } from '../contract/lease-contract.js';
 import { type OtelHarness, otelHarness, type Point } from '../support/otel.js';
 import { pgliteHarness } from '../support/pg.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
@@ -136,18 +137,14 @@ describe('instrumentStore', () => {
       tracerProvider: otel.tracerProvider,
       meterProvider: otel.meterProvider,
     });
-    expect(store.acquire('k1', 'd1', { expires: 1_000, now: 10, leaseSeconds: 5 })).toMatchObject({
-      status: 'acquired',
-      takenOver: false,
-    });
+    const first = store.acquire('k1', 'd1', { expires: 1_000, now: 10, leaseSeconds: 5 });
+    expect(first).toMatchObject({ status: 'acquired', takenOver: false });
     expect(store.acquire('k1', 'd1', { expires: 1_000, now: 12, leaseSeconds: 5 }).status).toBe(
       'inProgress',
     );
-    expect(store.acquire('k1', 'd1', { expires: 1_000, now: 20, leaseSeconds: 5 })).toMatchObject({
-      status: 'acquired',
-      attempt: 2,
-      takenOver: true,
-    });
+    const taken = store.acquire('k1', 'd1', { expires: 1_000, now: 20, leaseSeconds: 5 });
+    expect(taken).toMatchObject({ status: 'acquired', takenOver: true });
+    expect(tokenOf(taken)).toBeGreaterThan(tokenOf(first));
     expect(otel.spans().map((span) => span.attributes)).toEqual([
       expect.objectContaining({ 'idempotency.result': 'acquired' }),
       expect.objectContaining({ 'idempotency.result': 'inProgress' }),

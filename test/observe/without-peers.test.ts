@@ -8,7 +8,7 @@ import { freshDbPath, tempDir } from '../support/temp.js';
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
 // The packages the store needs at run time; every optional peer is left out.
-const REQUIRED = ['drizzle-orm', 'better-sqlite3', 'canonicalize'];
+const REQUIRED = ['drizzle-orm', 'better-sqlite3'];
 
 function packageDir(name: string): string {
   return realpathSync(join(root, 'node_modules', name));
@@ -46,7 +46,7 @@ describe('optional peers', () => {
     expect(output).toMatchObject({
       otelMissing: true,
       fastifyMissing: true,
-      fastifyHooks: ['onError', 'onSend', 'preHandler'],
+      fastifyHooks: ['onError', 'onSend', 'preHandler', 'preParsing'],
       fetchStatus: 201,
       unwrapped: true,
       reserved: true,

@@ -1,8 +1,10 @@
 import { execFile } from 'node:child_process';
-import { readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { freshMysqlDatabase, mysqlUrl } from '../support/mysql.js';
+import { freshServerDatabase, serverUrl } from '../support/pg.js';
 import { tempDir } from '../support/temp.js';
 import { repoRoot } from './scratch-app.js';
 
@@ -105,4 +107,87 @@ describe('documentation snippets', () => {
     );
     expect(toPageLocation(result, byFile)).toBe('');
   }, 300_000);
+});
+
+// The servers a snippet talks to, by the variables it reads: it runs on a fresh database of its
+// own on each, and only where that server is configured (as the server test files do).
+function serversOf(snippet: Snippet): { pg: boolean; mysql: boolean } {
+  return { pg: snippet.code.includes('DATABASE_URL'), mysql: snippet.code.includes('MYSQL_URL') };
+}
+
+// Runs one snippet as its own ES module program in its own folder, with the runtime prelude for
+// the names the pages leave to the application, and an empty migrations folder of the
+// application's own (`./drizzle`). It must finish by itself: a pool left open fails it.
+async function runSnippet(snippet: Snippet, root: string, env: NodeJS.ProcessEnv): Promise<string> {
+  const dir = join(root, fileNameOf(snippet).replace(/\.ts$/, ''));
+  mkdirSync(join(dir, 'drizzle', 'meta'), { recursive: true });
+  symlinkSync(join(repoRoot, 'node_modules'), join(dir, 'node_modules'), 'dir');
+  writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n');
+  writeFileSync(
+    join(dir, 'drizzle', 'meta', '_journal.json'),
+    '{ "version": "7", "dialect": "sqlite", "entries": [] }\n',
+  );
+  const base = JSON.parse(readFileSync(join(repoRoot, 'tsconfig.json'), 'utf8')) as {
+    compilerOptions: Record<string, unknown>;
+  };
+  writeFileSync(
+    join(dir, 'tsconfig.json'),
+    JSON.stringify({ compilerOptions: { ...base.compilerOptions, paths: publicPaths() } }),
+  );
+  writeFileSync(join(dir, 'snippet.ts'), `${snippet.code}\nexport {};\n`);
+  const prelude = join(repoRoot, 'test', 'package', 'docs-runtime.ts');
+  return run(process.execPath, ['--import', 'tsx', '--import', prelude, 'snippet.ts'], {
+    cwd: dir,
+    env: { ...process.env, ...env },
+    timeout: 60_000,
+    maxBuffer: 16 * 1024 * 1024,
+  }).then(
+    () => '',
+    (error: { stderr?: string; killed?: boolean; message: string }) =>
+      `${snippet.page}:${snippet.line}: ${error.killed ? 'did not finish within 60 s (a pool or server left open?)' : (error.stderr || error.message).trim().split('\n').slice(-8).join('\n')}`,
+  );
+}
+
+describe('documentation snippets, run', () => {
+  it('every ```ts block of README.md and docs/*.md runs to its end', async () => {
+    const all = pages().flatMap(snippetsOf);
+    const root = tempDir('idem-docs-run-');
+    const pgServer = serverUrl();
+    const mysqlServer = mysqlUrl();
+    const skipped: string[] = [];
+    const failures: string[] = [];
+    const queue = [...all];
+    // Two at a time: each is a Node process of its own.
+    const worker = async (): Promise<void> => {
+      for (let snippet = queue.shift(); snippet; snippet = queue.shift()) {
+        const needs = serversOf(snippet);
+        if ((needs.pg && !pgServer) || (needs.mysql && !mysqlServer)) {
+          skipped.push(`${snippet.page}:${snippet.line}`);
+          continue;
+        }
+        const pg = needs.pg && pgServer ? await freshServerDatabase(pgServer) : undefined;
+        const mysql =
+          needs.mysql && mysqlServer ? await freshMysqlDatabase(mysqlServer, 1) : undefined;
+        try {
+          const env = {
+            ...(pg ? { DATABASE_URL: pg.url } : {}),
+            ...(mysql ? { MYSQL_URL: mysql.url } : {}),
+          };
+          const failure = await runSnippet(snippet, root, env);
+          if (failure) failures.push(failure);
+        } finally {
+          await pg?.drop();
+          await mysql?.drop();
+        }
+      }
+    };
+    await Promise.all([worker(), worker()]);
+    if (skipped.length > 0) {
+      console.warn(
+        `snippets that need a server not configured here, typechecked only: ${skipped.join(', ')}`,
+      );
+    }
+    expect(failures).toEqual([]);
+    expect(all.length - skipped.length).toBeGreaterThan(30);
+  }, 900_000);
 });

@@ -23,7 +23,14 @@ export function node(cwd: string, args: string[]): Promise<Output> {
 
 // The files the build reads. Copied so that the build and the tarball never touch this
 // checkout's dist/, which other test files and commands may be reading at the same time.
-const BUILD_INPUTS = ['package.json', 'tsup.config.ts', 'tsconfig.json', 'README.md', 'LICENSE'];
+const BUILD_INPUTS = [
+  'package.json',
+  'tsup.config.ts',
+  'tsconfig.json',
+  'README.md',
+  'BENCHMARKS.md',
+  'LICENSE',
+];
 
 /**
  * Builds the package from a copy of this checkout in `work` and packs it with `npm pack`, as a
@@ -33,7 +40,7 @@ export async function buildAndPack(work: string): Promise<string> {
   const tree = join(work, 'tree');
   mkdirSync(tree);
   for (const file of BUILD_INPUTS) cpSync(join(repoRoot, file), join(tree, file));
-  for (const dir of ['src', 'drizzle']) {
+  for (const dir of ['src', 'drizzle', 'docs']) {
     cpSync(join(repoRoot, dir), join(tree, dir), { recursive: true });
   }
   symlinkSync(devModules, join(tree, 'node_modules'), 'dir');

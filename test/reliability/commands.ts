@@ -75,7 +75,35 @@ const time = fc.constantFrom(-1, 0, 1, 2, 2.5, 3, 1e9);
 const limit = fc.oneof(fc.integer({ min: 1, max: 4 }), fc.constantFrom(100, undefined));
 const batchSize = fc.oneof(fc.integer({ min: 1, max: 4 }), fc.constant(10_000));
 const response = fc.jsonValue({ maxDepth: 2 });
-const attempt = fc.integer({ min: 1, max: 3 });
+// A fencing token, picked when the command runs among those the key was given (see tokenOf).
+const attempt = fc.nat({ max: 4 });
+
+/**
+ * The token a fenced write carries: most often the key's newest, else an older one (a stale
+ * owner's, taken over or released since), or 1 (what `reserve` rows carry, never handed out).
+ */
+function tokenOf(ref: ReferenceModel, key: string, pick: number): number {
+  const pool = [1, ...ref.tokens(key)];
+  return pool[pool.length - 1 - (pick % pool.length)] ?? 1;
+}
+
+/** `acquire` on the store and on the model; the store's token must keep the fencing rule. */
+async function acquireBoth(
+  ref: ReferenceModel,
+  store: LeasedIdempotencyStore,
+  call: { key: string; digest: string; expires: number; now: number; lease: number },
+) {
+  const { key: k, digest: d, expires: e, now, lease } = call;
+  const actual = await store.acquire(k, d, { expires: e, now, leaseSeconds: lease });
+  const token = actual.status === 'acquired' ? actual.attempt : undefined;
+  if (token !== undefined) expect(ref.tokenRule(k, token), 'the fencing rule').toBeUndefined();
+  const expected = ref.acquire(k, d, e, now, lease, token);
+  if (expected.status === 'done' || expected.status === 'mismatch') {
+    const { response, ...rest } = expected.record;
+    expect(actual).toMatchObject({ status: expected.status, record: rest });
+  } else expect(actual).toEqual(expected);
+  return actual;
+}
 const leaseSeconds = fc.constantFrom(0.5, 1, 2);
 
 const BAD_KEYS: unknown[] = ['', 'a\u0000b', '\uD800', 42, null, undefined];
@@ -243,12 +271,42 @@ const leases: fc.WeightedArbitrary<StoreCommand>[] = [
         new StoreCommand(
           `acquire(${show(k)}, ${d}, { expires: ${e}, now: ${now}, leaseSeconds: ${lease} })`,
           async (ref, store) => {
-            const actual = await store.acquire(k, d, { expires: e, now, leaseSeconds: lease });
-            const expected = ref.acquire(k, d, e, now, lease);
-            if (expected.status === 'done' || expected.status === 'mismatch') {
-              const { response, ...rest } = expected.record;
-              expect(actual).toMatchObject({ status: expected.status, record: rest });
-            } else expect(actual).toEqual(expected);
+            await acquireBoth(ref, store, { key: k, digest: d, expires: e, now, lease });
+          },
+        ),
+    ),
+  },
+  {
+    // Release and reclaim (issue 26): the key is released (by an operator, or token-less), claimed
+    // again, and every earlier owner of the key then writes with its stale token: all refused.
+    weight: 2,
+    arbitrary: fc.tuple(key, digest, time, leaseSeconds, fc.boolean(), response).map(
+      ([k, d, now, lease, operator, r]) =>
+        new StoreCommand(
+          `reclaim(${show(k)}, ${d}, now: ${now}, leaseSeconds: ${lease}, ${operator ? 'releasePending' : 'release'}) then stale writes`,
+          async (ref, store) => {
+            if (operator) expect(await store.releasePending(k)).toBe(ref.releasePending(k));
+            else expect(await store.release(k, d)).toBe(ref.release(k, d));
+            const claimed = await acquireBoth(ref, store, {
+              key: k,
+              digest: d,
+              expires: 1e9,
+              now,
+              lease,
+            });
+            const current = claimed.status === 'acquired' ? claimed.attempt : undefined;
+            for (const stale of ref.tokens(k).filter((token) => token !== current)) {
+              const refusedWrites = [
+                [await store.renew(k, d, stale, 1e9), ref.renew(k, d, stale, 1e9)],
+                [await store.markUnrecorded(k, d, stale), ref.markUnrecorded(k, d, stale)],
+                [await store.finish(k, d, r, stale), ref.finish(k, d, JSON.stringify(r), stale)],
+                [await store.release(k, d, stale), ref.release(k, d, stale)],
+              ];
+              for (const [actual, expected] of refusedWrites) {
+                expect(actual, `a stale owner's write with token ${stale}`).toBe(expected);
+                if (current !== undefined) expect(actual).toBe(false);
+              }
+            }
           },
         ),
     ),
@@ -256,8 +314,9 @@ const leases: fc.WeightedArbitrary<StoreCommand>[] = [
   {
     weight: 2,
     arbitrary: fc.tuple(key, digest, attempt, time).map(
-      ([k, d, a, until]) =>
-        new StoreCommand(`renew(${show(k)}, ${d}, ${a}, ${until})`, async (ref, store) => {
+      ([k, d, pick, until]) =>
+        new StoreCommand(`renew(${show(k)}, ${d}, token#${pick}, ${until})`, async (ref, store) => {
+          const a = tokenOf(ref, k, pick);
           expect(await store.renew(k, d, a, until)).toBe(ref.renew(k, d, a, until));
         }),
     ),
@@ -265,17 +324,22 @@ const leases: fc.WeightedArbitrary<StoreCommand>[] = [
   {
     weight: 3,
     arbitrary: fc.tuple(key, digest, response, attempt).map(
-      ([k, d, r, a]) =>
-        new StoreCommand(`finish(${show(k)}, ${d}, ${show(r)}, ${a})`, async (ref, store) => {
-          expect(await store.finish(k, d, r, a)).toBe(ref.finish(k, d, JSON.stringify(r), a));
-        }),
+      ([k, d, r, pick]) =>
+        new StoreCommand(
+          `finish(${show(k)}, ${d}, ${show(r)}, token#${pick})`,
+          async (ref, store) => {
+            const a = tokenOf(ref, k, pick);
+            expect(await store.finish(k, d, r, a)).toBe(ref.finish(k, d, JSON.stringify(r), a));
+          },
+        ),
     ),
   },
   {
     weight: 1,
     arbitrary: fc.tuple(key, digest, attempt).map(
-      ([k, d, a]) =>
-        new StoreCommand(`release(${show(k)}, ${d}, ${a})`, async (ref, store) => {
+      ([k, d, pick]) =>
+        new StoreCommand(`release(${show(k)}, ${d}, token#${pick})`, async (ref, store) => {
+          const a = tokenOf(ref, k, pick);
           expect(await store.release(k, d, a)).toBe(ref.release(k, d, a));
         }),
     ),
@@ -283,8 +347,9 @@ const leases: fc.WeightedArbitrary<StoreCommand>[] = [
   {
     weight: 1,
     arbitrary: fc.tuple(key, digest, attempt).map(
-      ([k, d, a]) =>
-        new StoreCommand(`markUnrecorded(${show(k)}, ${d}, ${a})`, async (ref, store) => {
+      ([k, d, pick]) =>
+        new StoreCommand(`markUnrecorded(${show(k)}, ${d}, token#${pick})`, async (ref, store) => {
+          const a = tokenOf(ref, k, pick);
           expect(await store.markUnrecorded(k, d, a)).toBe(ref.markUnrecorded(k, d, a));
         }),
     ),
@@ -419,12 +484,13 @@ export const storeCommands = fc.commands(
 // UPDATE, as `finish` would) or throws (everything rolled back, the table unchanged).
 const transactional = fc
   .tuple(key, digest, response, fc.option(attempt, { nil: undefined }), fc.boolean())
-  .map(([k, d, r, a, fail]) => {
-    const label = `transaction(${show(k)}, ${d}, ${a ?? 'no token'}, ${fail ? 'throws' : show(r)})`;
+  .map(([k, d, r, pick, fail]) => {
+    const label = `transaction(${show(k)}, ${d}, ${pick === undefined ? 'no token' : `token#${pick}`}, ${fail ? 'throws' : show(r)})`;
     return {
       check: () => true,
       toString: () => label,
       async run(model: ModelState, target: TransactionalModelTarget): Promise<void> {
+        const a = pick === undefined ? undefined : tokenOf(model.ref, k, pick);
         const text = JSON.stringify(r);
         const outcome = target.transaction
           .run(

@@ -10,6 +10,7 @@ export interface ModelRow {
   response: string | null;
   expires: number;
   leaseUntil: number | null;
+  /** The fencing token of the row's ownership; 1 on a row made by `reserve`. */
   attempt: number;
   unrecorded: boolean;
 }
@@ -25,9 +26,36 @@ export function byteOrder(a: string, b: string): number {
   return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
 }
 
-/** The in-memory reference store. Every method mirrors one operation of the contract. */
+/**
+ * The in-memory reference store. Every method mirrors one operation of the contract.
+ *
+ * Fencing tokens are drawn from the real clock, so the model cannot predict them: `acquire` takes
+ * the token the store handed out and the model keeps every token each key was ever given, across
+ * its deletions. The contract's rule is then checked on them (see
+ * {@link ReferenceModel.tokenRule}), and every fenced write is judged by comparing its token with
+ * the row's, so a stale owner's write (a takeover's or a release's and a new claim's since) is
+ * refused.
+ */
 export class ReferenceModel {
   readonly rows = new Map<string, ModelRow>();
+  readonly #tokens = new Map<string, number[]>();
+
+  /** Every token `acquire` gave `key`, oldest first, whatever happened to the key since. */
+  tokens(key: string): readonly number[] {
+    return this.#tokens.get(key) ?? [];
+  }
+
+  /**
+   * Why `token` breaks the rule for the next ownership of `key`, or `undefined` when it keeps it: a
+   * safe integer above every token the key ever had (so above the row's on a takeover), which also
+   * makes it one no earlier ownership of the key held.
+   */
+  tokenRule(key: string, token: number): string | undefined {
+    if (!Number.isSafeInteger(token) || token < 2)
+      return `token ${token} is not a safe integer above 1`;
+    const highest = Math.max(0, ...this.tokens(key));
+    return token > highest ? undefined : `token ${token} is not above ${highest}, issued before`;
+  }
 
   reserve(key: string, digest: string, expires: number): boolean {
     if (this.rows.has(key)) return false;
@@ -43,26 +71,43 @@ export class ReferenceModel {
     return true;
   }
 
-  /** Insert, take over a lapsed lease of the same fingerprint, or report what is there. */
-  acquire(key: string, digest: string, expires: number, now: number, lease: number): ModelAcquire {
+  /**
+   * Insert, take over a lapsed lease of the same fingerprint, or report what is there. `token` is
+   * the fencing token the store handed out when it acquired (`undefined` when it did not, which
+   * then shows as `NaN` against an acquired answer).
+   */
+  acquire(
+    key: string,
+    digest: string,
+    expires: number,
+    now: number,
+    lease: number,
+    token: number | undefined,
+  ): ModelAcquire {
     const leaseUntil = now + lease;
     const row = this.rows.get(key);
+    const issue = (): number => {
+      const issued = token ?? Number.NaN;
+      this.#tokens.set(key, [...this.tokens(key), issued]);
+      return issued;
+    };
     if (row === undefined) {
+      const attempt = issue();
       this.rows.set(key, {
         fingerprint: digest,
         status: 'pending',
         response: null,
         expires,
         leaseUntil,
-        attempt: 1,
+        attempt,
         unrecorded: false,
       });
-      return { status: 'acquired', attempt: 1, leaseUntil, takenOver: false };
+      return { status: 'acquired', attempt, leaseUntil, takenOver: false };
     }
     if (row.fingerprint !== digest) return { status: 'mismatch', record: { key, ...row } };
     if (row.status === 'done') return { status: 'done', record: { key, ...row } };
     if (!row.unrecorded && row.leaseUntil !== null && row.leaseUntil <= now) {
-      row.attempt += 1;
+      row.attempt = issue();
       row.leaseUntil = leaseUntil;
       row.expires = expires;
       return { status: 'acquired', attempt: row.attempt, leaseUntil, takenOver: true };

@@ -2,7 +2,6 @@ import { sql } from 'drizzle-orm';
 import {
   applyPgMigrations,
   PgIdempotencyStore,
-  pgKeysTable,
   pgTransaction,
   quoteIdentifier,
 } from '../../src/pg/index.js';
@@ -22,7 +21,7 @@ export async function pgServerTarget(
   const clear = sql.raw(`DELETE FROM ${quoteIdentifier(server.schema)}.keys`);
   return {
     store,
-    transaction: pgTransaction(store, { table: pgKeysTable({ schema: server.schema }) }),
+    transaction: pgTransaction(store),
     rows: () => readPgRows(server.db, server.schema),
     clear: async () => {
       await server.db.execute(clear);

@@ -60,3 +60,32 @@ export function runTs(
 ): Promise<ChildResult> {
   return spawnTs(script, args, env, cwd).result;
 }
+
+/**
+ * Runs a TypeScript file through `/bin/sh -c`, with `words` pasted after it as an operator would
+ * type them: the shell, not the test, splits and unquotes them.
+ */
+export function runTsInShell(
+  script: string,
+  words: string,
+  env: NodeJS.ProcessEnv = {},
+): Promise<ChildResult> {
+  const quote = (text: string) => `'${text.replaceAll("'", "'\\''")}'`;
+  const command = `exec ${quote(process.execPath)} --import ${quote(TSX_LOADER)} ${quote(script)} ${words}`;
+  const child = spawn('/bin/sh', ['-c', command], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  return new Promise<ChildResult>((resolve, reject) => {
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    child.on('error', reject);
+    child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
+  });
+}

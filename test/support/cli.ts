@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import { type ChildResult, type RunningChild, runTs, spawnTs } from './child.js';
+import { type ChildResult, type RunningChild, runTs, runTsInShell, spawnTs } from './child.js';
 
 /** The CLI's entry point, run from source through tsx as `npm run idem` does. */
 export const CLI_MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
@@ -15,6 +15,14 @@ export function idem(
   cwd?: string,
 ): Promise<ChildResult> {
   return runTs(CLI_MAIN, args, { ...NO_STORE_ENV, ...env }, cwd);
+}
+
+/**
+ * Runs `idem <words>` through `/bin/sh`, `words` pasted as an operator pastes them (the shell
+ * splits and unquotes them), and waits for it to end.
+ */
+export function idemInShell(words: string, env: NodeJS.ProcessEnv = {}): Promise<ChildResult> {
+  return runTsInShell(CLI_MAIN, words, { ...NO_STORE_ENV, ...env });
 }
 
 /** Starts `idem ...args` in a child process without waiting. */

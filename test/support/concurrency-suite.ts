@@ -76,14 +76,18 @@ export function describeConcurrency(dialect: ConcurrencyDialect): void {
       });
     });
 
-    it('16 connections taking over the same 300 lapsed keys: exactly one winner each, attempt 2', async () => {
+    it('16 connections taking over the same 300 lapsed keys: exactly one winner each, a greater token', async () => {
       await withTarget(async (target) => {
         const connections = await target.stores(16);
         const keys = Array.from({ length: 300 }, (_, i) => `lease-${pad(i)}`);
         const [first] = connections;
+        const claimed = new Map<string, number>();
         for (const key of keys) {
-          await first?.acquire(key, 'd', { expires: 1000, now: 100, leaseSeconds: 30 });
+          const got = await first?.acquire(key, 'd', { expires: 1000, now: 100, leaseSeconds: 30 });
+          if (got?.status === 'acquired') claimed.set(key, got.attempt);
         }
+        expect(claimed.size).toBe(keys.length);
+        const winners = new Map<string, number>();
         const results = await Promise.all(
           connections.map(async (store) => {
             const won: string[] = [];
@@ -94,20 +98,20 @@ export function describeConcurrency(dialect: ConcurrencyDialect): void {
                 leaseSeconds: 30,
               });
               if (result.status === 'acquired') {
-                expect(result).toEqual({
-                  status: 'acquired',
-                  attempt: 2,
-                  leaseUntil: 230,
-                  takenOver: true,
-                });
+                expect(result).toMatchObject({ leaseUntil: 230, takenOver: true });
+                expect(result.attempt).toBeGreaterThan(claimed.get(key) ?? Infinity);
+                winners.set(key, result.attempt);
                 won.push(key);
-              } else
-                expect(result).toMatchObject({ status: 'inProgress', attempt: 2, leaseUntil: 230 });
+              } else expect(result).toMatchObject({ status: 'inProgress', leaseUntil: 230 });
             }
             return won;
           }),
         );
         expect(results.flat().sort()).toEqual(keys);
+        // Every loser saw the winner's token, and the rows keep it.
+        for (const key of keys) {
+          expect((await first?.get(key))?.attempt).toBe(winners.get(key));
+        }
       });
     });
 

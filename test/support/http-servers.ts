@@ -5,7 +5,7 @@ import { serve } from '@hono/node-server';
 import express from 'express';
 import Fastify from 'fastify';
 import { Hono } from 'hono';
-import { expressIdempotency } from '../../src/http/express.js';
+import { expressIdempotency, keepRawBody } from '../../src/http/express.js';
 import { fastifyIdempotency } from '../../src/http/fastify.js';
 import { fetchIdempotency } from '../../src/http/fetch.js';
 import { honoIdempotency } from '../../src/http/hono.js';
@@ -42,7 +42,9 @@ export interface ServerKind {
   readonly start: ServerFactory;
 }
 
-const ROUTES = ['/run', '/other'];
+// `/things/:id` lets a path the frameworks route alike (`/things/p%61y` and `/things/pay`) reach
+// every adapter.
+const ROUTES = ['/run', '/other', '/things/:id'];
 
 async function listening(server: Server): Promise<TestServer> {
   if (!server.listening) await once(server, 'listening');
@@ -60,18 +62,21 @@ async function listening(server: Server): Promise<TestServer> {
 const startCore: ServerFactory = async (store, options, behave) => {
   const layer = idempotent(store, options);
   const server = createServer(async (req, res) => {
-    let text = '';
-    for await (const chunk of req) text += chunk;
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const bytes = Buffer.concat(chunks);
     const path = new URL(req.url ?? '/', 'http://127.0.0.1').pathname;
     const client = req.headers['x-client'];
     try {
+      // The layer gets the bytes, as written; the handler the parsed body (BOM dropped).
+      const text = new TextDecoder().decode(bytes);
       const body: unknown = text === '' ? undefined : JSON.parse(text);
       const result = await layer.handle(
         {
           method: req.method ?? 'GET',
           path,
           headers: req.headers,
-          body,
+          body: bytes.byteLength === 0 ? undefined : bytes,
           scope: typeof client === 'string' ? client : undefined,
         },
         async () => {
@@ -93,7 +98,7 @@ const startCore: ServerFactory = async (store, options, behave) => {
 
 const startExpress: ServerFactory = async (store, options, behave) => {
   const app = express();
-  app.use(express.json());
+  app.use(express.json({ verify: keepRawBody }));
   app.all(
     ROUTES,
     expressIdempotency(store, { ...options, scope: (req) => req.header('x-client') }),

@@ -1,6 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { sql } from 'drizzle-orm';
+import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { describe, expect, it } from 'vitest';
 import {
   type AnyPgDatabase,
@@ -11,6 +14,9 @@ import {
 } from '../../src/pg/index.js';
 import { queryRows } from '../../src/pg/migrate.js';
 import { appMigrationsFolder, NEWER_THAN_OURS, OLDER_THAN_OURS } from './app-migrations.js';
+
+// The library's committed PostgreSQL migrations, as the repository keeps them.
+const pgMigrationsFolder = fileURLToPath(new URL('../../drizzle/pg', import.meta.url));
 
 /** A fresh, empty schema and the application's own migrator, journal in that same schema. */
 export interface JournalTarget {
@@ -39,6 +45,48 @@ export async function loadV010Schema(db: AnyPgDatabase, schema: string): Promise
     .filter((statement) => !(schema === 'public' && statement.startsWith('CREATE SCHEMA')))
     .map((statement) => statement.replaceAll(`${FIXTURE_SCHEMA}.`, `${quoteIdentifier(schema)}.`));
   for (const statement of statements) await db.execute(sql.raw(statement));
+}
+
+// The migration that widened the fencing token to bigint, by its file's tag.
+const FENCING_TOKEN_MIGRATION = '0003_fencing_token_bigint';
+
+/**
+ * Makes `schema` what the migrations before `tag` left, as a release before it did: their SQL
+ * run with the schema on the search path, each recorded in the library's journal.
+ */
+async function applyMigrationsBefore(db: AnyPgDatabase, schema: string, tag: string) {
+  const { entries } = JSON.parse(
+    readFileSync(join(pgMigrationsFolder, 'meta', '_journal.json'), 'utf8'),
+  ) as { entries: { tag: string; when: number }[] };
+  const stop = entries.findIndex((entry) => entry.tag === tag);
+  expect(stop).toBeGreaterThan(0);
+  const earlier = readMigrationFiles({ migrationsFolder: pgMigrationsFolder }).slice(0, stop);
+  const quoted = quoteIdentifier(schema);
+  await db.transaction(async (tx) => {
+    await tx.execute(sql.raw(`SET LOCAL search_path TO ${quoted}`));
+    for (const migration of earlier) {
+      for (const statement of migration.sql) await tx.execute(sql.raw(statement));
+    }
+    await tx.execute(
+      sql.raw(
+        `CREATE TABLE ${quoted}."__idempotency_migrations" (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at bigint)`,
+      ),
+    );
+    for (const migration of earlier) {
+      await tx.execute(
+        sql`INSERT INTO ${sql.raw(`${quoted}."__idempotency_migrations"`)} (hash, created_at) VALUES (${migration.hash}, ${migration.folderMillis})`,
+      );
+    }
+  });
+}
+
+async function attemptType(db: AnyPgDatabase, schema: string): Promise<string | undefined> {
+  const [row] = await queryRows<{ type: string }>(
+    db,
+    sql`SELECT data_type AS type FROM information_schema.columns
+        WHERE table_schema = ${schema} AND table_name = 'keys' AND column_name = 'attempt'`,
+  );
+  return row?.type;
 }
 
 async function tables(db: AnyPgDatabase, schema: string): Promise<string[]> {
@@ -176,6 +224,51 @@ export function describePgJournal(name: string, fresh: () => Promise<JournalTarg
       }
     });
 
+    it('upgrades a schema migrated before the fencing-token migration: attempt becomes bigint, tokens kept', async () => {
+      const target = await fresh();
+      try {
+        const { db, schema } = target;
+        await applyMigrationsBefore(db, schema, FENCING_TOKEN_MIGRATION);
+        expect(await attemptType(db, schema)).toBe('integer');
+        const keys = `${quoteIdentifier(schema)}."keys"`;
+        // A key held under the old counter (token 2) whose lease lapsed, and a done answer.
+        await db.execute(
+          sql.raw(`INSERT INTO ${keys} (id, fingerprint, status, response, expires, lease_until, attempt)
+            VALUES ('held', 'd', 'pending', NULL, 1000, 50, 2), ('done', 'd', 'done', '{"r":1}', 1000, NULL, 1)`),
+        );
+        await applyPgMigrations(db, { schema });
+        expect(await attemptType(db, schema)).toBe('bigint');
+        expect(await journal(db, schema, '__idempotency_migrations')).toHaveLength(4);
+        const store = new PgIdempotencyStore(db, { schema });
+        expect(await store.get('held')).toMatchObject({ status: 'pending', attempt: 2 });
+        expect(await store.fetch('done', 100)).toEqual({ r: 1 });
+        // The takeover raises the old token past a real-clock one; the old owner is refused.
+        const taken = await store.acquire('held', 'd', {
+          expires: 1000,
+          now: 100,
+          leaseSeconds: 30,
+        });
+        expect(taken).toMatchObject({ status: 'acquired', takenOver: true });
+        const token = taken.status === 'acquired' ? taken.attempt : 0;
+        expect(token).toBeGreaterThan(2 ** 31);
+        expect(await store.finish('held', 'd', { by: 'old' }, 2)).toBe(false);
+        expect(await store.finish('held', 'd', { by: 'new' }, token)).toBe(true);
+        expect(await store.get('held')).toMatchObject({ attempt: token, response: { by: 'new' } });
+        // A fresh claim's token, far past integer's range, is stored and read back exactly.
+        const fresh = await store.acquire('new', 'd', {
+          expires: 1000,
+          now: 100,
+          leaseSeconds: 30,
+        });
+        expect(fresh).toMatchObject({ status: 'acquired', takenOver: false });
+        expect((await store.get('new'))?.attempt).toBe(
+          fresh.status === 'acquired' ? fresh.attempt : 0,
+        );
+      } finally {
+        await target.close();
+      }
+    });
+
     it("adopts a table the app's drizzle-kit generated with every column, lease columns included", async () => {
       const target = await fresh();
       try {
@@ -194,7 +287,8 @@ export function describePgJournal(name: string, fresh: () => Promise<JournalTarg
         ).toMatchObject({
           status: 'acquired',
         });
-        expect(await journal(db, schema, '__idempotency_migrations')).toHaveLength(3);
+        expect(await journal(db, schema, '__idempotency_migrations')).toHaveLength(4);
+        expect(await attemptType(db, schema)).toBe('bigint');
       } finally {
         await target.close();
       }

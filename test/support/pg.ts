@@ -142,7 +142,11 @@ export async function seedPgRows(
 // a PGlite instance takes seconds to create, and creating and migrating a schema per test would
 // cost more than the test itself. Test files run in parallel, each in its own schema. DELETE
 // rather than TRUNCATE: on a few rows it is many times cheaper.
-function schemaHarness(shared: () => Promise<AnyPgDatabase>, name = 'keys'): HarnessFactory {
+function schemaHarness(
+  shared: () => Promise<AnyPgDatabase>,
+  name = 'keys',
+  storeOptions: { readonly prepare?: boolean } = {},
+): HarnessFactory {
   const schema = uniqueName('c');
   const table = pgKeysTable({ name, schema });
   const migrated = once(
@@ -158,7 +162,7 @@ function schemaHarness(shared: () => Promise<AnyPgDatabase>, name = 'keys'): Har
   return async () => {
     const db = await migrated();
     await db.execute(sql.raw(`DELETE FROM ${quoteIdentifier(schema)}.${quoteIdentifier(name)}`));
-    const store = new PgIdempotencyStore(db, { table });
+    const store = new PgIdempotencyStore(db, { table, ...storeOptions });
     return {
       store,
       rows: () => readPgRows(db, schema, name),
@@ -197,6 +201,17 @@ export function sharedPglite(): () => Promise<AnyPgDatabase> {
  */
 export function pgliteHarness(table = 'keys'): HarnessFactory {
   return schemaHarness(sharedPglite(), table);
+}
+
+/**
+ * A harness over a database the caller keeps (e.g. one reached through a pooler), with the
+ * store's `prepare` option; one schema per test file, as the other harnesses.
+ */
+export function pgHarnessOver(
+  shared: () => Promise<AnyPgDatabase>,
+  storeOptions: { readonly prepare?: boolean },
+): HarnessFactory {
+  return schemaHarness(shared, 'keys', storeOptions);
 }
 
 /** A harness over the real server at `url` through node-postgres, with one pool per test file. */

@@ -1,6 +1,8 @@
+import { openBunSqliteStore } from '../../src/bun-sqlite/index.js';
 import type { IdempotencyStore } from '../../src/index.js';
 import { openLibsqlStore } from '../../src/libsql/index.js';
 import { openSqliteStore } from '../../src/sqlite/index.js';
+import { underBun } from './bun-harness.js';
 import { fileUrl } from './libsql-harness.js';
 import { mysqlHarness, mysqlUrl } from './mysql.js';
 import { serverHarness, serverUrl } from './pg.js';
@@ -26,6 +28,19 @@ export function storeFactories(): StoreFactory[] {
     url === undefined ? [] : [{ name: 'PostgreSQL server', open: serverHarness(url) }];
   const mysql = mysqlUrl();
   if (mysql !== undefined) server.push({ name: 'MySQL server', open: mysqlHarness(mysql) });
+  // Under Bun, better-sqlite3 does not load: bun:sqlite is its SQLite there.
+  if (underBun) {
+    return [
+      {
+        name: 'bun:sqlite file',
+        open: async () => {
+          const store = await openBunSqliteStore(freshDbPath(dir));
+          return { store, close: async () => store.close() };
+        },
+      },
+      ...server,
+    ];
+  }
   return [
     {
       name: 'SQLite file',

@@ -1,0 +1,190 @@
+import { existsSync } from 'node:fs';
+import { type Command, Option } from 'commander';
+import {
+  type DeploymentFinding,
+  DeploymentLevel,
+  type DeploymentReport,
+} from '../core/deployment.js';
+import { DatabaseOpenError } from '../core/errors.js';
+import { type CliIo, writeJson } from './io.js';
+import { describeLocation, type LocationFlags, type StoreLocation } from './location.js';
+
+/** Exit codes of `idem doctor`. */
+export const DoctorExitCode = {
+  /** Nothing found. */
+  ok: 0,
+  /** A refusal: the deployment loses answers (also any runtime error, as for every command). */
+  refused: 1,
+  /** Warnings only: answers can be lost in a failure. */
+  warnings: 3,
+} as const;
+
+/** The flags of `idem doctor`. */
+export interface DoctorOptions {
+  readonly location: StoreLocation;
+  readonly json?: boolean;
+}
+
+// Node reports a refused connection to a name with several addresses as an AggregateError
+// whose own message is empty: take the first attempt's message instead.
+function reason(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  if (error.message !== '') return error.message;
+  const [first] = error instanceof AggregateError ? error.errors : [];
+  return first instanceof Error ? first.message : error.name;
+}
+
+function cannotConnect(location: StoreLocation, error: unknown): DatabaseOpenError {
+  return new DatabaseOpenError(
+    `cannot connect to ${describeLocation(location)}: ${reason(error)}`,
+    error,
+  );
+}
+
+async function checkSqlite(
+  location: Extract<StoreLocation, { dialect: 'sqlite' }>,
+): Promise<DeploymentReport> {
+  if (location.path !== ':memory:' && !existsSync(location.path)) {
+    throw new DatabaseOpenError(`no database at ${location.path}`);
+  }
+  // Loaded here so that PostgreSQL users need not install `better-sqlite3`.
+  const [{ default: Database }, { checkSqliteDeployment }] = await Promise.all([
+    import('better-sqlite3'),
+    import('../sqlite/deployment.js'),
+  ]);
+  let client: InstanceType<typeof Database>;
+  try {
+    client = new Database(location.path, { readonly: location.path !== ':memory:' });
+  } catch (error) {
+    throw new DatabaseOpenError(`cannot open ${location.path}: ${reason(error)}`, error);
+  }
+  try {
+    return checkSqliteDeployment(client);
+  } finally {
+    client.close();
+  }
+}
+
+async function checkPg(
+  location: Extract<StoreLocation, { dialect: 'pg' }>,
+): Promise<DeploymentReport> {
+  const [{ default: pg }, { drizzle }, { checkPgDeployment }, { pgKeysTable }] = await Promise.all([
+    import('pg'),
+    import('drizzle-orm/node-postgres'),
+    import('../pg/deployment.js'),
+    import('../pg/schema.js'),
+  ]);
+  const pool = new pg.Pool({ connectionString: location.url, max: 1 });
+  pool.on('error', () => undefined);
+  try {
+    try {
+      await pool.query('SELECT 1');
+    } catch (error) {
+      throw cannotConnect(location, error);
+    }
+    return await checkPgDeployment(drizzle(pool), {
+      table: pgKeysTable({ name: location.table, schema: location.schema }),
+      prepare: location.prepare !== false,
+    });
+  } finally {
+    await pool.end();
+  }
+}
+
+async function checkMysql(
+  location: Extract<StoreLocation, { dialect: 'mysql' }>,
+): Promise<DeploymentReport> {
+  const [{ default: mysql }, { drizzle }, { checkMysqlDeployment }] = await Promise.all([
+    import('mysql2/promise'),
+    import('drizzle-orm/mysql2'),
+    import('../mysql/deployment.js'),
+  ]);
+  const pool = mysql.createPool({ uri: location.url, connectionLimit: 1, charset: 'utf8mb4' });
+  try {
+    try {
+      await pool.query('SELECT 1');
+    } catch (error) {
+      throw cannotConnect(location, error);
+    }
+    return await checkMysqlDeployment(drizzle(pool));
+  } finally {
+    await pool.end();
+  }
+}
+
+/**
+ * Runs the deployment check on the store at `location`, reading only (no migration, no write):
+ * `checkSqliteDeployment`, `checkPgDeployment` or `checkMysqlDeployment`.
+ *
+ * @param location - the store to check
+ * @throws {@link DatabaseOpenError} when the store cannot be reached
+ */
+export function checkLocation(location: StoreLocation): Promise<DeploymentReport> {
+  if (location.dialect === 'sqlite') return checkSqlite(location);
+  return location.dialect === 'pg' ? checkPg(location) : checkMysql(location);
+}
+
+function plural(count: number, word: string): string {
+  return `${count} ${word}${count === 1 ? '' : 's'}`;
+}
+
+function writeFindings(io: CliIo, where: string, findings: readonly DeploymentFinding[]): void {
+  const refusals = findings.filter((finding) => finding.level === DeploymentLevel.refuse).length;
+  if (findings.length === 0) {
+    io.stdout.write(`${where}: ok, nothing found that loses answers\n`);
+    return;
+  }
+  const lines = [
+    `${where}: ${plural(refusals, 'refusal')}, ${plural(findings.length - refusals, 'warning')}`,
+  ];
+  for (const finding of findings) {
+    lines.push(`${finding.level} ${finding.code}: ${finding.message}`, `  fix: ${finding.fix}`);
+  }
+  io.stdout.write(`${lines.join('\n')}\n`);
+}
+
+/**
+ * `idem doctor`: the deployment check, printed (or one line of JSON with `--json`). Resolves with
+ * the exit code, see {@link DoctorExitCode}.
+ */
+export async function doctorCommand(io: CliIo, options: DoctorOptions): Promise<number> {
+  const report = await checkLocation(options.location);
+  const where = describeLocation(options.location);
+  if (options.json) writeJson(io.stdout, { location: where, ...report });
+  else writeFindings(io, where, report.findings);
+  if (report.findings.some((finding) => finding.level === DeploymentLevel.refuse)) {
+    return DoctorExitCode.refused;
+  }
+  return report.findings.length > 0 ? DoctorExitCode.warnings : DoctorExitCode.ok;
+}
+
+/** What {@link registerDoctorCommand} needs from the program. */
+export interface DoctorRegistration {
+  readonly io: CliIo;
+  readonly setExitCode: (code: number) => void;
+  /** Adds the flags that locate a store (`--db`, `--url`, `--schema`, `--table`, `--no-prepare`). */
+  readonly withLocation: (command: Command) => Command;
+  /** Resolves those flags into a location. */
+  readonly locate: (flags: LocationFlags) => StoreLocation;
+}
+
+/**
+ * Adds `idem doctor` to `program`.
+ *
+ * @param program - the `idem` program
+ * @param registration - the program's streams, exit code and location flags
+ */
+export function registerDoctorCommand(program: Command, registration: DoctorRegistration): void {
+  const { io, setExitCode, withLocation, locate } = registration;
+  withLocation(
+    program
+      .command('doctor')
+      .description(
+        'check the deployment for what loses answers (UNLOGGED table, synchronous_commit, asynchronous standbys, pooler, Galera, flush settings, SQLite journal); exit 0 ok, 1 refused, 3 warnings',
+      ),
+  )
+    .addOption(new Option('--json', 'print one line of JSON'))
+    .action(async (options) =>
+      setExitCode(await doctorCommand(io, { ...options, location: locate(options) })),
+    );
+}

@@ -1,0 +1,47 @@
+import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
+
+/** What the store reads of a D1 result: the rows, and how many rows a write changed. */
+export interface D1ResultLike {
+  readonly results?: readonly unknown[];
+  readonly meta: { readonly changes?: number };
+}
+
+/** A D1 prepared statement, as the store uses it. */
+export interface D1PreparedStatementLike {
+  bind(...values: unknown[]): D1PreparedStatementLike;
+  run(): Promise<D1ResultLike>;
+  all(): Promise<D1ResultLike>;
+}
+
+/**
+ * The part of a Cloudflare D1 binding (`env.DB`) the store uses, spelled out so that the library
+ * needs neither `@cloudflare/workers-types` nor a driver package: the binding is the driver.
+ */
+export interface D1DatabaseLike {
+  prepare(query: string): D1PreparedStatementLike;
+  batch(statements: D1PreparedStatementLike[]): Promise<D1ResultLike[]>;
+}
+
+/** Any drizzle database over a D1 binding (`drizzle(env.DB)` from `drizzle-orm/d1`). */
+// biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
+export type AnyD1Database = BaseSQLiteDatabase<'async', any, any> & { $client: D1DatabaseLike };
+
+/** A statement compiled by the SQLite stores: its text and its arguments in order. */
+export interface BoundStatement {
+  readonly sql: string;
+  readonly args: readonly unknown[];
+}
+
+/** Prepares a compiled statement on the binding. */
+export function prepare(
+  client: D1DatabaseLike,
+  statement: BoundStatement,
+): D1PreparedStatementLike {
+  const prepared = client.prepare(statement.sql);
+  return statement.args.length === 0 ? prepared : prepared.bind(...statement.args);
+}
+
+/** The rows of a D1 result, as plain objects. */
+export function rowsOf<Row>(result: D1ResultLike | undefined): Row[] {
+  return (result?.results ?? []) as Row[];
+}

@@ -1,0 +1,8 @@
+/**
+ * The D1 store keeps the same SQLite table as the better-sqlite3 and libSQL stores: one schema,
+ * one set of migrations.
+ *
+ * @module
+ */
+export type { SqliteKeysTable } from '../sqlite/schema.js';
+export { keys, sqliteKeysTable } from '../sqlite/schema.js';

@@ -1,0 +1,121 @@
+import { ownerRow } from '../core/key-conditions.js';
+import { KeyStatus } from '../core/status.js';
+import type { TransactionRunner } from '../function/transaction.js';
+import { type AnyD1Database, type BoundStatement, prepare } from './client.js';
+import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
+import type { D1IdempotencyStore } from './store.js';
+
+/**
+ * A drizzle write the batch can run: a query builder (`db.insert(…)`, `db.update(…)`, …, which
+ * has `toSQL()`) or a raw statement (`db.run(sql\`…\`)`, which has `getQuery()`).
+ */
+export type D1Query =
+  | { toSQL(): { sql: string; params: unknown[] } }
+  | { getQuery(): { sql: string; params: unknown[] } };
+
+/**
+ * What a D1 handler receives in the transactional form: D1 has no interactive transaction, so the
+ * handler's writes are queued and run, in order, in the one `batch` that records the answer.
+ */
+export interface D1HandlerBatch {
+  /** The store's drizzle database. Reads run at once, outside the batch; build writes with it. */
+  readonly db: AnyD1Database;
+  /** Queues drizzle write queries (not awaited): they commit with the answer or not at all. */
+  add(...queries: D1Query[]): void;
+}
+
+/** Options of {@link d1Transaction}. */
+export interface D1TransactionOptions {
+  /** The store's keys table (`sqliteKeysTable(name)`), when it is not the default `keys`. */
+  readonly table?: SqliteKeysTable;
+}
+
+// The last statement of the batch: it fails, rolling the whole batch back, unless the answer's
+// UPDATE just before it changed the owner's row. json('x') is malformed JSON: the one way to raise
+// an error from a plain SELECT in SQLite.
+const FENCE_GUARD: BoundStatement = {
+  sql: "SELECT CASE WHEN changes() = 1 THEN 1 ELSE json('x') END",
+  args: [],
+};
+
+function bound(query: D1Query): BoundStatement {
+  const { sql, params } = 'toSQL' in query ? query.toSQL() : query.getQuery();
+  return { sql, args: params };
+}
+
+/**
+ * The transactional form on D1: the handler queues its writes with `tx.add(…)`, and they run in
+ * one `batch` with the UPDATE that records the answer on the owner's pending row (and attempt,
+ * with leases) and a guard statement that fails when that UPDATE changed no row. D1 runs a batch
+ * as one transaction, so a takeover or a release that happened meanwhile rolls back the handler's
+ * writes with the answer: both commit or neither does. The app's tables must live in the same D1
+ * database as the keys table.
+ *
+ * The handler's reads (`tx.db.select()…`) run before the batch, not inside it: what it writes
+ * must not depend on a read staying true until the commit, unless the write itself checks it.
+ *
+ * @param store - the store the keys are kept in; the batch runs on its binding
+ * @param options - the store's table, when not the default
+ * @example
+ * ```ts
+ * import { sql } from 'drizzle-orm';
+ * import { drizzle } from 'drizzle-orm/d1';
+ * import { d1Transaction, D1IdempotencyStore } from 'drizzle-idempotency/d1';
+ * import { makeIdempotent } from 'drizzle-idempotency/function';
+ *
+ * export function creditor(env: { DB: D1Database }) {
+ *   const store = new D1IdempotencyStore(drizzle(env.DB));
+ *   return makeIdempotent(
+ *     async (tx, message: { id: string; amount: number }) => {
+ *       tx.add(tx.db.run(sql`UPDATE accounts SET balance = balance + ${message.amount}`));
+ *       return { credited: message.amount };
+ *     },
+ *     { transaction: d1Transaction(store), key: (message) => message.id },
+ *   );
+ * }
+ * ```
+ */
+export function d1Transaction(
+  store: D1IdempotencyStore<unknown>,
+  options: D1TransactionOptions = {},
+): TransactionRunner<D1HandlerBatch> {
+  const table = options.table ?? defaultKeys;
+  const { db } = store;
+  return {
+    store,
+    synchronous: false,
+    run: async (owner, handler, record) => {
+      const queued: BoundStatement[] = [];
+      const result = await handler({
+        db,
+        add: (...queries) => {
+          queued.push(...queries.map(bound));
+        },
+      });
+      const answer = bound(
+        db
+          .update(table)
+          .set({ status: KeyStatus.done, response: record(result) })
+          .where(ownerRow(table, owner.key, owner.digest, owner.attempt)),
+      );
+      const client = db.$client;
+      try {
+        await client.batch(
+          [...queued, answer, FENCE_GUARD].map((statement) => prepare(client, statement)),
+        );
+        return { committed: true, result };
+      } catch (error) {
+        // The guard failed when the row is no longer the owner's; any other failure (one of the
+        // handler's statements) leaves it the owner's pending row and is the handler's to see.
+        const row = await store.get(owner.key);
+        const owned =
+          row !== null &&
+          row.status === KeyStatus.pending &&
+          row.fingerprint === owner.digest &&
+          (owner.attempt === undefined || row.attempt === owner.attempt);
+        if (!owned) return { committed: false };
+        throw error;
+      }
+    },
+  };
+}

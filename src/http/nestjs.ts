@@ -1,0 +1,448 @@
+import type { Readable } from 'node:stream';
+import {
+  applyDecorators,
+  type CallHandler,
+  createParamDecorator,
+  type DynamicModule,
+  type ExecutionContext,
+  HttpException,
+  Inject,
+  Injectable,
+  type InjectionToken,
+  type ModuleMetadata,
+  type NestInterceptor,
+  type OptionalFactoryDependency,
+  SetMetadata,
+  StreamableFile,
+  UseInterceptors,
+} from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import { defer, lastValueFrom, mergeMap, type Observable, of } from 'rxjs';
+import { InvalidOptionError } from '../core/errors.js';
+import type { IdempotencyStore } from '../core/store.js';
+import type { TransactionRunner } from '../function/transaction.js';
+import type { Execution } from './execution.js';
+import { type IdempotentExecutor, idempotent } from './idempotent.js';
+import { type IdempotentOptions, resolveOptions } from './options.js';
+import type { IdempotentResult } from './outcome.js';
+import type { IdempotencyProblem } from './problems.js';
+import { type HeaderValues, nodeHeaders } from './request.js';
+import { type HttpResponse, toWire } from './response.js';
+
+/**
+ * What the layer reads of the request Nest hands over: Express's `Request` or Fastify's
+ * `FastifyRequest`, depending on the platform. Anything a guard put on it (`request.user`) is there.
+ */
+export interface NestHttpRequest {
+  /** The HTTP method. */
+  readonly method: string;
+  /** The URL as received: the path and the query string (which is not fingerprinted). */
+  readonly url: string;
+  /** The URL before any router rewrote `url` (Express's mounted routers do). */
+  readonly originalUrl?: string;
+  /** The request headers, names in lower case. */
+  readonly headers: HeaderValues;
+  /** The body as the platform parsed it. */
+  readonly body?: unknown;
+  /** The body's bytes as the client sent them, kept by Nest when the app has `rawBody: true`. */
+  readonly rawBody?: unknown;
+  /** Express's header lines as received (name, value, …), to count repeated key headers. */
+  readonly rawHeaders?: readonly string[];
+  /** Whatever middleware and guards added, such as `user`. */
+  readonly [property: string]: unknown;
+}
+
+/** What a route decorated with {@link Idempotent} may set for itself, over the module's options. */
+export interface IdempotentRouteOptions extends IdempotentOptions {
+  /**
+   * Who the key belongs to, e.g. the authenticated client (`request.user`, which guards set before
+   * the layer runs); `undefined` for unscoped.
+   */
+  readonly scope?: (request: NestHttpRequest) => string | undefined | Promise<string | undefined>;
+  /**
+   * The transactional form: the handler's writes (through the transaction that
+   * {@link IdempotencyTransaction} injects) and its answer commit in one transaction of the module's
+   * `transaction` runner, fenced by the key's attempt token. Default `false`.
+   */
+  readonly transactional?: boolean;
+}
+
+/** Options of {@link IdempotencyModule.forRoot}: the store, and the defaults of every route. */
+export interface IdempotencyModuleOptions extends Omit<IdempotentRouteOptions, 'transactional'> {
+  /** Any {@link IdempotencyStore}, e.g. `openSqliteStore(path)`. The module does not close it. */
+  readonly store: IdempotencyStore<unknown>;
+  /**
+   * The runner of transactional routes (`pgTransaction`, `libsqlTransaction` or `mysqlTransaction`
+   * over `store`). better-sqlite3's `sqliteTransaction` cannot serve: Nest always awaits before it
+   * calls a handler, and such a transaction cannot span an `await`.
+   */
+  readonly transaction?: TransactionRunner<unknown>;
+}
+
+/** Options of {@link IdempotencyModule.forRootAsync}: a factory of the options, with Nest's DI. */
+export interface IdempotencyModuleAsyncOptions extends Pick<ModuleMetadata, 'imports'> {
+  /** Builds the options, from the providers in `inject`. */
+  readonly useFactory: (
+    ...args: never[]
+  ) => IdempotencyModuleOptions | Promise<IdempotencyModuleOptions>;
+  /** The providers handed to `useFactory`, in order. */
+  readonly inject?: readonly (InjectionToken | OptionalFactoryDependency)[];
+}
+
+/** The injection token of the module's {@link IdempotencyModuleOptions}. */
+export const IDEMPOTENCY_MODULE_OPTIONS = Symbol('drizzle-idempotency:module-options');
+
+const ROUTE_OPTIONS = 'drizzle-idempotency:route-options';
+// Where a transactional route's open transaction waits for the handler's parameter decorator.
+const TRANSACTION = Symbol('drizzle-idempotency:transaction');
+
+/**
+ * The problem answers of the layer (400, 409, 410, 422, 500), thrown into Nest's exception layer
+ * so exception filters see them. Nest's default filter sends `problem.details()` as the body with
+ * `problem.status`; the `application/problem+json` content type and `Retry-After` are set on the
+ * response before the exception is thrown, so they are sent whatever the filter writes.
+ */
+export class IdempotencyHttpException extends HttpException {
+  /** The problem, to match on (`instanceof RequestInProgressError`, or `problem.code`). */
+  readonly problem: IdempotencyProblem;
+
+  /** @param problem - the layer's problem */
+  constructor(problem: IdempotencyProblem) {
+    super(problem.details(), problem.status, { cause: problem });
+    this.problem = problem;
+  }
+}
+
+// What the layer uses of Express's `Response` and Fastify's `FastifyReply`: both have these.
+interface NestHttpResponse {
+  readonly statusCode: number;
+  getHeaders(): Record<string, number | string | readonly string[] | undefined>;
+}
+
+function setStatus(res: NestHttpResponse, status: number): void {
+  (res as unknown as { status(status: number): void }).status(status);
+}
+
+function setHeader(res: NestHttpResponse, name: string, value: string): void {
+  const reply = res as unknown as {
+    header?: (name: string, value: string) => void;
+    setHeader: (name: string, value: string) => void;
+  };
+  // Express's `res.header` exists too, and sets the same; Fastify's reply has no `setHeader`.
+  if (typeof reply.setHeader === 'function') reply.setHeader(name, value);
+  else reply.header?.(name, value);
+}
+
+function currentHeaders(res: NestHttpResponse): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(res.getHeaders())) {
+    if (value !== undefined)
+      headers[name] = Array.isArray(value) ? value.join(', ') : String(value);
+  }
+  return headers;
+}
+
+async function streamBytes(stream: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) {
+    chunks.push(typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : Buffer.from(chunk));
+  }
+  return Buffer.concat(chunks);
+}
+
+// The answer a handler's return value makes, as Nest would send it: JSON for an object, an array,
+// a number or a boolean; a string as text; bytes and a StreamableFile as they are; nothing for
+// `undefined` or `null`. The status and headers are those Nest and the handler put on the response.
+async function answerOf(value: unknown, res: NestHttpResponse): Promise<HttpResponse> {
+  const headers = currentHeaders(res);
+  const status = res.statusCode;
+  const typed = (type: string) => headers['content-type'] ?? type;
+  if (value === undefined || value === null) return { status, headers };
+  if (value instanceof StreamableFile) {
+    const { type, disposition } = value.getHeaders();
+    const body = await streamBytes(value.getStream());
+    const extra: Record<string, string> =
+      disposition === undefined ? {} : { 'content-disposition': String(disposition) };
+    return { status, headers: { ...extra, ...headers, 'content-type': typed(type) }, body };
+  }
+  if (value instanceof Uint8Array) {
+    return {
+      status,
+      headers: { ...headers, 'content-type': typed('application/octet-stream') },
+      body: value,
+    };
+  }
+  if (typeof value === 'string') {
+    const body = Buffer.from(value, 'utf8');
+    return {
+      status,
+      headers: { ...headers, 'content-type': typed('text/plain; charset=utf-8') },
+      body,
+    };
+  }
+  const body = Buffer.from(JSON.stringify(value), 'utf8');
+  return {
+    status,
+    headers: { ...headers, 'content-type': typed('application/json; charset=utf-8') },
+    body,
+  };
+}
+
+// Puts the layer's answer on the response and hands Nest its exact bytes to send, or throws its
+// problem into Nest's exception layer.
+function answer(res: NestHttpResponse, result: IdempotentResult): Observable<unknown> {
+  const wire = toWire(result.response);
+  for (const [name, value] of Object.entries(wire.headers)) setHeader(res, name, value);
+  if (result.outcome === 'problem') throw new IdempotencyHttpException(result.problem);
+  setStatus(res, wire.status);
+  if (wire.body === undefined) return of(undefined);
+  const type = wire.headers['content-type'] ?? 'application/octet-stream';
+  return of(new StreamableFile(wire.body, { type, length: wire.body.byteLength }));
+}
+
+function runHandler(next: CallHandler): Promise<unknown> {
+  return lastValueFrom(next.handle(), { defaultValue: undefined });
+}
+
+/**
+ * The interceptor behind {@link Idempotent}. Nest runs it after guards and around pipes: a request
+ * a guard refuses never reaches it, and a pipe's refusal (a validation 400) is thrown inside
+ * `next.handle()`, so it releases the key like any throw and the corrected retry runs.
+ */
+export class IdempotencyInterceptor implements NestInterceptor {
+  readonly #options: IdempotencyModuleOptions;
+  readonly #reflector: Reflector;
+  // One layer per route, built on its first request from the module's and the route's options.
+  readonly #layers = new WeakMap<object, IdempotentExecutor>();
+
+  /**
+   * @param options - the module's options
+   * @param reflector - Nest's metadata reader, for the route's options
+   */
+  constructor(options: IdempotencyModuleOptions, reflector: Reflector) {
+    this.#options = options;
+    this.#reflector = reflector;
+  }
+
+  /** Answers replays and problems, or runs the handler once for a new key. */
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    return defer(() => this.#intercept(context, next)).pipe(mergeMap((answered) => answered));
+  }
+
+  #route(context: ExecutionContext): IdempotentRouteOptions {
+    const own = this.#reflector.get<IdempotentRouteOptions | undefined>(
+      ROUTE_OPTIONS,
+      context.getHandler(),
+    );
+    const { store: _store, transaction: _transaction, ...defaults } = this.#options;
+    return { ...defaults, ...own };
+  }
+
+  #layer(context: ExecutionContext, route: IdempotentRouteOptions): IdempotentExecutor {
+    const handler = context.getHandler();
+    let layer = this.#layers.get(handler);
+    if (layer === undefined) {
+      layer = idempotent(this.#options.store, route);
+      this.#layers.set(handler, layer);
+    }
+    return layer;
+  }
+
+  async #intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
+    const http = context.switchToHttp();
+    const req = http.getRequest<NestHttpRequest>();
+    const res = http.getResponse<NestHttpResponse>();
+    const route = this.#route(context);
+    const runner = route.transactional ? this.#options.transaction : undefined;
+    if (route.transactional && runner === undefined) {
+      throw new InvalidOptionError(
+        'a route with @Idempotent({ transactional: true }) needs the `transaction` option of IdempotencyModule.forRoot',
+      );
+    }
+    const decision = await this.#layer(context, route).begin({
+      method: req.method,
+      path: (req.originalUrl ?? req.url).split('?', 1)[0] ?? '/',
+      headers: req.rawHeaders ? nodeHeaders(req.headers, req.rawHeaders) : req.headers,
+      // Nest keeps the bytes the parser read as `rawBody` when the app is made with
+      // `rawBody: true`: the fingerprint then tells apart bodies a JSON parser reads alike.
+      body: req.rawBody instanceof Uint8Array ? req.rawBody : req.body,
+      scope: route.scope ? await route.scope(req) : undefined,
+    });
+    if (decision.action === 'pass') return next.handle();
+    if (decision.action === 'respond') return answer(res, decision.result);
+    const result = runner
+      ? await this.#transact(decision.execution, runner, req, res, next)
+      : await this.#run(decision.execution, res, next);
+    return answer(res, result);
+  }
+
+  async #run(
+    execution: Execution,
+    res: NestHttpResponse,
+    next: CallHandler,
+  ): Promise<IdempotentResult> {
+    let response: HttpResponse;
+    try {
+      response = await answerOf(await runHandler(next), res);
+    } catch (error) {
+      await execution.fail(error);
+      throw error;
+    }
+    return execution.complete(response);
+  }
+
+  #transact(
+    execution: Execution,
+    runner: TransactionRunner<unknown>,
+    req: NestHttpRequest,
+    res: NestHttpResponse,
+    next: CallHandler,
+  ): Promise<IdempotentResult> {
+    return execution.transact(runner, async (tx) => {
+      (req as unknown as Record<symbol, unknown>)[TRANSACTION] = tx;
+      return answerOf(await runHandler(next), res);
+    });
+  }
+}
+
+// Nest's dependency injection, declared without decorator syntax so the library needs no
+// compiler flag: the options by their token, then the Reflector.
+Injectable()(IdempotencyInterceptor);
+Inject(IDEMPOTENCY_MODULE_OPTIONS)(IdempotencyInterceptor, undefined, 0);
+Inject(Reflector)(IdempotencyInterceptor, undefined, 1);
+
+/**
+ * Makes a route idempotent with the `Idempotency-Key` header, with the options of
+ * {@link IdempotencyModule} and those given here over them:
+ *
+ * - a new key runs the handler once; its answer (the status and headers Nest and the handler set,
+ *   and the returned value as JSON, text or bytes) is stored, then sent as those exact bytes;
+ * - a retry gets the stored bytes with `Idempotent-Replayed: true`, without running the handler;
+ * - another body with the same key gets 422, a retry while the first runs 409 with `Retry-After`,
+ *   a missing or malformed key 400: each an {@link IdempotencyHttpException} through Nest's
+ *   exception layer, `application/problem+json` by default;
+ * - a handler that throws (an `HttpException` too), a pipe that refuses the request, or an answer
+ *   whose status is not stored (5xx by default) releases the key, so the retry runs. Guards run
+ *   before the layer: what they refuse never touches the store.
+ *
+ * A handler that writes its answer through `@Res()` itself is not covered: return the answer.
+ *
+ * @param options - the route's own options over the module's, see {@link IdempotentRouteOptions}
+ * @example
+ * ```ts
+ * @Controller('payments')
+ * class PaymentsController {
+ *   @Post()
+ *   @Idempotent({ scope: (request) => (request.user as { id: string }).id })
+ *   create(@Body() body: { amount: number }) {
+ *     return { id: 'p_1', amount: body.amount };
+ *   }
+ * }
+ * ```
+ * @throws {@link InvalidOptionError} for a bad option, when the class is defined
+ */
+export function Idempotent(options: IdempotentRouteOptions = {}): MethodDecorator {
+  resolveOptions(options);
+  return applyDecorators(
+    SetMetadata(ROUTE_OPTIONS, options),
+    UseInterceptors(IdempotencyInterceptor),
+  );
+}
+
+/**
+ * The open transaction of a route decorated with `@Idempotent({ transactional: true })`, as a
+ * handler parameter: its writes through it commit with the stored answer, or not at all.
+ *
+ * @example
+ * ```ts
+ * @Post()
+ * @Idempotent({ transactional: true })
+ * async create(@IdempotencyTransaction() tx: PgTx, @Body() body: { amount: number }) {
+ *   const [payment] = await tx.insert(payments).values(body).returning();
+ *   return payment;
+ * }
+ * ```
+ */
+export const IdempotencyTransaction: () => ParameterDecorator = createParamDecorator(
+  (_data: unknown, context: ExecutionContext) => {
+    const request = context.switchToHttp().getRequest<Record<symbol, unknown>>();
+    if (!(TRANSACTION in request)) {
+      throw new InvalidOptionError(
+        '@IdempotencyTransaction() is only for routes with @Idempotent({ transactional: true })',
+      );
+    }
+    return request[TRANSACTION];
+  },
+);
+
+function checked(options: IdempotencyModuleOptions): IdempotencyModuleOptions {
+  if (typeof options?.store?.reserve !== 'function') {
+    throw new InvalidOptionError('IdempotencyModule needs a `store` (an IdempotencyStore)');
+  }
+  if (options.transaction !== undefined && options.transaction.store !== options.store) {
+    throw new InvalidOptionError("the `transaction` runner must be over the module's `store`");
+  }
+  if (options.transaction?.synchronous) {
+    throw new InvalidOptionError(
+      'a synchronous transaction runner (better-sqlite3) cannot serve Nest handlers, which are always awaited; use libsqlTransaction, pgTransaction or mysqlTransaction',
+    );
+  }
+  resolveOptions(options);
+  return options;
+}
+
+/**
+ * The NestJS module of the idempotency layer: import it once (it is global), then decorate routes
+ * with {@link Idempotent}.
+ *
+ * @example
+ * ```ts
+ * @Module({
+ *   imports: [IdempotencyModule.forRoot({ store: openSqliteStore('./idempotency.db') })],
+ *   controllers: [PaymentsController],
+ * })
+ * class AppModule {}
+ * ```
+ */
+// biome-ignore lint/complexity/noStaticOnlyClass: a Nest module is a class, configured by its statics
+export class IdempotencyModule {
+  /**
+   * The module with these options.
+   *
+   * @throws {@link InvalidOptionError} for a bad option, at once
+   */
+  static forRoot(options: IdempotencyModuleOptions): DynamicModule {
+    return {
+      module: IdempotencyModule,
+      global: true,
+      providers: [
+        { provide: IDEMPOTENCY_MODULE_OPTIONS, useValue: checked(options) },
+        IdempotencyInterceptor,
+      ],
+      exports: [IDEMPOTENCY_MODULE_OPTIONS, IdempotencyInterceptor],
+    };
+  }
+
+  /**
+   * The module with options built by a factory, e.g. from a config service or a database
+   * provider.
+   *
+   * @throws {@link InvalidOptionError} for a bad option, when the application starts
+   */
+  static forRootAsync(options: IdempotencyModuleAsyncOptions): DynamicModule {
+    return {
+      module: IdempotencyModule,
+      global: true,
+      imports: options.imports ?? [],
+      providers: [
+        {
+          provide: IDEMPOTENCY_MODULE_OPTIONS,
+          useFactory: async (...args: never[]) => checked(await options.useFactory(...args)),
+          inject: [...(options.inject ?? [])],
+        },
+        IdempotencyInterceptor,
+      ],
+      exports: [IDEMPOTENCY_MODULE_OPTIONS, IdempotencyInterceptor],
+    };
+  }
+}

@@ -1,0 +1,235 @@
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { appendFile, chown, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { until } from './waiting.js';
+
+const run = promisify(execFile);
+
+/** Where Debian puts the PostgreSQL 15 server binaries (`initdb`, `pg_ctl`, `pg_basebackup`). */
+export const PG_BIN = process.env.PG_BIN ?? '/usr/lib/postgresql/15/bin';
+
+/**
+ * Why a throwaway cluster cannot be made here, or `undefined` when it can. Under CI the caller
+ * fails on a reason instead of skipping: `.ci/run` provides the binaries.
+ */
+export function clusterUnavailable(): string | undefined {
+  for (const tool of ['initdb', 'pg_ctl', 'pg_basebackup']) {
+    if (!existsSync(join(PG_BIN, tool))) return `${join(PG_BIN, tool)} is missing`;
+  }
+  return undefined;
+}
+
+/** A port nobody listens on at the moment of asking. */
+export async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** PostgreSQL refuses to run as root: as root, every server tool runs as the `postgres` user. */
+async function pgTool(tool: string, args: string[]): Promise<string> {
+  const binary = join(PG_BIN, tool);
+  const asRoot = process.getuid?.() === 0;
+  const { stdout } = asRoot
+    ? await run('runuser', ['-u', 'postgres', '--', binary, ...args])
+    : await run(binary, args);
+  return stdout;
+}
+
+/** One server of the cluster. */
+export interface PgNode {
+  readonly port: number;
+  readonly dataDir: string;
+  /** A connection string to its `postgres` database. */
+  readonly url: string;
+  /** The postmaster's pid, read from `postmaster.pid`. */
+  pid(): Promise<number>;
+  /** SIGKILL to the postmaster, then waits until the port refuses connections. */
+  kill(): Promise<void>;
+  /** `pg_ctl promote`, then waits until it accepts writes. */
+  promote(): Promise<void>;
+}
+
+/** A primary and one streaming standby in a temporary directory. */
+export interface PgCluster {
+  readonly primary: PgNode;
+  readonly standby: PgNode;
+  /** Stops what still runs and deletes the directory. */
+  close(): Promise<void>;
+}
+
+/** How {@link startPgCluster} replicates. */
+export interface PgClusterOptions {
+  /** `synchronous_standby_names = '*'`: a commit waits for the standby. */
+  readonly synchronous: boolean;
+  /**
+   * A delay added to every byte the primary sends the standby, through a proxy on loopback, so an
+   * asynchronous standby lags as one across a network does. Default 0: no proxy.
+   */
+  readonly lagMs?: number;
+}
+
+/**
+ * A TCP proxy that holds every chunk from `target` for `lagMs` before passing it on, keeping the
+ * order: the standby's replication connection goes through it.
+ */
+async function lagProxy(target: number, lagMs: number): Promise<{ port: number; close(): void }> {
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(target, '127.0.0.1');
+    sockets.add(client).add(upstream);
+    client.pipe(upstream);
+    let due = 0;
+    upstream.on('data', (chunk) => {
+      // Each chunk leaves `lagMs` after it came, and never before the one ahead of it.
+      due = Math.max(due, Date.now() + lagMs);
+      setTimeout(() => client.writable && client.write(chunk), due - Date.now());
+    });
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('error', end).on('close', end);
+    upstream.on('error', end).on('close', end);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  return {
+    port,
+    close() {
+      for (const socket of sockets) socket.destroy();
+      server.close();
+    },
+  };
+}
+
+async function accepts(url: string, sql = 'SELECT 1'): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    await client.query(sql);
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+function node(dir: string, name: string, port: number): PgNode {
+  const dataDir = join(dir, name);
+  const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
+  const pid = async () => {
+    const text = await readFile(join(dataDir, 'postmaster.pid'), 'utf8');
+    return Number(text.split('\n')[0]);
+  };
+  return {
+    port,
+    dataDir,
+    url,
+    pid,
+    async kill() {
+      process.kill(await pid(), 'SIGKILL');
+      await until(async () => !(await accepts(url)), 50);
+    },
+    async promote() {
+      await pgTool('pg_ctl', ['-D', dataDir, '-w', 'promote']);
+      await until(() => accepts(url, 'CREATE TEMP TABLE promoted_probe (x int)'), 50);
+    },
+  };
+}
+
+/**
+ * Makes a primary (`initdb`) and a standby (`pg_basebackup -R`) on free loopback ports in a new
+ * temporary directory, starts both and waits until the standby streams (and, when synchronous, is
+ * the synchronous one), so every commit after this returns is covered by the chosen mode.
+ */
+export async function startPgCluster(options: PgClusterOptions): Promise<PgCluster> {
+  const dir = await mkdtemp(join(tmpdir(), 'idem-pgcluster-'));
+  if (process.getuid?.() === 0) await chown(dir, ...(await postgresIds()));
+  const [primaryPort, standbyPort] = [await freePort(), await freePort()];
+  const primary = node(dir, 'primary', primaryPort);
+  const standby = node(dir, 'standby', standbyPort);
+  let proxy: { port: number; close(): void } | undefined;
+  const close = async () => {
+    proxy?.close();
+    for (const server of [standby, primary]) {
+      if (existsSync(join(server.dataDir, 'postmaster.pid'))) {
+        await pgTool('pg_ctl', ['-D', server.dataDir, '-m', 'immediate', 'stop']).catch(
+          () => undefined,
+        );
+      }
+    }
+    await rm(dir, { recursive: true, force: true });
+  };
+  try {
+    await pgTool('initdb', ['-D', primary.dataDir, '-A', 'trust', '-U', 'postgres', '--no-sync']);
+    await appendFile(
+      join(primary.dataDir, 'postgresql.conf'),
+      [
+        `port = ${primaryPort}`,
+        "listen_addresses = '127.0.0.1'",
+        `unix_socket_directories = '${dir}'`,
+        'wal_level = replica',
+        'max_wal_senders = 4',
+        'shared_buffers = 32MB',
+        'fsync = on',
+        `synchronous_standby_names = '${options.synchronous ? '*' : ''}'`,
+        '',
+      ].join('\n'),
+    );
+    await appendFile(
+      join(primary.dataDir, 'pg_hba.conf'),
+      'host replication all 127.0.0.1/32 trust\n',
+    );
+    await pgTool('pg_ctl', ['-D', primary.dataDir, '-l', `${primary.dataDir}.log`, '-w', 'start']);
+    await pgTool('pg_basebackup', [
+      ...['-h', '127.0.0.1', '-p', String(primaryPort), '-U', 'postgres'],
+      ...['-D', standby.dataDir, '-R', '-X', 'stream'],
+    ]);
+    if (options.lagMs) proxy = await lagProxy(primaryPort, options.lagMs);
+    const upstream = proxy?.port ?? primaryPort;
+    await writeFile(
+      join(standby.dataDir, 'postgresql.auto.conf'),
+      `primary_conninfo = 'host=127.0.0.1 port=${upstream} user=postgres application_name=standby'\n`,
+    );
+    await appendFile(
+      join(standby.dataDir, 'postgresql.conf'),
+      `port = ${standbyPort}\nsynchronous_standby_names = ''\n`,
+    );
+    await pgTool('pg_ctl', ['-D', standby.dataDir, '-l', `${standby.dataDir}.log`, '-w', 'start']);
+    const wanted = options.synchronous ? 'sync' : 'async';
+    await until(async () => {
+      const client = new pg.Client({ connectionString: primary.url });
+      await client.connect();
+      try {
+        const { rows } = await client.query<{ sync_state: string; state: string }>(
+          'SELECT sync_state, state FROM pg_stat_replication',
+        );
+        return rows.some((row) => row.state === 'streaming' && row.sync_state === wanted);
+      } finally {
+        await client.end();
+      }
+    }, 100);
+    return { primary, standby, close };
+  } catch (error) {
+    await close();
+    throw error;
+  }
+}
+
+async function postgresIds(): Promise<[number, number]> {
+  const [{ stdout: uid }, { stdout: gid }] = await Promise.all([
+    run('id', ['-u', 'postgres']),
+    run('id', ['-g', 'postgres']),
+  ]);
+  return [Number(uid.trim()), Number(gid.trim())];
+}

@@ -1,0 +1,273 @@
+// A Cloudflare Worker over a D1 binding, bundled by test/workerd.test.ts as wrangler bundles one
+// and run in workerd through Miniflare. It imports every runtime-neutral entry (a throw at load
+// would stop the Worker from starting), and runs the store, the leases, the transactional form and
+// the Hono and Fetch middleware on D1, answering what it observed. The imports name the source so
+// that tsc checks this file; the bundler resolves each to the packed package's own subpath.
+
+import { sql } from 'drizzle-orm';
+import { drizzle } from 'drizzle-orm/d1';
+import { Hono } from 'hono';
+import * as d1Entry from '../../src/d1/index.js';
+import {
+  applyD1Migrations,
+  D1IdempotencyStore,
+  d1Transaction,
+  sqliteKeysTable,
+} from '../../src/d1/index.js';
+import * as functionEntry from '../../src/function/index.js';
+import { makeIdempotent } from '../../src/function/index.js';
+import * as fetchEntry from '../../src/http/fetch.js';
+import { fetchIdempotency } from '../../src/http/fetch.js';
+import * as honoEntry from '../../src/http/hono.js';
+import { honoIdempotency } from '../../src/http/hono.js';
+import * as httpEntry from '../../src/http/index.js';
+import * as root from '../../src/index.js';
+import * as libsqlEntry from '../../src/libsql/index.js';
+import * as mysqlEntry from '../../src/mysql/index.js';
+import * as observeEntry from '../../src/observe/index.js';
+import * as pgEntry from '../../src/pg/index.js';
+
+interface Env {
+  // biome-ignore lint/suspicious/noExplicitAny: the binding's type comes from workers-types, not installed here
+  DB: any;
+}
+
+const ENTRIES: Record<string, Record<string, unknown>> = {
+  '.': root,
+  './http': httpEntry,
+  './hono': honoEntry,
+  './fetch': fetchEntry,
+  './function': functionEntry,
+  './observe': observeEntry,
+  './pg': pgEntry,
+  './mysql': mysqlEntry,
+  './libsql': libsqlEntry,
+  './d1': d1Entry,
+};
+
+// The contract of design §2 on a table of its own, so no other scenario's rows are counted.
+async function contract(env: Env) {
+  const db = drizzle(env.DB);
+  const table = sqliteKeysTable('contract_keys');
+  await applyD1Migrations(db, { table });
+  const store = new D1IdempotencyStore<unknown>(db, { table });
+  const seen: Record<string, unknown> = {};
+  seen.reserveNew = await store.reserve('a', 'd', 5);
+  seen.reserveAgain = await store.reserve('a', 'other', 50);
+  seen.finishOtherDigest = await store.finish('a', 'other', { r: 0 });
+  seen.finish = await store.finish('a', 'd', { receipt: 1, text: 'é\u{1F600}' });
+  seen.finishAgain = await store.finish('a', 'd', { r: 2 });
+  seen.fetchLive = await store.fetch('a', 4.5);
+  seen.fetchAtExpiry = await store.fetch('a', 5);
+  seen.fetchMissing = await store.fetch('nope', 0);
+  for (const id of ['c', 'b', 'B', 'a2']) {
+    await store.reserve(id, 'd', 5);
+    await store.finish(id, 'd', { id });
+  }
+  seen.reservePendingPast = await store.reserve('p', 'd', 1);
+  seen.expired = await store.expired(10, 100);
+  seen.purgeTwo = await store.purge(10, 2);
+  seen.purgeRest = await store.purge(10);
+  seen.countsAfterPurge = await store.counts();
+  seen.reserveAfterPurge = await store.reserve('a', 'v2', 20);
+  for (const [id, expires] of [
+    ['s3', 3],
+    ['s1', 1],
+    ['s2', 2],
+  ] as const) {
+    await store.reserve(id, 'd', expires);
+    await store.finish(id, 'd', null);
+  }
+  seen.sweepTwo = await store.sweepBatch(10, 2);
+  seen.leftAfterSweep = await store.expired(10, 100);
+  seen.sweepRest = await store.sweepBatch(10, 10);
+  seen.counts = await store.counts();
+  seen.pendingKept = await store.get('p');
+  try {
+    await store.purge(10, 0);
+    seen.badLimit = 'accepted';
+  } catch (error) {
+    seen.badLimit = (error as Error).name;
+  }
+  return seen;
+}
+
+// Three isolates starting at once on a fresh table, then the same Worker's later cold starts.
+async function migrations(env: Env) {
+  const db = drizzle(env.DB);
+  const table = sqliteKeysTable('migrated_keys');
+  await Promise.all([1, 2, 3].map(() => applyD1Migrations(db, { table })));
+  await applyD1Migrations(db, { table });
+  await applyD1Migrations(db, { table });
+  const { results: journal } = await env.DB.prepare(
+    'SELECT hash, created_at FROM __idempotency_migrations_migrated_keys ORDER BY created_at',
+  ).all();
+  const { results: columns } = await env.DB.prepare('PRAGMA table_info("migrated_keys")').all();
+  return {
+    journal,
+    columns: (columns as { name: string }[]).map((column) => column.name),
+  };
+}
+
+// Ten isolates' worth of stores, each built per "request", acquiring one key at once.
+async function race(env: Env, key: string) {
+  await applyD1Migrations(drizzle(env.DB));
+  const outcomes = await Promise.all(
+    Array.from({ length: 10 }, () =>
+      new D1IdempotencyStore(drizzle(env.DB)).acquire(key, 'd', {
+        expires: 1000,
+        now: 1,
+        leaseSeconds: 30,
+      }),
+    ),
+  );
+  return outcomes.map((outcome) =>
+    outcome.status === 'acquired' ? `acquired ${outcome.attempt}` : outcome.status,
+  );
+}
+
+async function fencing(env: Env, key: string) {
+  await applyD1Migrations(drizzle(env.DB));
+  const store = new D1IdempotencyStore(drizzle(env.DB));
+  const first = await store.acquire(key, 'd', { expires: 1000, now: 1, leaseSeconds: 10 });
+  const second = await store.acquire(key, 'd', { expires: 1000, now: 20, leaseSeconds: 10 });
+  const attempt = (outcome: typeof first) =>
+    outcome.status === 'acquired' ? outcome.attempt : undefined;
+  return {
+    first: first.status,
+    second: second.status,
+    takenOver: second.status === 'acquired' && second.takenOver,
+    firstAttempt: attempt(first),
+    secondAttempt: attempt(second),
+    staleFinish: await store.finish(key, 'd', { by: 'first' }, attempt(first)),
+    currentFinish: await store.finish(key, 'd', { by: 'second' }, attempt(second)),
+    answer: await store.fetch(key, 30),
+  };
+}
+
+// The operator's and the heartbeat's side of leases, and a foreign table refused, on a table of
+// its own.
+async function leases(env: Env) {
+  const db = drizzle(env.DB);
+  const table = sqliteKeysTable('lease_keys');
+  await applyD1Migrations(db, { table });
+  const store = new D1IdempotencyStore(db, { table });
+  const lease = { expires: 1000, leaseSeconds: 10 };
+  const seen: Record<string, unknown> = {};
+  seen.acquired = (await store.acquire('l', 'd', { ...lease, now: 1 })).status;
+  seen.renew = await store.renew('l', 'd', 1, 50);
+  seen.renewWrongAttempt = await store.renew('l', 'd', 2, 60);
+  seen.beforeLapse = (await store.acquire('l', 'd', { ...lease, now: 40 })).status;
+  seen.markUnrecorded = await store.markUnrecorded('l', 'd', 1);
+  seen.stale = (await store.pendingKeys({ now: 40, stale: true })).map((row) => row.key);
+  seen.stats = await store.stats(40);
+  seen.releasePending = await store.releasePending('l');
+  seen.releaseAgain = await store.releasePending('l');
+  await env.DB.prepare('CREATE TABLE foreign_keys (id INTEGER PRIMARY KEY, note TEXT)').run();
+  try {
+    await applyD1Migrations(db, { table: sqliteKeysTable('foreign_keys') });
+    seen.foreign = 'adopted';
+  } catch (error) {
+    seen.foreign = (error as Error).name;
+  }
+  return seen;
+}
+
+async function transactional(env: Env, key: string) {
+  const db = drizzle(env.DB);
+  await applyD1Migrations(db);
+  await env.DB.prepare(
+    'CREATE TABLE IF NOT EXISTS ledger (id TEXT PRIMARY KEY, amount INTEGER NOT NULL)',
+  ).run();
+  const store = new D1IdempotencyStore(db);
+  const runner = d1Transaction(store);
+  const credit = makeIdempotent(
+    async (tx, message: { id: string; amount: number }) => {
+      tx.add(
+        tx.db.run(sql`INSERT INTO ledger (id, amount) VALUES (${message.id}, ${message.amount})`),
+      );
+      return { credited: message.amount };
+    },
+    { transaction: runner, key: (message) => message.id },
+  );
+  const once = await credit({ id: key, amount: 7 });
+  const replay = await credit({ id: key, amount: 7 });
+  // The fence: an owner whose attempt was taken over commits nothing, the ledger row included.
+  const stale = `${key}-stale`;
+  const owner = await store.acquire(stale, 'd', { expires: 1000, now: 1, leaseSeconds: 10 });
+  const taker = await store.acquire(stale, 'd', { expires: 1000, now: 20, leaseSeconds: 10 });
+  const lost = await runner.run(
+    { key: stale, digest: 'd', attempt: owner.status === 'acquired' ? owner.attempt : -1 },
+    (tx) => {
+      tx.add(tx.db.run(sql`INSERT INTO ledger (id, amount) VALUES (${stale}, 1)`));
+      return 'stale';
+    },
+    (result) => JSON.stringify(result),
+  );
+  const { results } = await env.DB.prepare('SELECT id, amount FROM ledger ORDER BY id').all();
+  return {
+    once,
+    replay,
+    taker: taker.status,
+    lost,
+    ledger: results,
+    staleRow: (await store.get(stale))?.status,
+  };
+}
+
+const app = new Hono<{ Bindings: Env }>();
+app.post(
+  '/hono/pay',
+  async (c, next) => {
+    const db = drizzle(c.env.DB);
+    await applyD1Migrations(db);
+    return honoIdempotency(new D1IdempotencyStore(db))(c, next);
+  },
+  async (c) => {
+    const body = await c.req.json<{ amount: number }>();
+    const receipt = crypto.randomUUID();
+    return c.json({ receipt, amount: body.amount }, 201, { 'x-receipt': receipt });
+  },
+);
+
+// biome-ignore lint/style/noDefaultExport: workerd runs a module Worker's default export
+export default {
+  async fetch(request: Request, env: Env): Promise<Response> {
+    const url = new URL(request.url);
+    const key = url.searchParams.get('key') ?? 'k';
+    switch (url.pathname) {
+      case '/entries':
+        return Response.json(
+          Object.fromEntries(
+            Object.entries(ENTRIES).map(([name, entry]) => [name, Object.keys(entry).length]),
+          ),
+        );
+      case '/migrate':
+        return Response.json(await migrations(env));
+      case '/contract':
+        return Response.json(await contract(env));
+      case '/race':
+        return Response.json(await race(env, key));
+      case '/fence':
+        return Response.json(await fencing(env, key));
+      case '/leases':
+        return Response.json(await leases(env));
+      case '/transaction':
+        return Response.json(await transactional(env, key));
+      case '/fetch/pay': {
+        const db = drizzle(env.DB);
+        await applyD1Migrations(db);
+        const handler = fetchIdempotency(new D1IdempotencyStore(db))(async (req: Request) => {
+          const body = (await req.json()) as { amount: number };
+          return Response.json(
+            { receipt: crypto.randomUUID(), amount: body.amount },
+            { status: 201 },
+          );
+        });
+        return handler(request);
+      }
+      default:
+        return app.fetch(request, env);
+    }
+  },
+};
