@@ -234,7 +234,7 @@ export async function applyPgMigrations(
       );
     let rows = await journalRows(tx, schema, journal);
     if (rows !== undefined && (await hasColumn(tx, schema, journal, 'id'))) {
-      // Journals made before 0.2 had `id serial`: drizzle-kit push sees its sequence even when a
+      // Journals made by earlier versions had `id serial`: drizzle-kit push sees its sequence even when a
       // tablesFilter leaves the journal out, and fails dropping it. Dropping the column drops the
       // sequence it owns; a migration is recorded once, so its `created_at` is the key.
       await tx.execute(sql.raw(`ALTER TABLE ${journalTable} DROP COLUMN id`));
