@@ -8,10 +8,11 @@ import {
   leaseDeadline,
   pendingLimit,
   pendingPrefix,
+  readOutcome,
   toPendingKey,
 } from './lease.js';
 import { compareKeys } from './order.js';
-import { type KeyRow, toRecord } from './record.js';
+import { holdsOwnAnswer, type KeyRow, toRecord } from './record.js';
 import { RETENTION_CYCLE } from './retention-cycle.js';
 import { countByStatus, KeyStatus } from './status.js';
 import type {
@@ -197,11 +198,9 @@ export class AsyncIdempotencyStore<T = unknown> implements LeasedIdempotencyStor
     if (attempt !== undefined) assertAttempt(attempt);
     const text = serializeResponse(response);
     const statements = this.#open();
-    const changed =
-      attempt === undefined
-        ? await statements.finish(key, digest, text)
-        : await statements.finishFenced(key, digest, text, attempt);
-    return changed === 1;
+    if (attempt === undefined) return (await statements.finish(key, digest, text)) === 1;
+    if ((await statements.finishFenced(key, digest, text, attempt)) === 1) return true;
+    return holdsOwnAnswer(await statements.get(key), digest, attempt, text);
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.acquire} */
@@ -210,6 +209,8 @@ export class AsyncIdempotencyStore<T = unknown> implements LeasedIdempotencyStor
     this.#checkDigest(digest);
     const leaseUntil = leaseDeadline(options);
     const statements = this.#open();
+    const read = readOutcome<T>(await statements.get(key), digest, options.now);
+    if (read !== undefined) return read;
     for (;;) {
       const token = nextFencingToken();
       const lease = { expires: options.expires, now: options.now, leaseUntil, token };

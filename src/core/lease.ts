@@ -121,6 +121,25 @@ export function existingOutcome<T>(row: KeyRow, digest: string): AcquireResult<T
 }
 
 /**
+ * What `acquire` reports from a read alone, or `undefined` when only its write can decide (the
+ * key is missing, or its row is pending under `digest` with a lease that lapsed by `now`). A replay,
+ * another payload's key and a live lease are settled by reading: the retry of a finished request
+ * neither writes nor locks the row (no WAL, no wait for a synchronous standby). Whatever the read
+ * leaves open, the one-statement write still decides, so racing contenders stay safe.
+ */
+export function readOutcome<T>(
+  row: KeyRow | undefined,
+  digest: string,
+  now: number,
+): AcquireResult<T> | undefined {
+  if (row === undefined) return undefined;
+  const outcome = existingOutcome<T>(row, digest);
+  if (outcome.status !== 'inProgress') return outcome;
+  const lapsed = !outcome.unrecorded && outcome.leaseUntil !== null && outcome.leaseUntil <= now;
+  return lapsed ? undefined : outcome;
+}
+
+/**
  * What `acquire` reports for the row it inserted or took over, from the fencing token its
  * statement returned and the fresh token it inserted: a takeover always returns another token
  * (see `takeoverToken`), so the two are equal only for a key inserted afresh.

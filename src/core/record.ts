@@ -1,5 +1,5 @@
 import { parseResponse } from './json.js';
-import type { KeyStatus } from './status.js';
+import { KeyStatus } from './status.js';
 import type { IdempotencyRecord } from './store.js';
 
 /**
@@ -49,4 +49,26 @@ export function toRecord<T>(row: KeyRow): IdempotencyRecord<T> {
     attempt: readNumber(row.attempt) ?? 1,
     unrecorded: readBoolean(row.unrecorded),
   };
+}
+
+/**
+ * Whether `row` already holds this owner's own answer: done, under `digest`, with the fencing
+ * token `attempt` and exactly the answer `text`. A fenced `finish` whose commit reached the
+ * database but whose acknowledgement was lost (a dropped connection, a failover) finds this on its
+ * retry: the answer is stored, so the retry reports success instead of a lost ownership. A token
+ * names one ownership for the key's whole life, so no other owner's answer can match.
+ */
+export function holdsOwnAnswer(
+  row: KeyRow | undefined,
+  digest: string,
+  attempt: number,
+  text: string,
+): boolean {
+  return (
+    row !== undefined &&
+    row.status === KeyStatus.done &&
+    row.fingerprint === digest &&
+    Number(row.attempt) === attempt &&
+    row.response === text
+  );
 }

@@ -20,9 +20,10 @@ import {
   leaseDeadline,
   pendingLimit,
   pendingPrefix,
+  readOutcome,
   toPendingKey,
 } from '../core/lease.js';
-import { type KeyRow, toRecord } from '../core/record.js';
+import { holdsOwnAnswer, type KeyRow, toRecord } from '../core/record.js';
 import { RETENTION_CYCLE } from '../core/retention-cycle.js';
 import { countByStatus, KeyStatus } from '../core/status.js';
 import type {
@@ -472,11 +473,19 @@ export class SqliteIdempotencyStore<T = unknown> implements LeasedIdempotencySto
     if (attempt !== undefined) assertAttempt(attempt);
     const text = serializeResponse(response);
     const hot = this.#openHot();
-    const result =
-      attempt === undefined
-        ? hot.finish.run(KeyStatus.done, text, key, digest, KeyStatus.pending)
-        : hot.finishFenced.run(KeyStatus.done, text, key, digest, KeyStatus.pending, attempt);
-    return result.changes === 1;
+    if (attempt === undefined) {
+      return hot.finish.run(KeyStatus.done, text, key, digest, KeyStatus.pending).changes === 1;
+    }
+    const result = hot.finishFenced.run(
+      KeyStatus.done,
+      text,
+      key,
+      digest,
+      KeyStatus.pending,
+      attempt,
+    );
+    if (result.changes === 1) return true;
+    return holdsOwnAnswer(hot.get.get(key) as KeyRow | undefined, digest, attempt, text);
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.acquire} */
@@ -486,6 +495,8 @@ export class SqliteIdempotencyStore<T = unknown> implements LeasedIdempotencySto
     const leaseUntil = leaseDeadline(options);
     const hot = this.#openHot();
     const { expires, now } = options;
+    const read = readOutcome<T>(hot.get.get(key) as KeyRow | undefined, digest, now);
+    if (read !== undefined) return read;
     // The statement either owns the row or leaves it as it was; what is there is then read. A row
     // deleted in between (released, purged) makes the key new again: try once more.
     for (;;) {

@@ -76,6 +76,18 @@ export function describeLeaseContract(dialect: string, makeHarness: HarnessFacto
       });
     });
 
+    it('reports success when a fenced finish is repeated after it landed (a lost acknowledgement)', async () => {
+      const token = tokenOf(await store.acquire('k', 'd', LEASE));
+      expect(await store.finish('k', 'd', { receipt: 1 }, token)).toBe(true);
+      // The same owner, token and answer again: its answer is there, so it is not told it lost.
+      expect(await store.finish('k', 'd', { receipt: 1 }, token)).toBe(true);
+      // Another answer, another token, another fingerprint: not this owner's answer.
+      expect(await store.finish('k', 'd', { receipt: 2 }, token)).toBe(false);
+      expect(await store.finish('k', 'd', { receipt: 1 }, token + 2)).toBe(false);
+      expect(await store.finish('k', 'e', { receipt: 1 }, token)).toBe(false);
+      expect(await store.get('k')).toMatchObject({ status: 'done', response: { receipt: 1 } });
+    });
+
     it('reports a live lease as in progress, and changes nothing', async () => {
       const token = tokenOf(await store.acquire('k', 'd', LEASE));
       expect(await store.acquire('k', 'd', { ...LEASE, now: 129.5 })).toEqual({
@@ -290,8 +302,8 @@ export function describeLeaseContract(dialect: string, makeHarness: HarnessFacto
         'z',
       ];
       for (const id of ids) await store.acquire(id, 'd', LEASE);
-      await store.acquire(scope('client-7', 'done'), 'd', LEASE);
-      await store.finish(scope('client-7', 'done'), 'd', 1, 1);
+      const done = tokenOf(await store.acquire(scope('client-7', 'done'), 'd', LEASE));
+      expect(await store.finish(scope('client-7', 'done'), 'd', 1, done)).toBe(true);
       const listed = async (prefix: string, extra: { stale?: boolean; limit?: number } = {}) =>
         (await store.pendingKeys({ now: 110, prefix, ...extra })).map((row) => row.key);
       expect(await listed(scope('client-7', ''))).toEqual([
