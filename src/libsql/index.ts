@@ -1,3 +1,4 @@
+export { sqlitePushTables } from '../sqlite/push.js';
 export type { LibsqlMigrationOptions } from './migrate.js';
 export { applyLibsqlMigrations, assertAdoptableLibsqlTables } from './migrate.js';
 export type { OpenLibsqlStoreOptions } from './open.js';

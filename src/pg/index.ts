@@ -5,6 +5,7 @@ export type { PgMigrationOptions } from './migrate.js';
 export { applyPgMigrations, assertAdoptablePgKeysTable } from './migrate.js';
 export type { OpenPgStoreOptions } from './open.js';
 export { openPgStore } from './open.js';
+export { pgPushTables } from './push.js';
 export type { PgKeysTable, PgKeysTableOptions, PgTableOptions } from './schema.js';
 export { DEFAULT_PG_SCHEMA, keys, pgKeysTable } from './schema.js';
 export type { AnyPgDatabase, PgStoreOptions } from './store.js';

@@ -40,6 +40,9 @@ const LEASE_COLUMNS: Record<string, ColumnType> = {
   unrecorded: 'boolean',
 };
 
+// No serial id, so no sequence: see pgPushTables, which describes this table to drizzle-kit.
+const PG_JOURNAL_COLUMNS = 'hash text NOT NULL, created_at bigint PRIMARY KEY NOT NULL';
+
 /** Options of {@link applyPgMigrations} and {@link assertAdoptablePgKeysTable}. */
 export type PgMigrationOptions = PgTableOptions;
 
@@ -203,7 +206,13 @@ export async function applyPgMigrations(
   const journal = migrationsTableName(name);
   const migrations = pgMigrations;
   const applied = await journalRows(db, schema, journal);
-  if (applied !== undefined && pendingMigrations(migrations, applied).length === 0) return;
+  if (
+    applied !== undefined &&
+    pendingMigrations(migrations, applied).length === 0 &&
+    !(await hasColumn(db, schema, journal, 'id'))
+  ) {
+    return;
+  }
   const quoted = quoteIdentifier(schema);
   const journalTable = `${quoted}.${quoteIdentifier(journal)}`;
   await db.transaction(async (tx) => {
@@ -224,12 +233,15 @@ export async function applyPgMigrations(
         sql`INSERT INTO ${sql.raw(journalTable)} (hash, created_at) VALUES (${hash}, ${createdAt})`,
       );
     let rows = await journalRows(tx, schema, journal);
+    if (rows !== undefined && (await hasColumn(tx, schema, journal, 'id'))) {
+      // Journals made by earlier versions had `id serial`: drizzle-kit push sees its sequence even when a
+      // tablesFilter leaves the journal out, and fails dropping it. Dropping the column drops the
+      // sequence it owns; a migration is recorded once, so its `created_at` is the key.
+      await tx.execute(sql.raw(`ALTER TABLE ${journalTable} DROP COLUMN id`));
+      await tx.execute(sql.raw(`ALTER TABLE ${journalTable} ADD PRIMARY KEY (created_at)`));
+    }
     if (rows === undefined) {
-      await tx.execute(
-        sql.raw(
-          `CREATE TABLE ${journalTable} (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at bigint)`,
-        ),
-      );
+      await tx.execute(sql.raw(`CREATE TABLE ${journalTable} (${PG_JOURNAL_COLUMNS})`));
       // 0.1.0 only ever made the default table, so only its journal has records to carry over.
       const legacy =
         name === DEFAULT_TABLE_NAME ? await journalRows(tx, schema, LEGACY_MIGRATIONS_TABLE) : [];

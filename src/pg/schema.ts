@@ -32,7 +32,8 @@ const byteOrderText = customType<{ data: string; driverData: string }>({
   dataType: () => 'text COLLATE "C"',
 });
 
-function columns() {
+/** The columns of the keys table on PostgreSQL, shared by {@link pgKeysTable} and the push tables. */
+export function pgKeysColumns() {
   return {
     id: byteOrderText('id').primaryKey(),
     fingerprint: text('fingerprint').notNull(),
@@ -86,7 +87,7 @@ export function pgKeysTable(options: PgKeysTableOptions | string = {}) {
   const table = (schema === DEFAULT_PG_SCHEMA ? pgTable : pgSchema(schema).table) as PgTableFn<
     string | undefined
   >;
-  return table(name, columns(), (t) => [
+  return table(name, pgKeysColumns(), (t) => [
     index(retentionIndexName(name)).on(t.status, t.expires, t.id),
     // Done rows in id order with their deadlines: a purge of a large backlog walks it from the
     // lowest id, checking `expires` in the index, instead of sorting the whole backlog. Partial,

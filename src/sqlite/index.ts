@@ -5,6 +5,7 @@ export type { SqliteMigrationOptions } from './migrate.js';
 export { applySqliteMigrations, assertAdoptableKeysTable } from './migrate.js';
 export type { OpenSqliteStoreOptions, SqliteSynchronous } from './open.js';
 export { openSqliteStore } from './open.js';
+export { sqlitePushTables } from './push.js';
 export type { SqliteKeysTable } from './schema.js';
 export { keys, sqliteKeysTable } from './schema.js';
 export type { AnyBetterSqliteDatabase, SqliteStoreOptions } from './store.js';

@@ -29,29 +29,30 @@ export function sqliteKeysTable<const N extends string = typeof DEFAULT_TABLE_NA
   name: N = DEFAULT_TABLE_NAME as N,
 ) {
   assertTableName(name);
-  return sqliteTable(
-    name,
-    {
-      id: text('id').primaryKey(),
-      fingerprint: text('fingerprint').notNull(),
-      status: text('status').$type<KeyStatus>().notNull(),
-      response: text('response'),
-      expires: real('expires').notNull(),
-      // The lease of a pending owner (see LeasedIdempotencyStore): NULL for rows without one.
-      leaseUntil: real('lease_until'),
-      // The fencing token of the row's ownership (see nextFencingToken); a takeover raises it.
-      // INTEGER is 64-bit in SQLite, wide enough for real-clock milliseconds × 1,024.
-      attempt: integer('attempt').notNull().default(1),
-      unrecorded: integer('unrecorded', { mode: 'boolean' }).notNull().default(false),
-    },
-    (table) => [
-      index(retentionIndexName(name)).on(table.status, table.expires, table.id),
-      // Done rows in id order, with their deadlines: a purge of a large backlog walks it from the
-      // lowest id and stops at its limit, instead of sorting the whole backlog. Partial, so a
-      // reserve (a pending row) never writes to it.
-      index(doneIdIndexName(name)).on(table.id, table.expires).where(sql`status = 'done'`),
-    ],
-  );
+  return sqliteTable(name, sqliteKeysColumns(), (table) => [
+    index(retentionIndexName(name)).on(table.status, table.expires, table.id),
+    // Done rows in id order, with their deadlines: a purge of a large backlog walks it from the
+    // lowest id and stops at its limit, instead of sorting the whole backlog. Partial, so a
+    // reserve (a pending row) never writes to it.
+    index(doneIdIndexName(name)).on(table.id, table.expires).where(sql`status = 'done'`),
+  ]);
+}
+
+/** The columns of the keys table on SQLite, shared by {@link sqliteKeysTable} and the push tables. */
+export function sqliteKeysColumns() {
+  return {
+    id: text('id').primaryKey(),
+    fingerprint: text('fingerprint').notNull(),
+    status: text('status').$type<KeyStatus>().notNull(),
+    response: text('response'),
+    expires: real('expires').notNull(),
+    // The lease of a pending owner (see LeasedIdempotencyStore): NULL for rows without one.
+    leaseUntil: real('lease_until'),
+    // The fencing token of the row's ownership (see nextFencingToken); a takeover raises it.
+    // INTEGER is 64-bit in SQLite, wide enough for real-clock milliseconds × 1,024.
+    attempt: integer('attempt').notNull().default(1),
+    unrecorded: integer('unrecorded', { mode: 'boolean' }).notNull().default(false),
+  };
 }
 
 /** A keys table built by {@link sqliteKeysTable}, whatever its name. */

@@ -101,7 +101,7 @@ async function journal(db: AnyPgDatabase, schema: string, table: string) {
   const rows = await queryRows<{ hash: string; created_at: string | number }>(
     db,
     sql.raw(
-      `SELECT hash, created_at FROM ${quoteIdentifier(schema)}.${quoteIdentifier(table)} ORDER BY id`,
+      `SELECT hash, created_at FROM ${quoteIdentifier(schema)}.${quoteIdentifier(table)} ORDER BY created_at`,
     ),
   );
   return rows.map((row) => ({ hash: row.hash, created_at: Number(row.created_at) }));
@@ -176,6 +176,49 @@ export function describePgJournal(name: string, fresh: () => Promise<JournalTarg
         }
         expect(await journal(db, schema, '__drizzle_migrations')).toEqual(legacy);
         expect((await journal(db, schema, '__idempotency_migrations'))[0]).toEqual(legacy[0]);
+      } finally {
+        await target.close();
+      }
+    });
+
+    it('carries over a journal with the serial id of earlier versions: records kept, its sequence gone', async () => {
+      const target = await fresh();
+      try {
+        const { db, schema } = target;
+        await applyPgMigrations(db, { schema });
+        const store = new PgIdempotencyStore<{ receipt: number }>(db, { schema });
+        await store.reserve('done-1', 'fp', 1e10);
+        await store.finish('done-1', 'fp', { receipt: 1 });
+        const records = await journal(db, schema, '__idempotency_migrations');
+        // The journal exactly as the earlier migrators created it, holding the same records.
+        const table = `${quoteIdentifier(schema)}.__idempotency_migrations`;
+        for (const statement of [
+          `CREATE TABLE ${quoteIdentifier(schema)}.old_records AS SELECT hash, created_at FROM ${table}`,
+          `DROP TABLE ${table}`,
+          `CREATE TABLE ${table} (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at bigint)`,
+          `INSERT INTO ${table} (hash, created_at) SELECT hash, created_at FROM ${quoteIdentifier(schema)}.old_records ORDER BY created_at`,
+          `DROP TABLE ${quoteIdentifier(schema)}.old_records`,
+        ]) {
+          await db.execute(sql.raw(statement));
+        }
+        const sequences = () =>
+          queryRows<{ name: string }>(
+            db,
+            sql`SELECT sequencename AS name FROM pg_sequences WHERE schemaname = ${schema}`,
+          );
+        expect(await sequences()).toEqual([{ name: '__idempotency_migrations_id_seq' }]);
+        for (let open = 0; open < 2; open++) {
+          await applyPgMigrations(db, { schema });
+          expect(await sequences()).toEqual([]);
+          expect(await journal(db, schema, '__idempotency_migrations')).toEqual(records);
+          expect(await store.fetch('done-1', 1)).toEqual({ receipt: 1 });
+        }
+        const columns = await queryRows<{ name: string }>(
+          db,
+          sql`SELECT column_name AS name FROM information_schema.columns
+                WHERE table_schema = ${schema} AND table_name = '__idempotency_migrations' ORDER BY column_name`,
+        );
+        expect(columns.map((column) => column.name)).toEqual(['created_at', 'hash']);
       } finally {
         await target.close();
       }

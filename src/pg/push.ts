@@ -1,0 +1,58 @@
+import { sql } from 'drizzle-orm';
+import { bigint, index, type PgTableFn, pgSchema, pgTable, text } from 'drizzle-orm/pg-core';
+import { InvalidOptionError } from '../core/errors.js';
+import {
+  assertTableName,
+  DEFAULT_TABLE_NAME,
+  doneIdIndexName,
+  migrationsTableName,
+  retentionIndexName,
+} from '../core/table-name.js';
+import { assertSchemaName } from './identifier.js';
+import { DEFAULT_PG_SCHEMA, type PgKeysTableOptions, pgKeysColumns } from './schema.js';
+
+/**
+ * The library's tables on PostgreSQL as `drizzle-kit push` reads them back from a schema the
+ * library migrated: the keys table and its migrations journal. Export both from the schema file
+ * that `drizzle-kit push` reads, and push finds nothing of ours to change.
+ *
+ * They differ from {@link pgKeysTable} only where drizzle-kit 0.31 cannot see the database: it
+ * reads no column collation, so `id` is declared as plain `text` (declared `text COLLATE "C"`,
+ * push would alter the column on every run). The column in the database keeps the byte-order "C"
+ * collation the library's migrations gave it. So let the library create its tables first (open
+ * the store, or run `applyPgMigrations`) before the first push: a push over an empty schema would
+ * create `id` in the database's default collation, which the store then refuses.
+ *
+ * For `drizzle-kit generate` keep exporting {@link pgKeysTable} (or `keys`), which describes the
+ * exact DDL.
+ *
+ * @param options - the keys table's name and schema, as given to the store; default `keys` in `public`
+ * @throws {@link InvalidOptionError} for a name or schema the library cannot use
+ * @example
+ * ```ts
+ * import { pgPushTables } from 'drizzle-idempotency/pg';
+ * export const { keys, journal } = pgPushTables();
+ * ```
+ */
+export function pgPushTables(options: PgKeysTableOptions = {}) {
+  if (typeof options !== 'object' || options === null) {
+    throw new InvalidOptionError('pgPushTables takes { name, schema }');
+  }
+  const { name = DEFAULT_TABLE_NAME, schema = DEFAULT_PG_SCHEMA } = options;
+  assertTableName(name);
+  assertSchemaName(schema);
+  // drizzle refuses pgSchema('public'), as in pgKeysTable.
+  const table = (schema === DEFAULT_PG_SCHEMA ? pgTable : pgSchema(schema).table) as PgTableFn<
+    string | undefined
+  >;
+  const keys = table(name, { ...pgKeysColumns(), id: text('id').primaryKey() }, (t) => [
+    index(retentionIndexName(name)).on(t.status, t.expires, t.id),
+    // drizzle-kit's push compares indexes without their WHERE, so the real one is declared.
+    index(doneIdIndexName(name)).on(t.id, t.expires).where(sql`status = 'done'`),
+  ]);
+  const journal = table(migrationsTableName(name), {
+    hash: text('hash').notNull(),
+    createdAt: bigint('created_at', { mode: 'number' }).primaryKey(),
+  });
+  return { keys, journal };
+}
