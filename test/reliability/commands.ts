@@ -503,7 +503,7 @@ const transactional = fc
           )
           .then(({ committed }) => committed);
         if (fail) await expect(outcome).rejects.toThrow('handler failed');
-        else expect(await outcome).toBe(model.ref.finish(k, d, text, a));
+        else expect(await outcome).toBe(model.ref.record(k, d, text, a));
         const actual = (await target.rows()).sort((x, y) => byteOrder(x.id, y.id));
         expect(actual, `table after ${label}`).toEqual(model.ref.table());
       },

@@ -123,12 +123,29 @@ export class ReferenceModel {
     return attempt === undefined || row.attempt === attempt ? row : undefined;
   }
 
-  finish(key: string, digest: string, responseText: string, attempt?: number): boolean {
+  /**
+   * What a transactional runner's fenced UPDATE does: only the owner's pending row takes the
+   * answer. Never more: a handler that ran again must not commit beside an answer already there.
+   */
+  record(key: string, digest: string, responseText: string, attempt?: number): boolean {
     const row = this.#owned(key, digest, attempt);
     if (row === undefined) return false;
     row.status = 'done';
     row.response = responseText;
     return true;
+  }
+
+  finish(key: string, digest: string, responseText: string, attempt?: number): boolean {
+    if (this.record(key, digest, responseText, attempt)) return true;
+    // A fenced finish repeated after it landed: the owner's own answer is there, so it is told so.
+    const done = this.rows.get(key);
+    return (
+      attempt !== undefined &&
+      done?.status === 'done' &&
+      done.fingerprint === digest &&
+      done.attempt === attempt &&
+      done.response === responseText
+    );
   }
 
   renew(key: string, digest: string, attempt: number, leaseUntil: number): boolean {
