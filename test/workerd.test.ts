@@ -158,7 +158,7 @@ describe('in workerd (Miniflare), bundled as wrangler bundles a Worker', () => {
 
   it('gives exactly one of 10 concurrent acquires the key', async () => {
     const outcomes = (await json('/race?key=race-1')) as string[];
-    expect(outcomes.filter((outcome) => outcome === 'acquired 1')).toHaveLength(1);
+    expect(outcomes.filter((outcome) => outcome === 'acquired')).toHaveLength(1);
     expect(outcomes.filter((outcome) => outcome === 'inProgress')).toHaveLength(9);
   });
 
@@ -167,8 +167,7 @@ describe('in workerd (Miniflare), bundled as wrangler bundles a Worker', () => {
       first: 'acquired',
       second: 'acquired',
       takenOver: true,
-      firstAttempt: 1,
-      secondAttempt: 2,
+      tokenRaised: true,
       staleFinish: false,
       currentFinish: true,
       answer: { by: 'second' },

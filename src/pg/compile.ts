@@ -59,14 +59,19 @@ export function isStatementNameError(error: unknown): boolean {
 // separates processes; a counter per client connection separates the connections of one process.
 // Stores of one process over one connection share names (and so their parsed statements), so
 // building many stores does not pile statements up on a connection.
-const PROCESS_TAG = randomBytes(4).toString('hex');
+// Drawn on first use, not at load: workerd refuses random values in a module's global scope.
+let tagOfProcess: string | undefined;
+const processTag = () => {
+  tagOfProcess ??= randomBytes(4).toString('hex');
+  return tagOfProcess;
+};
 let connectionCount = 0;
 const connectionTags = new WeakMap<object, string>();
 
 function connectionTag(connection: object): string {
   let tag = connectionTags.get(connection);
   if (tag === undefined) {
-    tag = `${PROCESS_TAG}${(connectionCount++).toString(36)}`;
+    tag = `${processTag()}${(connectionCount++).toString(36)}`;
     connectionTags.set(connection, tag);
   }
   return tag;
@@ -188,7 +193,7 @@ export function preparePgQuery<R>(
   query: PgQuery<R>,
   mode: PgStatementMode,
 ): PgPrepared<R> {
-  const named = query.prepare(`${name}_${PROCESS_TAG}`);
+  const named = query.prepare(`${name}_${processTag()}`);
   const unnamed = query.prepare(undefined);
   return {
     execute: async (values) => {

@@ -122,7 +122,7 @@ async function race(env: Env, key: string) {
     ),
   );
   return outcomes.map((outcome) =>
-    outcome.status === 'acquired' ? `acquired ${outcome.attempt}` : outcome.status,
+    outcome.status === 'acquired' && !outcome.takenOver ? 'acquired' : outcome.status,
   );
 }
 
@@ -137,8 +137,7 @@ async function fencing(env: Env, key: string) {
     first: first.status,
     second: second.status,
     takenOver: second.status === 'acquired' && second.takenOver,
-    firstAttempt: attempt(first),
-    secondAttempt: attempt(second),
+    tokenRaised: (attempt(second) ?? 0) > (attempt(first) ?? Number.POSITIVE_INFINITY),
     staleFinish: await store.finish(key, 'd', { by: 'first' }, attempt(first)),
     currentFinish: await store.finish(key, 'd', { by: 'second' }, attempt(second)),
     answer: await store.fetch(key, 30),
@@ -154,11 +153,13 @@ async function leases(env: Env) {
   const store = new D1IdempotencyStore(db, { table });
   const lease = { expires: 1000, leaseSeconds: 10 };
   const seen: Record<string, unknown> = {};
-  seen.acquired = (await store.acquire('l', 'd', { ...lease, now: 1 })).status;
-  seen.renew = await store.renew('l', 'd', 1, 50);
-  seen.renewWrongAttempt = await store.renew('l', 'd', 2, 60);
+  const claim = await store.acquire('l', 'd', { ...lease, now: 1 });
+  const token = claim.status === 'acquired' ? claim.attempt : 0;
+  seen.acquired = claim.status;
+  seen.renew = await store.renew('l', 'd', token, 50);
+  seen.renewWrongAttempt = await store.renew('l', 'd', token + 1, 60);
   seen.beforeLapse = (await store.acquire('l', 'd', { ...lease, now: 40 })).status;
-  seen.markUnrecorded = await store.markUnrecorded('l', 'd', 1);
+  seen.markUnrecorded = await store.markUnrecorded('l', 'd', token);
   seen.stale = (await store.pendingKeys({ now: 40, stale: true })).map((row) => row.key);
   seen.stats = await store.stats(40);
   seen.releasePending = await store.releasePending('l');
