@@ -138,6 +138,8 @@ function wrap<A extends unknown[], R>(
  * Wraps an async function so that calls with the same key run it once within the retention
  * period: the first call runs it and stores its result, later calls with the same key and payload
  * return the stored result without running it. For queue consumers, webhooks and scheduled jobs.
+ * The claim, the wait and the lease are the core claim engine's, shared with the HTTP layer; the
+ * wrapper maps its outcomes to results and errors.
  *
  * ```
  *  call ─ key(args), fingerprint(payload(args))

@@ -63,21 +63,22 @@ function replay(record: IdempotencyRecord<unknown>): IdempotentResult {
 
 /**
  * The idempotency layer: runs a handler at most once per key within the retention period, and
- * answers every other request with that key from the store.
+ * answers every other request with that key from the store. The claim itself (and the wait for
+ * another owner) is the core claim engine's, shared with `makeIdempotent`; this layer reads the
+ * key from the request and maps the engine's outcomes to answers and problems.
  *
  * ```
  *  request ─ key? ── none ──▶ 400 key-missing (or pass through if not required)
  *             │ malformed ──▶ 400 key-malformed
  *             ▼
- *  reserve(id, fingerprint, now + ttl) ── won ──▶ run handler ─┬─ stored status ─▶ finish ─▶ executed
- *             │ lost                                           │      finish fails ─▶ keep pending, 500
- *             │                                                ├─ other status ──▶ release ─▶ notStored
- *             ▼                                                └─ throws ────────▶ release, rethrow
- *  get(id) ─┬─ other fingerprint ─────────▶ 422 key-reused
- *           ├─ done, expires > now ───────▶ replay (Idempotent-Replayed: true)
- *           ├─ done, expires <= now ──────▶ 409 answer-expired (not replayed, not run)
- *           ├─ pending ───────────────────▶ 409 request-in-progress + Retry-After (or wait: read the row)
- *           └─ gone (released meanwhile) ─▶ reserve again
+ *  claim(id, fingerprint) ─ acquired ──▶ run handler ─┬─ stored status ─▶ finish ─▶ executed
+ *     │                                              │      finish fails ─▶ keep pending, 500
+ *     │                                              ├─ other status ──▶ release ─▶ notStored
+ *     │                                              └─ throws ────────▶ release, rethrow
+ *     ├─ mismatch ───▶ 422 key-reused
+ *     ├─ replay ─────▶ the stored answer (Idempotent-Replayed: true)
+ *     ├─ expired ────▶ 409 answer-expired (not replayed, not run)
+ *     └─ inProgress ─▶ 409 request-in-progress + Retry-After (after the wait, if any)
  * ```
  *
  * Only the request that reserved a key ever releases it, and only while it is `pending` with its
