@@ -1,13 +1,11 @@
 import { drizzle } from 'drizzle-orm/mysql2';
 import mysql from 'mysql2/promise';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { idempotent } from '../src/http/index.js';
 import { applyMysqlMigrations, MysqlIdempotencyStore } from '../src/mysql/index.js';
 import { freshMysqlDatabase, type MysqlDatabase, mysqlUrl } from './support/mysql.js';
+import { finishedKey, httpReplays, storeReplays } from './support/replays.js';
 
 const url = mysqlUrl() as string;
-const digest = 'd'.repeat(64);
-const lease = { expires: 100, now: 3, leaseSeconds: 30 };
 
 // InnoDB shows no row version to a client. What every write of a row needs is its exclusive lock
 // (an `INSERT … ON DUPLICATE KEY UPDATE` takes it even when it changes nothing), so another
@@ -51,32 +49,18 @@ describe('a replay reads, never writes, on the MySQL server', () => {
   }
 
   it('the retry of a finished key and another payload take no row lock', async () => {
-    const claim = await store.acquire('k', digest, { ...lease, now: 1 });
-    if (claim.status !== 'acquired') throw new Error(`unexpected ${claim.status}`);
-    expect(await store.finish('k', digest, { paid: true }, claim.attempt)).toBe(true);
+    await finishedKey(store, 'k');
     await lockRow('k');
-    for (let n = 0; n < 20; n += 1) {
-      expect((await store.acquire('k', digest, lease)).status).toBe('done');
-      expect((await store.acquire('k', 'e'.repeat(64), lease)).status).toBe('mismatch');
-    }
+    await storeReplays(store, 'k');
     await expectLockRefusesWrites('k');
     await locker.query('ROLLBACK');
   });
 
   it('HTTP replays through the layer take no row lock', async () => {
-    const layer = idempotent(store, { now: () => 5 });
-    const request = {
-      method: 'POST',
-      path: '/pay',
-      headers: { 'idempotency-key': 'k2' },
-      body: { amount: 1 },
-    };
-    const handler = async () => ({ status: 201, body: { paid: true } });
-    expect((await layer.handle(request, handler)).outcome).toBe('executed');
+    const http = httpReplays(store, 'k2');
+    await http.first();
     await lockRow('k2');
-    for (let n = 0; n < 20; n += 1) {
-      expect((await layer.handle(request, handler)).outcome).toBe('replayed');
-    }
+    await http.replays();
     await expectLockRefusesWrites('k2');
     await locker.query('ROLLBACK');
   });

@@ -4,15 +4,14 @@ import Database from 'better-sqlite3';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { LeasedIdempotencyStore } from '../src/core/store.js';
-import { idempotent } from '../src/http/index.js';
 import { openLibsqlStore } from '../src/libsql/index.js';
 import { applyPgMigrations, PgIdempotencyStore } from '../src/pg/index.js';
 import { openSqliteStore } from '../src/sqlite/index.js';
 import { fileUrl } from './support/libsql-harness.js';
+import { finishedKey, httpReplays, REPLAY_DIGEST, storeReplays } from './support/replays.js';
 import { freshDbPath, tempDir } from './support/temp.js';
 
 const dir = tempDir('idem-engine-replay-');
-const digest = 'd'.repeat(64);
 const lease = { expires: 100, now: 3, leaseSeconds: 30 };
 
 interface Opened {
@@ -110,42 +109,27 @@ for (const file of files) {
 
     it('the retry of a finished key and another payload need neither the write lock nor a commit', async () => {
       const { store } = opened;
-      const claim = await store.acquire('k', digest, { ...lease, now: 1 });
-      if (claim.status !== 'acquired') throw new Error(`unexpected ${claim.status}`);
-      expect(await store.finish('k', digest, { paid: true }, claim.attempt)).toBe(true);
+      await finishedKey(store, 'k');
       // The measure can fail: a commit of the store's shows in the version.
       const first = await other.version();
-      expect((await store.acquire('warm', digest, lease)).status).toBe('acquired');
+      expect((await store.acquire('warm', REPLAY_DIGEST, lease)).status).toBe('acquired');
       const before = await other.version();
       expect(before).not.toBe(first);
       await other.lock();
-      for (let n = 0; n < 20; n += 1) {
-        expect((await store.acquire('k', digest, lease)).status).toBe('done');
-        expect((await store.acquire('k', 'e'.repeat(64), lease)).status).toBe('mismatch');
-      }
+      await storeReplays(store, 'k');
       // The measure can fail: a claim that writes is refused under the same lock.
-      await expect(async () => store.acquire('fresh', digest, lease)).rejects.toThrow();
+      await expect(async () => store.acquire('fresh', REPLAY_DIGEST, lease)).rejects.toThrow();
       await other.unlock();
       expect(await other.version()).toBe(before);
     });
 
     it('HTTP replays through the layer need neither the write lock nor a commit', async () => {
-      const layer = idempotent(opened.store, { now: () => 5 });
-      const request = {
-        method: 'POST',
-        path: '/pay',
-        headers: { 'idempotency-key': 'k2' },
-        body: { amount: 1 },
-      };
-      const handler = async () => ({ status: 201, body: { paid: true } });
-      expect((await layer.handle(request, handler)).outcome).toBe('executed');
+      const http = httpReplays(opened.store, 'k2');
+      await http.first();
       const before = await other.version();
       await other.lock();
-      for (let n = 0; n < 20; n += 1) {
-        expect((await layer.handle(request, handler)).outcome).toBe('replayed');
-      }
-      const fresh = { ...request, headers: { 'idempotency-key': 'k3' } };
-      await expect(layer.handle(fresh, handler)).rejects.toThrow();
+      await http.replays();
+      await expect(http.fresh('k3')).rejects.toThrow();
       await other.unlock();
       expect(await other.version()).toBe(before);
     });
@@ -178,14 +162,9 @@ describe('a replay reads, never writes: PostgreSQL (PGlite)', () => {
   }
 
   it('the retry of a finished key and another payload leave the row untouched', async () => {
-    const claim = await store.acquire('k', digest, { ...lease, now: 1 });
-    if (claim.status !== 'acquired') throw new Error(`unexpected ${claim.status}`);
-    expect(await store.finish('k', digest, { paid: true }, claim.attempt)).toBe(true);
+    await finishedKey(store, 'k');
     const done = await version('k');
-    for (let n = 0; n < 20; n += 1) {
-      expect((await store.acquire('k', digest, lease)).status).toBe('done');
-      expect((await store.acquire('k', 'e'.repeat(64), lease)).status).toBe('mismatch');
-    }
+    await storeReplays(store, 'k');
     expect(await version('k')).toEqual(done);
     // The measure can fail: a write that changes nothing still shows.
     await pglite.query(`UPDATE ${schema}.keys SET id = id WHERE id = 'k'`);
@@ -193,19 +172,10 @@ describe('a replay reads, never writes: PostgreSQL (PGlite)', () => {
   });
 
   it('HTTP replays through the layer leave the row untouched', async () => {
-    const layer = idempotent(store, { now: () => 5 });
-    const request = {
-      method: 'POST',
-      path: '/pay',
-      headers: { 'idempotency-key': 'k2' },
-      body: { amount: 1 },
-    };
-    const handler = async () => ({ status: 201, body: { paid: true } });
-    expect((await layer.handle(request, handler)).outcome).toBe('executed');
+    const http = httpReplays(store, 'k2');
+    await http.first();
     const stored = await version('k2');
-    for (let n = 0; n < 20; n += 1) {
-      expect((await layer.handle(request, handler)).outcome).toBe('replayed');
-    }
+    await http.replays();
     expect(await version('k2')).toEqual(stored);
   });
 });
