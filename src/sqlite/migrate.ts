@@ -6,6 +6,7 @@ import {
   addedColumn,
   type JournalRow,
   legacyJournalRows,
+  type MigrationFile,
   pendingMigrations,
 } from '../core/journal.js';
 import {
@@ -191,12 +192,27 @@ export function applySqliteMigrations(
   db: AnyBetterSqliteDatabase,
   options: SqliteMigrationOptions = {},
 ): void {
+  applySqliteMigrationSet(db, sqliteMigrations, options);
+}
+
+/**
+ * {@link applySqliteMigrations} with a chosen subset of the committed migrations (a profile such
+ * as the seed's): those left out stay pending in the journal.
+ *
+ * @param db - a drizzle database over better-sqlite3
+ * @param migrations - the migrations to apply, a subset of the committed ones, oldest first
+ * @param options - the keys table
+ */
+export function applySqliteMigrationSet(
+  db: AnyBetterSqliteDatabase,
+  migrations: readonly MigrationFile[],
+  options: SqliteMigrationOptions = {},
+): void {
   const client = db.$client;
   const name = sqliteTableName(options);
   assertAdoptableKeysTable(client, options);
   assertAdoptableBookkeeping(client, options);
   const journal = migrationsTableName(name);
-  const migrations = sqliteMigrations;
   const applied = (): JournalRow[] =>
     tableExists(client, journal)
       ? (client.prepare(`SELECT hash, created_at FROM "${journal}"`).all() as JournalRow[])
@@ -212,7 +228,7 @@ export function applySqliteMigrations(
         );
         // 0.1.0 only ever made the default table, so only its journal has records to carry over.
         if (name === DEFAULT_TABLE_NAME) {
-          for (const migration of legacyJournalRows(migrations, legacyRows(client))) {
+          for (const migration of legacyJournalRows(sqliteMigrations, legacyRows(client))) {
             record().run(migration.hash, migration.folderMillis);
           }
         }
