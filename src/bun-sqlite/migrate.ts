@@ -1,6 +1,15 @@
-import { assertAdoptableSqliteTables, type SqliteQuery } from '../libsql/migrate.js';
-import { type SqliteMigrationOptions, sqliteTableName } from '../sqlite/migrate.js';
-import { sqliteMigrationBatch } from '../sqlite/migration-batch.js';
+import { migrateInBatch } from '../core/migrator.js';
+import {
+  assertAdoptableSqliteTables,
+  type SqliteMigrationOptions,
+  sqliteTableName,
+} from '../sqlite/migrate.js';
+import {
+  type SqliteStatement,
+  sqliteMigrationPlan,
+  sqliteMigrationStatements,
+  sqliteUnrecordedGuard,
+} from '../sqlite/migration-dialect.js';
 import type { AnyBunSqliteDatabase } from './client.js';
 
 /** Options of {@link applyBunSqliteMigrations}: the keys table, as for the other SQLite stores. */
@@ -14,9 +23,10 @@ export type BunSqliteMigrationOptions = SqliteMigrationOptions;
  * before anything is written. The migrations are recorded in the library's own journal
  * (`__idempotency_migrations`, or `__idempotency_migrations_<table>`).
  *
- * The pending migrations run in one `BEGIN IMMEDIATE` transaction, each guarded by a statement
- * that fails when it is already recorded, so when several processes initialise one file at once
- * the losers roll back and find the work done.
+ * bun:sqlite's transactions cannot span an await, so the pending migrations run as one batch in a
+ * `BEGIN IMMEDIATE` transaction, each guarded by a statement that fails when it is already
+ * recorded: when several processes initialise one file at once the losers roll back and find the
+ * work done.
  *
  * @example
  * ```ts
@@ -33,20 +43,24 @@ export async function applyBunSqliteMigrations(
   options: BunSqliteMigrationOptions = {},
 ): Promise<void> {
   const client = db.$client;
-  const query: SqliteQuery = async <Row>(sql: string, args: readonly unknown[] = []) =>
-    client.prepare(sql).all(...args) as Row[];
-  const name = sqliteTableName(options);
-  await assertAdoptableSqliteTables(query, options);
-  const batch = await sqliteMigrationBatch(query, name);
-  if (batch === undefined) return;
-  const apply = client.transaction(() => {
-    for (const statement of batch) client.prepare(statement.sql).run(...statement.args);
-  });
-  try {
-    apply.immediate();
-  } catch (error) {
-    // Another process may have applied the same migrations first: then there is nothing left.
-    if ((await sqliteMigrationBatch(query, name)) === undefined) return;
-    throw error;
-  }
+  const rows = async (statement: SqliteStatement) =>
+    client.prepare(statement.sql).all(...statement.args) as object[];
+  await assertAdoptableSqliteTables({ rows }, options);
+  await migrateInBatch(
+    {
+      ...sqliteMigrationStatements,
+      unrecordedGuard: sqliteUnrecordedGuard,
+      rows,
+      batch: async (statements) => {
+        client
+          .transaction(() => {
+            for (const statement of statements) {
+              client.prepare(statement.sql).run(...statement.args);
+            }
+          })
+          .immediate();
+      },
+    },
+    sqliteMigrationPlan(sqliteTableName(options)),
+  );
 }

@@ -1,15 +1,18 @@
-import { assertAdoptableSqliteTables, type SqliteQuery } from '../libsql/migrate.js';
-import { type SqliteMigrationOptions, sqliteTableName } from '../sqlite/migrate.js';
-import { sqliteMigrationBatch } from '../sqlite/migration-batch.js';
-import { type AnyD1Database, type D1DatabaseLike, prepare, rowsOf } from './client.js';
+import { migrateInBatch } from '../core/migrator.js';
+import {
+  assertAdoptableSqliteTables,
+  type SqliteMigrationOptions,
+  sqliteTableName,
+} from '../sqlite/migrate.js';
+import {
+  sqliteMigrationPlan,
+  sqliteMigrationStatements,
+  sqliteUnrecordedGuard,
+} from '../sqlite/migration-dialect.js';
+import { type AnyD1Database, prepare, rowsOf } from './client.js';
 
 /** Options of {@link applyD1Migrations}: the keys table, as for the other SQLite stores. */
 export type D1MigrationOptions = SqliteMigrationOptions;
-
-function reader(client: D1DatabaseLike): SqliteQuery {
-  return async <Row>(sql: string, args: readonly unknown[] = []) =>
-    rowsOf<Row>(await prepare(client, { sql, args }).all());
-}
 
 /**
  * Applies the committed SQLite migrations (the same SQL, journal and table naming as the other
@@ -40,16 +43,18 @@ export async function applyD1Migrations(
   options: D1MigrationOptions = {},
 ): Promise<void> {
   const client = db.$client;
-  const query = reader(client);
-  const name = sqliteTableName(options);
-  await assertAdoptableSqliteTables(query, options);
-  const batch = await sqliteMigrationBatch(query, name);
-  if (batch === undefined) return;
-  try {
-    await client.batch(batch.map((statement) => prepare(client, statement)));
-  } catch (error) {
-    // Another isolate may have applied the same migrations first: then there is nothing left.
-    if ((await sqliteMigrationBatch(query, name)) === undefined) return;
-    throw error;
-  }
+  const rows = async (statement: Parameters<typeof prepare>[1]) =>
+    rowsOf<object>(await prepare(client, statement).all());
+  await assertAdoptableSqliteTables({ rows }, options);
+  await migrateInBatch(
+    {
+      ...sqliteMigrationStatements,
+      unrecordedGuard: sqliteUnrecordedGuard,
+      rows,
+      batch: async (statements) => {
+        await client.batch(statements.map((statement) => prepare(client, statement)));
+      },
+    },
+    sqliteMigrationPlan(sqliteTableName(options)),
+  );
 }
