@@ -1,19 +1,24 @@
-import { migrateInBatch } from '../core/migrator.js';
 import {
-  assertAdoptableSqliteTables,
+  applySqliteMigrationsInBatch,
+  type SqliteBatchDriver,
   type SqliteMigrationOptions,
-  sqliteTableName,
 } from '../sqlite/migrate.js';
-import {
-  type SqliteStatement,
-  sqliteMigrationPlan,
-  sqliteMigrationStatements,
-  sqliteUnrecordedGuard,
-} from '../sqlite/migration-dialect.js';
+import type { SqliteStatement } from '../sqlite/migration-dialect.js';
 import type { AnyBunSqliteDatabase } from './client.js';
 
 /** Options of {@link applyBunSqliteMigrations}: the keys table, as for the other SQLite stores. */
 export type BunSqliteMigrationOptions = SqliteMigrationOptions;
+
+// bun:sqlite's reads, and its batch: one immediate transaction, which cannot span an await.
+function driverOf(client: AnyBunSqliteDatabase['$client']): SqliteBatchDriver {
+  const run = client.transaction((statements: readonly SqliteStatement[]) => {
+    for (const statement of statements) client.prepare(statement.sql).run(...statement.args);
+  });
+  return {
+    rows: async (statement) => client.prepare(statement.sql).all(...statement.args) as object[],
+    batch: async (statements) => run.immediate(statements),
+  };
+}
 
 /**
  * Applies the committed SQLite migrations (the same SQL, journal and table naming as the other
@@ -38,29 +43,9 @@ export type BunSqliteMigrationOptions = SqliteMigrationOptions;
  * ```
  * @throws {@link SchemaMismatchError} when a foreign table of that name is in the way
  */
-export async function applyBunSqliteMigrations(
+export function applyBunSqliteMigrations(
   db: AnyBunSqliteDatabase,
   options: BunSqliteMigrationOptions = {},
 ): Promise<void> {
-  const client = db.$client;
-  const rows = async (statement: SqliteStatement) =>
-    client.prepare(statement.sql).all(...statement.args) as object[];
-  await assertAdoptableSqliteTables({ rows }, options);
-  await migrateInBatch(
-    {
-      ...sqliteMigrationStatements,
-      unrecordedGuard: sqliteUnrecordedGuard,
-      rows,
-      batch: async (statements) => {
-        client
-          .transaction(() => {
-            for (const statement of statements) {
-              client.prepare(statement.sql).run(...statement.args);
-            }
-          })
-          .immediate();
-      },
-    },
-    sqliteMigrationPlan(sqliteTableName(options)),
-  );
+  return applySqliteMigrationsInBatch(driverOf(db.$client), options);
 }

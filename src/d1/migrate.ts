@@ -1,18 +1,22 @@
-import { migrateInBatch } from '../core/migrator.js';
 import {
-  assertAdoptableSqliteTables,
+  applySqliteMigrationsInBatch,
+  type SqliteBatchDriver,
   type SqliteMigrationOptions,
-  sqliteTableName,
 } from '../sqlite/migrate.js';
-import {
-  sqliteMigrationPlan,
-  sqliteMigrationStatements,
-  sqliteUnrecordedGuard,
-} from '../sqlite/migration-dialect.js';
-import { type AnyD1Database, prepare, rowsOf } from './client.js';
+import { type AnyD1Database, type D1DatabaseLike, prepare, rowsOf } from './client.js';
 
 /** Options of {@link applyD1Migrations}: the keys table, as for the other SQLite stores. */
 export type D1MigrationOptions = SqliteMigrationOptions;
+
+// D1's reads, and its batch, which D1 applies atomically.
+function driverOf(client: D1DatabaseLike): SqliteBatchDriver {
+  return {
+    rows: async (statement) => rowsOf<object>(await prepare(client, statement).all()),
+    batch: async (statements) => {
+      await client.batch(statements.map((statement) => prepare(client, statement)));
+    },
+  };
+}
 
 /**
  * Applies the committed SQLite migrations (the same SQL, journal and table naming as the other
@@ -38,23 +42,9 @@ export type D1MigrationOptions = SqliteMigrationOptions;
  * ```
  * @throws {@link SchemaMismatchError} when a foreign table of that name is in the way
  */
-export async function applyD1Migrations(
+export function applyD1Migrations(
   db: AnyD1Database,
   options: D1MigrationOptions = {},
 ): Promise<void> {
-  const client = db.$client;
-  const rows = async (statement: Parameters<typeof prepare>[1]) =>
-    rowsOf<object>(await prepare(client, statement).all());
-  await assertAdoptableSqliteTables({ rows }, options);
-  await migrateInBatch(
-    {
-      ...sqliteMigrationStatements,
-      unrecordedGuard: sqliteUnrecordedGuard,
-      rows,
-      batch: async (statements) => {
-        await client.batch(statements.map((statement) => prepare(client, statement)));
-      },
-    },
-    sqliteMigrationPlan(sqliteTableName(options)),
-  );
+  return applySqliteMigrationsInBatch(driverOf(db.$client), options);
 }

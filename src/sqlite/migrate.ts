@@ -4,8 +4,10 @@ import { keysTableProblems } from '../core/adoption.js';
 import { SchemaMismatchError } from '../core/errors.js';
 import type { MigrationFile } from '../core/journal.js';
 import {
+  type BatchMigrationDialect,
   type MigrationSession,
   type MigrationSteps,
+  migrateInBatch,
   migrateSync,
   read,
   runAsync,
@@ -17,6 +19,7 @@ import {
   type SqliteStatement,
   sqliteMigrationPlan,
   sqliteMigrationStatements,
+  sqliteUnrecordedGuard,
 } from './migration-dialect.js';
 import type { SqliteKeysTable } from './schema.js';
 import type { AnyBetterSqliteDatabase } from './store.js';
@@ -186,6 +189,30 @@ export async function assertAdoptableSqliteTables(
   const reads = { ...session, exec: async () => undefined };
   await runAsync(adoptableKeysTable(name), reads);
   await runAsync(adoptableBookkeeping(name), reads);
+}
+
+/** What a batch-only SQLite driver supplies to be migrated: its reads and its atomic batch. */
+export type SqliteBatchDriver = Pick<BatchMigrationDialect<SqliteStatement>, 'rows' | 'batch'>;
+
+/**
+ * Migrates through a SQLite driver without an interactive transaction (D1), or whose
+ * transactions cannot span an await (bun:sqlite): the adoption checks, then the pending
+ * migrations as one batch, each guarded so that the loser of a race rolls back whole and finds
+ * the work done.
+ *
+ * @param driver - the driver's reads and batch
+ * @param options - the keys table, when not the default
+ * @throws {@link SchemaMismatchError} when a foreign table of that name is in the way
+ */
+export async function applySqliteMigrationsInBatch(
+  driver: SqliteBatchDriver,
+  options: SqliteMigrationOptions = {},
+): Promise<void> {
+  await assertAdoptableSqliteTables(driver, options);
+  await migrateInBatch(
+    { ...sqliteMigrationStatements, ...driver, unrecordedGuard: sqliteUnrecordedGuard },
+    sqliteMigrationPlan(sqliteTableName(options)),
+  );
 }
 
 /**
