@@ -9,7 +9,7 @@ import type { IdempotentOptions } from './options.js';
 import type { IdempotentResult } from './outcome.js';
 import type { IdempotencyProblem } from './problems.js';
 import { type IdempotentRequest, nodeHeaders } from './request.js';
-import { type HttpResponse, toWire } from './response.js';
+import type { HttpResponse } from './response.js';
 import { transactDecision } from './transactional.js';
 
 /** Options of {@link expressIdempotency}: the core's, plus Express-shaped hooks. */
@@ -58,7 +58,7 @@ function toBuffer(chunk: unknown, encoding: unknown): Buffer {
 // Sends a replay or a problem. The headers the app set before the layer ran (CORS, a request id)
 // stay; anything a handler set since is dropped; the answer's own headers win over both.
 function sendResult(res: Response, result: IdempotentResult, end: End, before: Headers): void {
-  const wire = toWire(result.response);
+  const wire = result.response;
   for (const name of res.getHeaderNames()) res.removeHeader(name);
   for (const [name, value] of Object.entries(before)) {
     if (value !== undefined) res.setHeader(name, value);

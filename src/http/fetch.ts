@@ -118,7 +118,7 @@ export function fetchIdempotency(
         const { result } = decision;
         return result.outcome === 'problem'
           ? problemResponse(result.problem, request)
-          : toResponse(toWire(result.response));
+          : toResponse(result.response);
       }
       const { execution } = decision;
       let answer: Response;
@@ -233,6 +233,6 @@ export function fetchTransaction<TX, Rest extends unknown[] = [], P = undefined>
     if (result.outcome === 'problem' && options.onError) {
       return options.onError(result.problem, request);
     }
-    return toResponse(toWire(result.response));
+    return toResponse(result.response);
   };
 }

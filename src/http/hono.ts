@@ -103,7 +103,7 @@ export function honoIdempotency(
       const { result } = decision;
       return result.outcome === 'problem'
         ? problemResponse(result.problem, c)
-        : send(c, toWire(result.response));
+        : send(c, result.response);
     }
     const { execution } = decision;
     try {
@@ -202,6 +202,6 @@ export function honoTransaction<TX>(
     });
     return result.outcome === 'problem' && options.onError
       ? options.onError(result.problem, c)
-      : send(c, toWire(result.response));
+      : send(c, result.response);
   };
 }

@@ -27,7 +27,7 @@ import { type IdempotentOptions, resolveOptions } from './options.js';
 import type { IdempotentResult } from './outcome.js';
 import type { IdempotencyProblem } from './problems.js';
 import { type HeaderValues, nodeHeaders } from './request.js';
-import { type HttpResponse, toWire } from './response.js';
+import type { HttpResponse } from './response.js';
 
 /**
  * What the layer reads of the request Nest hands over: Express's `Request` or Fastify's
@@ -191,7 +191,7 @@ async function answerOf(value: unknown, res: NestHttpResponse): Promise<HttpResp
 // Puts the layer's answer on the response and hands Nest its exact bytes to send, or throws its
 // problem into Nest's exception layer.
 function answer(res: NestHttpResponse, result: IdempotentResult): Observable<unknown> {
-  const wire = toWire(result.response);
+  const wire = result.response;
   for (const [name, value] of Object.entries(wire.headers)) setHeader(res, name, value);
   if (result.outcome === 'problem') throw new IdempotencyHttpException(result.problem);
   setStatus(res, wire.status);
