@@ -115,6 +115,25 @@ export function toWire(response: HttpResponse): WireResponse {
   };
 }
 
+/** Response headers as Node and Fastify keep them (a number, repeated values as an array). */
+export type OutgoingHeaders = Readonly<
+  Record<string, number | string | readonly string[] | undefined>
+>;
+
+/**
+ * Node's and Fastify's response headers as an answer carries them: lower-case names, one string
+ * each (repeated values joined with `, `).
+ */
+export function flattenHeaders(headers: OutgoingHeaders): Record<string, string> {
+  const flat: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value !== undefined) {
+      flat[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : String(value);
+    }
+  }
+  return flat;
+}
+
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** The bytes as text when they are valid UTF-8, else `undefined`. */
