@@ -14,6 +14,7 @@ import { expressIdempotency, keepRawBody } from '../../src/http/express.js';
 import { fastifyIdempotency } from '../../src/http/fastify.js';
 import { honoIdempotency } from '../../src/http/hono.js';
 import { KeyMissingError, KeyReusedError } from '../../src/http/index.js';
+import { InvalidOptionError } from '../../src/index.js';
 import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/index.js';
 import { failingFinish } from '../support/failing-store.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
@@ -86,6 +87,12 @@ describe('Express adapter', () => {
       path: '/pay',
     });
     expect(store.get('k1')?.status).toBe('pending');
+  });
+
+  it('refuses a scope, onError or prepare that is not a function when it is built', () => {
+    for (const bad of [{ scope: 'x-client' }, { onError: {} }, { prepare: 1 }]) {
+      expect(() => expressIdempotency(store, bad as never)).toThrow(InvalidOptionError);
+    }
   });
 
   it('fingerprints the full path of a mounted router', async () => {
