@@ -17,6 +17,8 @@ import {
 import { nodeHeaders } from './request.js';
 import { flattenHeaders, type OutgoingHeaders, type WireResponse } from './response.js';
 
+export type { TransactionalHandler } from './port.js';
+
 /** Options of {@link expressIdempotency}: the layer's, `scope` and `onError` given the `req`. */
 export type ExpressIdempotencyOptions = AdapterOptions<Request>;
 

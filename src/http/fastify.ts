@@ -15,6 +15,8 @@ import {
 import { nodeHeaders } from './request.js';
 import { flattenHeaders, type OutgoingHeaders, type WireResponse } from './response.js';
 
+export type { TransactionalHandler } from './port.js';
+
 /** Options of {@link fastifyIdempotency}: the layer's, `scope` and `onError` given the request. */
 export type FastifyIdempotencyOptions = AdapterOptions<FastifyRequest>;
 

@@ -12,6 +12,8 @@ import {
 import type { WireResponse } from './response.js';
 import { webAnswer, webRequest } from './web.js';
 
+export type { TransactionalHandler } from './port.js';
+
 /** Options of {@link honoIdempotency}: the layer's, `scope` and `onError` given the `Context`. */
 export type HonoIdempotencyOptions = AdapterOptions<Context>;
 
