@@ -15,7 +15,12 @@ import {
   type TransactionalHandler,
 } from './port.js';
 import { nodeHeaders } from './request.js';
-import { flattenHeaders, type OutgoingHeaders, type WireResponse } from './response.js';
+import {
+  answerHeaders,
+  flattenHeaders,
+  type OutgoingHeaders,
+  type WireResponse,
+} from './response.js';
 
 export type { TransactionalHandler } from './port.js';
 
@@ -43,15 +48,13 @@ function toBuffer(chunk: unknown, encoding: unknown): Buffer {
   return Buffer.from(chunk as Uint8Array);
 }
 
-// Sends an answer of the layer. The headers the app set before the layer ran (CORS, a request id)
-// stay; anything a handler set since is dropped; the answer's own headers win over both.
+// Sends an answer of the layer, with the headers of `answerHeaders`.
 function sendAnswer(res: Response, answer: WireResponse, before: OutgoingHeaders): void {
   for (const name of res.getHeaderNames()) res.removeHeader(name);
-  for (const [name, value] of Object.entries(before)) {
-    if (value !== undefined) res.setHeader(name, value);
+  for (const [name, value] of Object.entries(answerHeaders(before, answer))) {
+    res.setHeader(name, value);
   }
   res.statusCode = answer.status;
-  for (const [name, value] of Object.entries(answer.headers)) res.setHeader(name, value);
   if (answer.body !== undefined) res.setHeader('content-length', answer.body.byteLength);
   endWith(res.end, res, answer.body ?? '');
 }

@@ -13,7 +13,12 @@ import {
   type TransactionalHandler,
 } from './port.js';
 import { nodeHeaders } from './request.js';
-import { flattenHeaders, type OutgoingHeaders, type WireResponse } from './response.js';
+import {
+  answerHeaders,
+  flattenHeaders,
+  type OutgoingHeaders,
+  type WireResponse,
+} from './response.js';
 
 export type { TransactionalHandler } from './port.js';
 
@@ -71,20 +76,18 @@ async function payloadBytes(payload: unknown): Promise<Buffer> {
   return Buffer.from(String(payload), 'utf8');
 }
 
-// Puts an answer of the layer on the reply and returns its body for the wire. The headers set
-// before the layer ran (CORS, a request id) stay; those a handler set since (its length among
-// them) do not belong to the answer.
+// Puts an answer of the layer on the reply, with the headers of `answerHeaders` (a handler's,
+// its length among them, do not belong to it), and returns its body for the wire.
 function applyAnswer(
   reply: FastifyReply,
   answer: WireResponse,
   before: OutgoingHeaders,
 ): string | Buffer {
   for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name);
-  for (const [name, value] of Object.entries(before)) {
-    if (value !== undefined) reply.header(name, value);
+  for (const [name, value] of Object.entries(answerHeaders(before, answer))) {
+    reply.header(name, value);
   }
   reply.code(answer.status);
-  for (const [name, value] of Object.entries(answer.headers)) reply.header(name, value);
   return answer.body === undefined ? '' : Buffer.from(answer.body);
 }
 

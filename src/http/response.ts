@@ -134,6 +134,21 @@ export function flattenHeaders(headers: OutgoingHeaders): Record<string, string>
   return flat;
 }
 
+/**
+ * The headers an answer of the layer (a replay, a problem) goes out with: those the app set before
+ * the layer ran (CORS, a request id), under the answer's own; none a handler set since.
+ */
+export function answerHeaders(
+  before: OutgoingHeaders,
+  answer: WireResponse,
+): Record<string, number | string | readonly string[]> {
+  const headers: Record<string, number | string | readonly string[]> = {};
+  for (const [name, value] of Object.entries(before)) {
+    if (value !== undefined) headers[name.toLowerCase()] = value;
+  }
+  return { ...headers, ...answer.headers };
+}
+
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** The bytes as text when they are valid UTF-8, else `undefined`. */
