@@ -70,9 +70,9 @@ export function sqlitePayments(
     postPayment: ({ create, afterWrite, options }) =>
       expressTransaction(
         sqliteTransaction(store),
-        (req) => {
+        (req, tx) => {
           const payment = create(req);
-          req.tx.insert(payments).values(payment).run();
+          tx.insert(payments).values(payment).run();
           afterWrite();
           return created(payment);
         },
@@ -103,9 +103,9 @@ export async function pgPaymentsBackend(
     postPayment: ({ create, afterWrite, options }) =>
       expressTransaction(
         pgTransaction(store),
-        async (req) => {
+        async (req, tx) => {
           const payment = create(req);
-          await req.tx.insert(pgPayments).values(payment);
+          await tx.insert(pgPayments).values(payment);
           afterWrite();
           return created(payment);
         },
@@ -136,9 +136,9 @@ export async function mysqlPaymentsBackend(
     postPayment: ({ create, afterWrite, options }) =>
       expressTransaction(
         mysqlTransaction(store),
-        async (req) => {
+        async (req, tx) => {
           const payment = create(req);
-          await req.tx.insert(mysqlPayments).values(payment);
+          await tx.insert(mysqlPayments).values(payment);
           afterWrite();
           return created(payment);
         },

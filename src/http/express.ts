@@ -4,24 +4,28 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { IdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../core/transaction-runner.js';
 import type { Execution } from './execution.js';
-import { idempotent } from './idempotent.js';
-import type { IdempotentOptions } from './options.js';
-import type { IdempotentResult } from './outcome.js';
-import type { IdempotencyProblem } from './problems.js';
-import { type IdempotentRequest, nodeHeaders } from './request.js';
-import { type HttpResponse, toWire } from './response.js';
-import { transactDecision } from './transactional.js';
+import {
+  type AdapterLayer,
+  type AdapterOptions,
+  type AdapterTransactionOptions,
+  adapterLayer,
+  capturedAnswer,
+  type Port,
+  type ReadRequest,
+  type TransactionalHandler,
+} from './port.js';
+import { nodeHeaders } from './request.js';
+import {
+  answerHeaders,
+  flattenHeaders,
+  type OutgoingHeaders,
+  type WireResponse,
+} from './response.js';
 
-/** Options of {@link expressIdempotency}: the core's, plus Express-shaped hooks. */
-export interface ExpressIdempotencyOptions extends IdempotentOptions {
-  /** Who the key belongs to, e.g. the authenticated client; `undefined` for unscoped. */
-  readonly scope?: (req: Request) => string | undefined | Promise<string | undefined>;
-  /**
-   * Sends the answer for a problem outcome instead of the default `application/problem+json` one.
-   * It must end the response.
-   */
-  readonly onError?: (problem: IdempotencyProblem, req: Request, res: Response) => void;
-}
+export type { TransactionalHandler } from './port.js';
+
+/** Options of {@link expressIdempotency}: the layer's, `scope` and `onError` given the `req`. */
+export type ExpressIdempotencyOptions = AdapterOptions<Request>;
 
 type End = Response['end'];
 type Write = Response['write'];
@@ -37,17 +41,6 @@ function endWith(end: End, res: Response, chunk: string | Uint8Array, callback?:
   ).call(res, chunk, callback);
 }
 
-type Headers = ReturnType<Response['getHeaders']>;
-
-function flattenHeaders(res: Response): Record<string, string> {
-  const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries(res.getHeaders())) {
-    if (value !== undefined)
-      headers[name] = Array.isArray(value) ? value.join(', ') : String(value);
-  }
-  return headers;
-}
-
 function toBuffer(chunk: unknown, encoding: unknown): Buffer {
   if (typeof chunk === 'string') {
     return Buffer.from(chunk, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8');
@@ -55,18 +48,15 @@ function toBuffer(chunk: unknown, encoding: unknown): Buffer {
   return Buffer.from(chunk as Uint8Array);
 }
 
-// Sends a replay or a problem. The headers the app set before the layer ran (CORS, a request id)
-// stay; anything a handler set since is dropped; the answer's own headers win over both.
-function sendResult(res: Response, result: IdempotentResult, end: End, before: Headers): void {
-  const wire = toWire(result.response);
+// Sends an answer of the layer, with the headers of `answerHeaders`.
+function sendAnswer(res: Response, answer: WireResponse, before: OutgoingHeaders): void {
   for (const name of res.getHeaderNames()) res.removeHeader(name);
-  for (const [name, value] of Object.entries(before)) {
-    if (value !== undefined) res.setHeader(name, value);
+  for (const [name, value] of Object.entries(answerHeaders(before, answer))) {
+    res.setHeader(name, value);
   }
-  res.statusCode = wire.status;
-  for (const [name, value] of Object.entries(wire.headers)) res.setHeader(name, value);
-  if (wire.body !== undefined) res.setHeader('content-length', Buffer.byteLength(wire.body));
-  endWith(end, res, wire.body ?? '');
+  res.statusCode = answer.status;
+  if (answer.body !== undefined) res.setHeader('content-length', answer.body.byteLength);
+  endWith(res.end, res, answer.body ?? '');
 }
 
 // What the layer hears of a request whose handler it let through when an error leaves that
@@ -120,13 +110,13 @@ export function keepRawBody(req: IncomingMessage, _res: ServerResponse, raw: Buf
  * never stored, as on Fastify and Hono.
  */
 function capture(
-  req: Request,
+  layer: AdapterLayer<Request, unknown>,
+  port: Port<Request, void>,
   res: Response,
   next: NextFunction,
   execution: Execution,
-  onError: ExpressIdempotencyOptions['onError'],
-  before: Headers,
 ): void {
+  const req = port.request;
   const write = res.write;
   const end = res.end;
   const chunks: Buffer[] = [];
@@ -149,31 +139,19 @@ function capture(
       chunks.push(toBuffer(chunk, encoding));
     }
     const bytes = Buffer.concat(chunks);
+    const forward = () => endWith(end, res, bytes, callback);
     failures.delete(req);
     if (failed !== undefined) {
-      execution
-        .fail(failed.error)
-        .then(() => endWith(end, res, bytes, callback))
-        .catch(next);
+      execution.fail(failed.error).then(forward).catch(next);
       return res;
     }
-    // The bytes the handler sent are what is stored, never a re-parse of them.
-    execution
-      .complete({
-        status: res.statusCode,
-        headers: flattenHeaders(res),
-        ...(bytes.byteLength === 0 ? {} : { body: bytes }),
-      })
-      .then((result) => {
-        if (result.outcome !== 'problem' || res.headersSent) {
-          endWith(end, res, bytes, callback);
-        } else if (onError) {
-          onError(result.problem, req, res);
-        } else {
-          sendResult(res, result, end, before);
-        }
-      })
-      .catch(next);
+    // Headers a handler flushed itself cannot be taken back: its answer goes out as it is.
+    const answering: Port<Request, void> = {
+      ...port,
+      send: (answer) => (res.headersSent ? forward() : port.send(answer)),
+    };
+    const answer = capturedAnswer(res.statusCode, flattenHeaders(res.getHeaders()), bytes);
+    layer.finish(answering, execution, answer, forward).catch(next);
     return res;
   } as End;
 }
@@ -197,10 +175,7 @@ function warnOfParsedBody(body: unknown): void {
 
 // What the layer sees of an Express request: the path under the router's mount point, every
 // key header line, and the body as the client wrote it when a parser kept it (`keepRawBody`).
-async function idempotentRequest(
-  req: Request,
-  options: ExpressIdempotencyOptions,
-): Promise<IdempotentRequest> {
+function expressRequest(req: Request): ReadRequest {
   const { rawBody } = req as Request & { rawBody?: unknown };
   const raw = rawBody instanceof Uint8Array || typeof rawBody === 'string';
   if (!raw) warnOfParsedBody(req.body);
@@ -209,7 +184,17 @@ async function idempotentRequest(
     path: req.baseUrl + req.path,
     headers: nodeHeaders(req.headers, req.rawHeaders),
     body: raw ? rawBody : req.body,
-    scope: options.scope ? await options.scope(req) : undefined,
+  };
+}
+
+// One request on Express; passing it on is `next()`, to the route's handler or the next route.
+function expressPort(req: Request, res: Response, next: NextFunction): Port<Request, void> {
+  const before = res.getHeaders();
+  return {
+    request: req,
+    read: () => expressRequest(req),
+    send: (answer) => sendAnswer(res, answer, before),
+    pass: () => next(),
   };
 }
 
@@ -219,12 +204,12 @@ async function idempotentRequest(
  *
  * - a new key runs the handler once; its answer is stored before it is sent;
  * - a retry gets the stored answer with `Idempotent-Replayed: true`, without running the handler;
- * - every other outcome is an `application/problem+json` answer (see {@link IdempotencyProblem});
+ * - every other outcome is an `application/problem+json` answer (an `IdempotencyProblem`), or `onError`'s;
  * - a handler that fails (a throw, a rejection, `next(err)`, or a status that is not stored)
  *   releases the key; what the app's error handler answers is sent, never stored (the error is
  *   heard on router's `express.router.request` tracing channel, router 2.3 and later);
  * - an answer that cannot be recorded (the store fails) gives a 500 `answer-not-recorded` and
- *   leaves the key pending, since the handler's effect happened (see {@link idempotent}).
+ *   leaves the key pending, since the handler's effect happened (see `idempotent`).
  *
  * What is stored is what was sent: the status, the stored headers and the exact body bytes.
  * Replays and problems keep the headers set by middleware that ran before this one (CORS, a
@@ -252,22 +237,15 @@ export function expressIdempotency(
   store: IdempotencyStore<unknown>,
   options: ExpressIdempotencyOptions = {},
 ): RequestHandler {
-  const layer = idempotent(store, options);
+  const layer = adapterLayer(store, options);
   watchRouterErrors();
   return async function idempotencyMiddleware(req, res, next) {
-    const before = res.getHeaders();
+    const port = expressPort(req, res, next);
     try {
-      const decision = await layer.begin(await idempotentRequest(req, options));
-      if (decision.action === 'pass') {
+      await layer.serve(port, (execution) => {
+        capture(layer, port, res, next, execution);
         next();
-      } else if (decision.action === 'run') {
-        capture(req, res, next, decision.execution, options.onError, before);
-        next();
-      } else if (decision.result.outcome === 'problem' && options.onError) {
-        options.onError(decision.result.problem, req, res);
-      } else {
-        sendResult(res, decision.result, res.end, before);
-      }
+      });
     } catch (error) {
       next(error);
     }
@@ -275,28 +253,14 @@ export function expressIdempotency(
 }
 
 /** Options of {@link expressTransaction}: those of {@link expressIdempotency}, plus `prepare`. */
-export interface ExpressTransactionOptions<P> extends ExpressIdempotencyOptions {
-  /**
-   * Asynchronous work after the key is claimed and before the transaction opens (a call to
-   * another service, a slow computation); its result is the handler's second argument. It is
-   * what lets a synchronous SQLite handler depend on an `await`. A throw releases the key. Its
-   * effects are not in the transaction: make them idempotent on their own (pass the key on).
-   */
-  readonly prepare?: (req: Request) => P | Promise<P>;
-}
-
-/** An Express request in a transactional route: `req.tx` is the open Drizzle transaction. */
-export type TransactionalRequest<TX> = Request & {
-  /** The transaction the handler's writes go through; it also records the answer. */
-  readonly tx: TX;
-};
+export type ExpressTransactionOptions<P> = AdapterTransactionOptions<Request, P>;
 
 /**
  * The transactional form for Express: a route handler whose database writes and stored answer
  * commit in **one** transaction, fenced by the key's attempt token, before the response leaves.
  * The key is claimed first in its own short commit, so a concurrent duplicate gets 409 at once.
- * The handler reads `req.tx` and **returns** its answer (an {@link HttpResponse}) instead of
- * writing to `res`: the answer has to be known inside the transaction that records it.
+ * The handler gets `req`, then `tx` and `prepared`, and **returns** its answer (an `HttpResponse`)
+ * instead of writing to `res`: the answer has to be known inside the transaction that records it.
  *
  * - a stored status commits the writes and the answer together (`executed`);
  * - a throw, or a status that is not stored (5xx by default), rolls the writes back and releases
@@ -309,12 +273,13 @@ export type TransactionalRequest<TX> = Request & {
  * With `sqliteTransaction(store)` (better-sqlite3) the handler must be synchronous, since such a
  * transaction cannot span an `await`; a handler returning a promise is rolled back and answered
  * with 500. With `pgTransaction(store)` it may be async. A request the layer does not cover (a
- * method outside `methods`, or no key when `required: false`) goes on to the next handler.
+ * method outside `methods`, or no key when `required: false`) goes on with `next()`: to the next
+ * route, and to Express's not found when there is none.
  *
  * @param runner - `sqliteTransaction`, `libsqlTransaction`, `pgTransaction` or
  *   `mysqlTransaction` over the store that keeps the keys
- * @param handler - runs inside the transaction, `req.tx` its only database access; its second
- *   argument is what `prepare` returned
+ * @param handler - runs inside the transaction, `tx` its only database access; `prepared` is
+ *   what `prepare` returned
  * @param options - see {@link ExpressTransactionOptions}
  * @example
  * ```ts
@@ -327,8 +292,8 @@ export type TransactionalRequest<TX> = Request & {
  * app.post(
  *   '/payments',
  *   express.json(),
- *   expressTransaction(sqliteTransaction(store), (req) => {
- *     const payment = req.tx.insert(payments).values(req.body).returning().get();
+ *   expressTransaction(sqliteTransaction(store), (req, tx) => {
+ *     const payment = tx.insert(payments).values(req.body).returning().get();
  *     return { status: 201, body: payment };
  *   }),
  * );
@@ -337,30 +302,13 @@ export type TransactionalRequest<TX> = Request & {
  */
 export function expressTransaction<TX, P = undefined>(
   runner: TransactionRunner<TX>,
-  handler: (req: TransactionalRequest<TX>, prepared: P) => HttpResponse | Promise<HttpResponse>,
+  handler: TransactionalHandler<Request, TX, P>,
   options: ExpressTransactionOptions<P> = {},
 ): RequestHandler {
-  const layer = idempotent(runner.store, options);
+  const layer = adapterLayer(runner.store, options);
   return async function idempotentTransaction(req, res, next) {
-    const before = res.getHeaders();
     try {
-      const decision = await layer.begin(await idempotentRequest(req, options));
-      if (decision.action === 'pass') {
-        next();
-        return;
-      }
-      const { prepare } = options;
-      const result = await transactDecision(
-        decision,
-        runner,
-        prepare && (() => prepare(req)),
-        (tx, prepared) => handler(Object.assign(req, { tx }) as TransactionalRequest<TX>, prepared),
-      );
-      if (result.outcome === 'problem' && options.onError) {
-        options.onError(result.problem, req, res);
-      } else {
-        sendResult(res, result, res.end, before);
-      }
+      await layer.transact(expressPort(req, res, next), runner, handler);
     } catch (error) {
       next(error);
     }

@@ -3,23 +3,27 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { IdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../core/transaction-runner.js';
 import type { Execution } from './execution.js';
-import { idempotent } from './idempotent.js';
-import type { IdempotentOptions } from './options.js';
-import type { IdempotencyProblem } from './problems.js';
-import { type IdempotentRequest, nodeHeaders } from './request.js';
-import { type HttpResponse, toWire } from './response.js';
-import { transactDecision } from './transactional.js';
+import {
+  type AdapterOptions,
+  type AdapterTransactionOptions,
+  adapterLayer,
+  capturedAnswer,
+  type Port,
+  type ReadRequest,
+  type TransactionalHandler,
+} from './port.js';
+import { nodeHeaders } from './request.js';
+import {
+  answerHeaders,
+  flattenHeaders,
+  type OutgoingHeaders,
+  type WireResponse,
+} from './response.js';
 
-/** Options of {@link fastifyIdempotency}: the core's, plus Fastify-shaped hooks. */
-export interface FastifyIdempotencyOptions extends IdempotentOptions {
-  /** Who the key belongs to, e.g. the authenticated client; `undefined` for unscoped. */
-  readonly scope?: (request: FastifyRequest) => string | undefined | Promise<string | undefined>;
-  /**
-   * The answer for a problem outcome instead of the default `application/problem+json` one: a
-   * status, headers and a body (bytes, a JSON value, or a string with a non-JSON content type).
-   */
-  readonly onError?: (problem: IdempotencyProblem, request: FastifyRequest) => HttpResponse;
-}
+export type { TransactionalHandler } from './port.js';
+
+/** Options of {@link fastifyIdempotency}: the layer's, `scope` and `onError` given the request. */
+export type FastifyIdempotencyOptions = AdapterOptions<FastifyRequest>;
 
 /**
  * The four route hooks of the layer. Spread them into a route's options, or add each with
@@ -72,23 +76,19 @@ async function payloadBytes(payload: unknown): Promise<Buffer> {
   return Buffer.from(String(payload), 'utf8');
 }
 
-function flattenHeaders(reply: FastifyReply): Record<string, string> {
-  const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries(reply.getHeaders())) {
-    if (value !== undefined) {
-      headers[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : String(value);
-    }
+// Puts an answer of the layer on the reply, with the headers of `answerHeaders` (a handler's,
+// its length among them, do not belong to it), and returns its body for the wire.
+function applyAnswer(
+  reply: FastifyReply,
+  answer: WireResponse,
+  before: OutgoingHeaders,
+): string | Buffer {
+  for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name);
+  for (const [name, value] of Object.entries(answerHeaders(before, answer))) {
+    reply.header(name, value);
   }
-  return headers;
-}
-
-// Puts a response's status and headers on the reply and returns its body for the wire.
-function applyResponse(reply: FastifyReply, response: HttpResponse): string | Buffer {
-  const wire = toWire(response);
-  reply.code(wire.status);
-  for (const [name, value] of Object.entries(wire.headers)) reply.header(name, value);
-  if (wire.body === undefined) return '';
-  return typeof wire.body === 'string' ? wire.body : Buffer.from(wire.body);
+  reply.code(answer.status);
+  return answer.body === undefined ? '' : Buffer.from(answer.body);
 }
 
 // The body bytes `preParsing` saw, by request, until the layer has read them.
@@ -116,10 +116,7 @@ function keepingBytes(request: FastifyRequest, payload: Readable): Readable {
 
 // What the layer sees of a Fastify request: the path without its query string, every key header
 // line, and the body as the client sent it when `preParsing` kept it.
-async function idempotentRequest(
-  request: FastifyRequest,
-  options: FastifyIdempotencyOptions,
-): Promise<IdempotentRequest> {
+function fastifyRequest(request: FastifyRequest): ReadRequest {
   const raw = rawBodies.get(request);
   rawBodies.delete(request);
   return {
@@ -127,7 +124,23 @@ async function idempotentRequest(
     path: request.url.split('?', 1)[0] ?? '/',
     headers: nodeHeaders(request.headers, request.raw.rawHeaders),
     body: raw ?? request.body,
-    scope: options.scope ? await options.scope(request) : undefined,
+  };
+}
+
+// One request on Fastify: `deliver` hands an answer's body to Fastify (`reply.send` from a hook
+// or a handler, the payload itself from `onSend`); `pass` is what the route does without the layer.
+function fastifyPort<Sent>(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  before: OutgoingHeaders,
+  deliver: (body: string | Buffer) => Sent,
+  pass: () => Sent,
+): Port<FastifyRequest, Sent> {
+  return {
+    request,
+    read: () => fastifyRequest(request),
+    send: (answer) => deliver(applyAnswer(reply, answer, before)),
+    pass,
   };
 }
 
@@ -140,7 +153,7 @@ async function idempotentRequest(
  * - a handler that throws (`onError` hook) or answers a status that is not stored releases the
  *   key, so a retry runs;
  * - an answer that cannot be recorded (the store fails) gives a 500 `answer-not-recorded` and
- *   leaves the key pending, since the handler's effect happened (see {@link idempotent}).
+ *   leaves the key pending, since the handler's effect happened (see `idempotent`).
  *
  * The body is part of the fingerprint: `preParsing` keeps its bytes as Fastify reads them, so it
  * is fingerprinted as the client wrote it, and the decision waits for parsing (`preHandler`).
@@ -168,17 +181,13 @@ export function fastifyIdempotency(
   store: IdempotencyStore<unknown>,
   options: FastifyIdempotencyOptions = {},
 ): FastifyIdempotencyHooks {
-  const layer = idempotent(store, options);
+  const layer = adapterLayer(store, options);
   // Each request the layer let through, until its answer is recorded: its execution, and the
   // headers set before the handler ran (CORS, a request id), which a problem answer keeps.
   const running = new WeakMap<
     FastifyRequest,
-    { readonly execution: Execution; readonly before: ReturnType<FastifyReply['getHeaders']> }
+    { readonly execution: Execution; readonly before: OutgoingHeaders }
   >();
-
-  function problemResponse(problem: IdempotencyProblem, request: FastifyRequest): HttpResponse {
-    return options.onError ? options.onError(problem, request) : problem.toResponse();
-  }
 
   return {
     async preParsing(request, _reply, payload) {
@@ -186,41 +195,30 @@ export function fastifyIdempotency(
     },
 
     async preHandler(request, reply) {
-      const decision = await layer.begin(await idempotentRequest(request, options));
-      if (decision.action === 'pass') return undefined;
-      if (decision.action === 'run') {
-        running.set(request, { execution: decision.execution, before: reply.getHeaders() });
-        return undefined;
-      }
-      const { result } = decision;
-      const response =
-        result.outcome === 'problem' ? problemResponse(result.problem, request) : result.response;
+      const before = reply.getHeaders();
       // Returning the reply tells Fastify the hook answered and the handler must not run.
-      return reply.send(applyResponse(reply, response));
+      const port = fastifyPort<FastifyReply | undefined>(
+        request,
+        reply,
+        before,
+        (body) => reply.send(body),
+        () => undefined,
+      );
+      return layer.serve(port, (execution) => {
+        running.set(request, { execution, before });
+        return undefined;
+      });
     },
 
     async onSend(request, reply, payload) {
       const owned = running.get(request);
       if (owned === undefined) return payload;
       running.delete(request);
-      const { execution, before } = owned;
       const bytes = await payloadBytes(payload);
-      // The bytes the handler sent are what is stored, never a re-parse of them.
-      const result = await execution.complete({
-        status: reply.statusCode,
-        headers: flattenHeaders(reply),
-        ...(bytes.byteLength === 0 ? {} : { body: bytes }),
-      });
-      if (result.outcome === 'problem') {
-        // The handler's headers (its length among them) do not belong to the problem: only those
-        // set before it ran stay, as on a problem answered before the handler.
-        for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name);
-        for (const [name, value] of Object.entries(before)) {
-          if (value !== undefined) reply.header(name, value);
-        }
-        return applyResponse(reply, problemResponse(result.problem, request));
-      }
-      return bytes;
+      const kept = () => bytes;
+      const port = fastifyPort<string | Buffer>(request, reply, owned.before, (body) => body, kept);
+      const answer = capturedAnswer(reply.statusCode, flattenHeaders(reply.getHeaders()), bytes);
+      return layer.finish(port, owned.execution, answer, kept);
     },
 
     async onError(request, _reply, error) {
@@ -233,21 +231,7 @@ export function fastifyIdempotency(
 }
 
 /** Options of {@link fastifyTransaction}: those of {@link fastifyIdempotency}, plus `prepare`. */
-export interface FastifyTransactionOptions<P> extends FastifyIdempotencyOptions {
-  /**
-   * Asynchronous work after the key is claimed and before the transaction opens (a call to
-   * another service, a slow computation); its result is the handler's second argument. It is
-   * what lets a synchronous SQLite handler depend on an `await`. A throw releases the key. Its
-   * effects are not in the transaction: make them idempotent on their own (pass the key on).
-   */
-  readonly prepare?: (request: FastifyRequest) => P | Promise<P>;
-}
-
-/** A Fastify request in a transactional route: `request.tx` is the open Drizzle transaction. */
-export type TransactionalFastifyRequest<TX> = FastifyRequest & {
-  /** The transaction the handler's writes go through; it also records the answer. */
-  readonly tx: TX;
-};
+export type FastifyTransactionOptions<P> = AdapterTransactionOptions<FastifyRequest, P>;
 
 /** The route options {@link fastifyTransaction} returns: spread them into a route's options. */
 export interface FastifyTransactionRoute {
@@ -261,8 +245,8 @@ export interface FastifyTransactionRoute {
  * The transactional form for Fastify: a route whose database writes and stored answer commit in
  * **one** transaction, fenced by the key's attempt token, before the response leaves. The key is
  * claimed first in its own short commit, so a concurrent duplicate gets 409 at once. The handler
- * reads `request.tx` and **returns** its answer (an {@link HttpResponse}) instead of sending it:
- * the answer has to be known inside the transaction that records it.
+ * gets the request, then `tx` and `prepared`, and **returns** its answer (an `HttpResponse`)
+ * instead of sending it: the answer has to be known inside the transaction that records it.
  *
  * - a stored status commits the writes and the answer together (`executed`);
  * - a throw, or a status that is not stored (5xx by default), rolls the writes back and releases
@@ -274,13 +258,13 @@ export interface FastifyTransactionRoute {
  * synchronous SQLite handler (`sqliteTransaction(store)`: better-sqlite3 transactions cannot span
  * an `await`, and a handler returning a promise is rolled back and answered with 500). With
  * `pgTransaction(store)` the handler may be async. A request the layer does not cover (a method
- * outside `methods`, or no key when `required: false`) has no key to record its answer under: it
- * is answered as not found.
+ * outside `methods`, or no key when `required: false`) has no key to record its answer under, and
+ * Fastify has no next route: it gets the app's not-found answer (`reply.callNotFound()`).
  *
  * @param runner - `sqliteTransaction`, `libsqlTransaction`, `pgTransaction` or
  *   `mysqlTransaction` over the store that keeps the keys
- * @param handler - runs inside the transaction, `request.tx` its only database access; its second
- *   argument is what `prepare` returned
+ * @param handler - runs inside the transaction, `tx` its only database access; `prepared` is
+ *   what `prepare` returned
  * @param options - see {@link FastifyTransactionOptions}
  * @returns route options holding the `handler`
  * @example
@@ -293,8 +277,8 @@ export interface FastifyTransactionRoute {
  * const app = Fastify();
  * app.post(
  *   '/payments',
- *   fastifyTransaction(sqliteTransaction(store), (request) => {
- *     const payment = request.tx.insert(payments).values(request.body).returning().get();
+ *   fastifyTransaction(sqliteTransaction(store), (request, tx) => {
+ *     const payment = tx.insert(payments).values(request.body).returning().get();
  *     return { status: 201, body: payment };
  *   }),
  * );
@@ -303,39 +287,28 @@ export interface FastifyTransactionRoute {
  */
 export function fastifyTransaction<TX, P = undefined>(
   runner: TransactionRunner<TX>,
-  handler: (
-    request: TransactionalFastifyRequest<TX>,
-    prepared: P,
-  ) => HttpResponse | Promise<HttpResponse>,
+  handler: TransactionalHandler<FastifyRequest, TX, P>,
   options: FastifyTransactionOptions<P> = {},
 ): FastifyTransactionRoute {
-  const layer = idempotent(runner.store, options);
+  const layer = adapterLayer(runner.store, options);
   return {
     async preParsing(request, _reply, payload) {
       return keepingBytes(request, payload);
     },
 
-    async handler(request, reply) {
-      const decision = await layer.begin(await idempotentRequest(request, options));
-      if (decision.action === 'pass') {
-        reply.callNotFound();
-        return reply;
-      }
-      const { prepare } = options;
-      const result = await transactDecision(
-        decision,
-        runner,
-        prepare && (() => prepare(request)),
-        (tx, prepared) =>
-          handler(Object.assign(request, { tx }) as TransactionalFastifyRequest<TX>, prepared),
+    handler(request, reply) {
+      // Fastify has no next route: a request the layer does not cover is not found.
+      const port = fastifyPort(
+        request,
+        reply,
+        reply.getHeaders(),
+        (body) => reply.send(body),
+        () => {
+          reply.callNotFound();
+          return reply;
+        },
       );
-      const response =
-        result.outcome === 'problem'
-          ? options.onError
-            ? options.onError(result.problem, request)
-            : result.problem.toResponse()
-          : result.response;
-      return reply.send(applyResponse(reply, response));
+      return layer.transact(port, runner, handler);
     },
   };
 }

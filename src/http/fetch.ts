@@ -1,24 +1,17 @@
 import type { IdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../core/transaction-runner.js';
-import { idempotent } from './idempotent.js';
-import type { IdempotentOptions } from './options.js';
-import type { IdempotencyProblem } from './problems.js';
-import type { IdempotentRequest } from './request.js';
-import { type HttpResponse, toWire, type WireResponse } from './response.js';
-import { transactDecision } from './transactional.js';
+import {
+  type AdapterOptions,
+  type AdapterTransactionOptions,
+  adapterLayer,
+  type Port,
+  releasingOnThrow,
+  type TransactionalHandler,
+} from './port.js';
+import { webAnswer, webRequest, webResponse } from './web.js';
 
-/** Options of {@link fetchIdempotency}: the core's, plus Fetch-shaped hooks. */
-export interface FetchIdempotencyOptions extends IdempotentOptions {
-  /** Who the key belongs to, e.g. the authenticated client; `undefined` for unscoped. */
-  readonly scope?: (request: Request) => string | undefined | Promise<string | undefined>;
-  /**
-   * Builds the answer for a problem outcome instead of the default `application/problem+json` one.
-   */
-  readonly onError?: (
-    problem: IdempotencyProblem,
-    request: Request,
-  ) => Response | Promise<Response>;
-}
+/** Options of {@link fetchIdempotency}: the layer's, `scope` and `onError` given the `Request`. */
+export type FetchIdempotencyOptions = AdapterOptions<Request>;
 
 /**
  * A Fetch API handler: a Next.js App Router route handler, the `fetch` of `Bun.serve`,
@@ -35,32 +28,18 @@ export type FetchIdempotencyWrapper = <Rest extends unknown[]>(
   handler: FetchHandler<Rest>,
 ) => (request: Request, ...rest: Rest) => Promise<Response>;
 
-const BODYLESS_METHODS = new Set(['GET', 'HEAD']);
-
-// The body's bytes, as the fingerprint sees them (never decoded as text, which would make every
-// invalid UTF-8 sequence one replacement character). Read from a clone, so the handler still gets
-// a request whose body it can read.
-async function readBody(request: Request): Promise<Uint8Array | undefined> {
-  if (BODYLESS_METHODS.has(request.method.toUpperCase()) || request.body === null) return undefined;
-  const bytes = new Uint8Array(await request.clone().arrayBuffer());
-  return bytes.byteLength === 0 ? undefined : bytes;
-}
-
-function toResponse(wire: WireResponse): Response {
-  return new Response(wire.body ?? null, { status: wire.status, headers: wire.headers });
-}
-
-// What the layer sees of a Fetch request: the body read from a clone (see readBody).
-async function idempotentRequest(
+// One request on the Fetch API: the body read from a clone, so the handler still gets a request
+// whose body it can read.
+function fetchPort(
   request: Request,
-  options: FetchIdempotencyOptions,
-): Promise<IdempotentRequest> {
+  pass: () => Response | Promise<Response>,
+): Port<Request, Response> {
   return {
-    method: request.method,
-    path: new URL(request.url).pathname,
-    headers: Object.fromEntries(request.headers),
-    body: await readBody(request),
-    scope: options.scope ? await options.scope(request) : undefined,
+    request,
+    read: () =>
+      webRequest(request, Object.fromEntries(request.headers), () => request.clone().arrayBuffer()),
+    send: webResponse,
+    pass,
   };
 }
 
@@ -74,7 +53,7 @@ async function idempotentRequest(
  * - a handler that throws, or answers a status that is not stored, releases the key, so a retry
  *   runs; the error is rethrown;
  * - an answer that cannot be recorded (the store fails) gives a 500 `answer-not-recorded` and
- *   leaves the key pending, since the handler's effect happened (see {@link idempotent}).
+ *   leaves the key pending, since the handler's effect happened (see `idempotent`).
  *
  * The handler's answer is read whole before it is stored, so a streamed answer is held until it
  * ends. What is stored is what was sent: the status, the stored headers and the exact body bytes.
@@ -102,84 +81,40 @@ export function fetchIdempotency(
   store: IdempotencyStore<unknown>,
   options: FetchIdempotencyOptions = {},
 ): FetchIdempotencyWrapper {
-  const layer = idempotent(store, options);
-
-  async function problemResponse(problem: IdempotencyProblem, request: Request): Promise<Response> {
-    return options.onError
-      ? options.onError(problem, request)
-      : toResponse(toWire(problem.toResponse()));
-  }
-
+  const layer = adapterLayer(store, options);
   return <Rest extends unknown[]>(handler: FetchHandler<Rest>) =>
-    async function idempotentHandler(request: Request, ...rest: Rest): Promise<Response> {
-      const decision = await layer.begin(await idempotentRequest(request, options));
-      if (decision.action === 'pass') return handler(request, ...rest);
-      if (decision.action === 'respond') {
-        const { result } = decision;
-        return result.outcome === 'problem'
-          ? problemResponse(result.problem, request)
-          : toResponse(toWire(result.response));
-      }
-      const { execution } = decision;
-      let answer: Response;
-      let bytes: Uint8Array;
-      try {
-        answer = await handler(request, ...rest);
-        bytes = new Uint8Array(await answer.arrayBuffer());
-      } catch (error) {
-        await execution.fail(error);
-        throw error;
-      }
-      // The bytes the handler sent are what is stored, never a re-parse of them.
-      const result = await execution.complete({
-        status: answer.status,
-        headers: Object.fromEntries(answer.headers),
-        ...(bytes.byteLength === 0 ? {} : { body: bytes }),
-      });
-      if (result.outcome === 'problem') return problemResponse(result.problem, request);
-      return new Response(bytes.byteLength === 0 ? null : bytes, {
-        status: answer.status,
-        statusText: answer.statusText,
-        headers: answer.headers,
+    function idempotentHandler(request: Request, ...rest: Rest): Promise<Response> {
+      const port = fetchPort(request, () => handler(request, ...rest));
+      return layer.serve(port, async (execution) => {
+        const ran = await releasingOnThrow(execution, async () =>
+          webAnswer(await handler(request, ...rest)),
+        );
+        return layer.finish(port, execution, ran.answer, ran.copy);
       });
     };
 }
 
 /** Options of {@link fetchTransaction}: those of {@link fetchIdempotency}, plus `prepare`. */
-export interface FetchTransactionOptions<P> extends FetchIdempotencyOptions {
-  /**
-   * Asynchronous work after the key is claimed and before the transaction opens: reading the
-   * body (`(request) => request.json()`), a call to another service. Its result is
-   * `request.prepared` in the handler. It is what lets a synchronous SQLite handler depend on an
-   * `await`. A throw releases the key. Its effects are not in the transaction: make them
-   * idempotent on their own (pass the key on).
-   */
-  readonly prepare?: (request: Request) => P | Promise<P>;
-}
-
-/** The request a transactional Fetch handler receives: `prepared` is what `prepare` returned. */
-export type PreparedRequest<P> = Request & {
-  /** The result of the `prepare` option, `undefined` without it. */
-  readonly prepared: P;
-};
+export type FetchTransactionOptions<P> = AdapterTransactionOptions<Request, P>;
 
 /**
- * A transactional Fetch handler: runs inside the transaction, `tx` its only database access, and
- * returns its answer. Arguments after the transaction (a route context, an environment) are those
- * the wrapped function was called with.
+ * A transactional Fetch handler: runs inside the transaction and returns its answer. It gets the
+ * request, the transaction (its only database access), what `prepare` returned, then the
+ * arguments the wrapped function was called with (a route context, an environment).
  */
-export type FetchTransactionHandler<TX, P, Rest extends unknown[] = []> = (
-  request: PreparedRequest<P>,
-  tx: TX,
-  ...rest: Rest
-) => HttpResponse | Promise<HttpResponse>;
+export type FetchTransactionHandler<TX, P, Rest extends unknown[] = []> = TransactionalHandler<
+  Request,
+  TX,
+  P,
+  Rest
+>;
 
 /**
  * The transactional form for Fetch API handlers: the handler's database writes and its stored
  * answer commit in **one** transaction, fenced by the key's attempt token, before the `Response`
  * is returned. The key is claimed first in its own short commit, so a concurrent duplicate gets
- * 409 at once. The handler receives the transaction after the request and **returns** its answer
- * (an {@link HttpResponse}), not a `Response`: the answer has to be known inside the transaction
+ * 409 at once. The handler receives `tx` and `prepared` after the request and **returns** its
+ * answer (an `HttpResponse`), not a `Response`: the answer has to be known inside the transaction
  * that records it.
  *
  * - a stored status commits the writes and the answer together (`executed`);
@@ -189,10 +124,10 @@ export type FetchTransactionHandler<TX, P, Rest extends unknown[] = []> = (
  *   rolls back and the request gets 409 `request-superseded`: nothing of it was written.
  *
  * With `sqliteTransaction(store)` (better-sqlite3) the handler must be synchronous, since such a
- * transaction cannot span an `await`: read the body in `prepare` and take it from
- * `request.prepared`. With `pgTransaction(store)` it may be async and read the body itself. A
- * request the layer does not cover (a method outside `methods`, or no key when
- * `required: false`) has no key to record its answer under: it is answered 404.
+ * transaction cannot span an `await`: read the body in `prepare` and take it as `prepared`. With
+ * `pgTransaction(store)` it may be async and read the body itself. A request the layer does not
+ * cover (a method outside `methods`, or no key when `required: false`) has no key to record its
+ * answer under and no next route to go on to: it is answered 404, the Fetch API's not found.
  *
  * @param runner - `sqliteTransaction`, `libsqlTransaction`, `pgTransaction` or
  *   `mysqlTransaction` over the store that keeps the keys
@@ -218,21 +153,9 @@ export function fetchTransaction<TX, Rest extends unknown[] = [], P = undefined>
   handler: FetchTransactionHandler<TX, P, Rest>,
   options: FetchTransactionOptions<P> = {},
 ): (request: Request, ...rest: Rest) => Promise<Response> {
-  const layer = idempotent(runner.store, options);
-  return async function idempotentTransaction(request: Request, ...rest: Rest): Promise<Response> {
-    const decision = await layer.begin(await idempotentRequest(request, options));
-    if (decision.action === 'pass') return new Response(null, { status: 404 });
-    const { prepare } = options;
-    const result = await transactDecision(
-      decision,
-      runner,
-      prepare && (() => prepare(request)),
-      (tx, prepared) =>
-        handler(Object.assign(request, { prepared }) as PreparedRequest<P>, tx, ...rest),
-    );
-    if (result.outcome === 'problem' && options.onError) {
-      return options.onError(result.problem, request);
-    }
-    return toResponse(toWire(result.response));
+  const layer = adapterLayer(runner.store, options);
+  return function idempotentTransaction(request: Request, ...rest: Rest): Promise<Response> {
+    const port = fetchPort(request, () => new Response(null, { status: 404 }));
+    return layer.transact(port, runner, handler, ...rest);
   };
 }

@@ -21,13 +21,23 @@ import { defer, lastValueFrom, mergeMap, type Observable, of } from 'rxjs';
 import { InvalidOptionError } from '../core/errors.js';
 import type { IdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../core/transaction-runner.js';
-import type { Execution } from './execution.js';
-import { type IdempotentExecutor, idempotent } from './idempotent.js';
-import { type IdempotentOptions, resolveOptions } from './options.js';
-import type { IdempotentResult } from './outcome.js';
+import { resolveOptions } from './options.js';
+import {
+  type AdapterLayer,
+  type AdapterOptions,
+  adapterLayer,
+  type Port,
+  type ReadRequest,
+  releasingOnThrow,
+} from './port.js';
 import type { IdempotencyProblem } from './problems.js';
 import { type HeaderValues, nodeHeaders } from './request.js';
-import { type HttpResponse, toWire } from './response.js';
+import {
+  flattenHeaders,
+  type HttpResponse,
+  type OutgoingHeaders,
+  type WireResponse,
+} from './response.js';
 
 /**
  * What the layer reads of the request Nest hands over: Express's `Request` or Fastify's
@@ -53,12 +63,20 @@ export interface NestHttpRequest {
 }
 
 /** What a route decorated with {@link Idempotent} may set for itself, over the module's options. */
-export interface IdempotentRouteOptions extends IdempotentOptions {
+export interface IdempotentRouteOptions extends AdapterOptions<NestHttpRequest> {
   /**
    * Who the key belongs to, e.g. the authenticated client (`request.user`, which guards set before
    * the layer runs); `undefined` for unscoped.
    */
   readonly scope?: (request: NestHttpRequest) => string | undefined | Promise<string | undefined>;
+  /**
+   * The answer for a problem instead of an {@link IdempotencyHttpException} through Nest's
+   * exception layer: a status, headers and a body, sent as they are, as on every adapter.
+   */
+  readonly onError?: (
+    problem: IdempotencyProblem,
+    request: NestHttpRequest,
+  ) => HttpResponse | Promise<HttpResponse>;
   /**
    * The transactional form: the handler's writes (through the transaction that
    * {@link IdempotencyTransaction} injects) and its answer commit in one transaction of the module's
@@ -116,30 +134,23 @@ export class IdempotencyHttpException extends HttpException {
 // What the layer uses of Express's `Response` and Fastify's `FastifyReply`: both have these.
 interface NestHttpResponse {
   readonly statusCode: number;
-  getHeaders(): Record<string, number | string | readonly string[] | undefined>;
+  getHeaders(): OutgoingHeaders;
 }
 
 function setStatus(res: NestHttpResponse, status: number): void {
   (res as unknown as { status(status: number): void }).status(status);
 }
 
-function setHeader(res: NestHttpResponse, name: string, value: string): void {
+function setHeaders(res: NestHttpResponse, headers: Readonly<Record<string, string>>): void {
   const reply = res as unknown as {
     header?: (name: string, value: string) => void;
     setHeader: (name: string, value: string) => void;
   };
-  // Express's `res.header` exists too, and sets the same; Fastify's reply has no `setHeader`.
-  if (typeof reply.setHeader === 'function') reply.setHeader(name, value);
-  else reply.header?.(name, value);
-}
-
-function currentHeaders(res: NestHttpResponse): Record<string, string> {
-  const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries(res.getHeaders())) {
-    if (value !== undefined)
-      headers[name] = Array.isArray(value) ? value.join(', ') : String(value);
+  for (const [name, value] of Object.entries(headers)) {
+    // Express's `res.header` exists too, and sets the same; Fastify's reply has no `setHeader`.
+    if (typeof reply.setHeader === 'function') reply.setHeader(name, value);
+    else reply.header?.(name, value);
   }
-  return headers;
 }
 
 async function streamBytes(stream: Readable): Promise<Buffer> {
@@ -154,7 +165,7 @@ async function streamBytes(stream: Readable): Promise<Buffer> {
 // a number or a boolean; a string as text; bytes and a StreamableFile as they are; nothing for
 // `undefined` or `null`. The status and headers are those Nest and the handler put on the response.
 async function answerOf(value: unknown, res: NestHttpResponse): Promise<HttpResponse> {
-  const headers = currentHeaders(res);
+  const headers = flattenHeaders(res.getHeaders());
   const status = res.statusCode;
   const typed = (type: string) => headers['content-type'] ?? type;
   if (value === undefined || value === null) return { status, headers };
@@ -188,16 +199,42 @@ async function answerOf(value: unknown, res: NestHttpResponse): Promise<HttpResp
   };
 }
 
-// Puts the layer's answer on the response and hands Nest its exact bytes to send, or throws its
-// problem into Nest's exception layer.
-function answer(res: NestHttpResponse, result: IdempotentResult): Observable<unknown> {
-  const wire = toWire(result.response);
-  for (const [name, value] of Object.entries(wire.headers)) setHeader(res, name, value);
-  if (result.outcome === 'problem') throw new IdempotencyHttpException(result.problem);
-  setStatus(res, wire.status);
-  if (wire.body === undefined) return of(undefined);
-  const type = wire.headers['content-type'] ?? 'application/octet-stream';
-  return of(new StreamableFile(wire.body, { type, length: wire.body.byteLength }));
+// What the layer sees of the request Nest hands over. Nest keeps the bytes the parser read as
+// `rawBody` when the app is made with `rawBody: true`: the fingerprint then tells apart bodies a
+// JSON parser reads alike.
+function nestRequest(req: NestHttpRequest): ReadRequest {
+  return {
+    method: req.method,
+    path: (req.originalUrl ?? req.url).split('?', 1)[0] ?? '/',
+    headers: req.rawHeaders ? nodeHeaders(req.headers, req.rawHeaders) : req.headers,
+    body: req.rawBody instanceof Uint8Array ? req.rawBody : req.body,
+  };
+}
+
+// One request through Nest: an answer is its exact bytes handed to Nest to send; a problem goes
+// into Nest's exception layer (its headers set first, so they are sent whatever a filter writes);
+// passing it on is the handler as if the layer were not there.
+function nestPort(
+  req: NestHttpRequest,
+  res: NestHttpResponse,
+  next: CallHandler,
+): Port<NestHttpRequest, Observable<unknown>> {
+  return {
+    request: req,
+    read: () => nestRequest(req),
+    send(answer: WireResponse) {
+      setHeaders(res, answer.headers);
+      setStatus(res, answer.status);
+      if (answer.body === undefined) return of(undefined);
+      const type = answer.headers['content-type'] ?? 'application/octet-stream';
+      return of(new StreamableFile(answer.body, { type, length: answer.body.byteLength }));
+    },
+    problem(problem, answer) {
+      setHeaders(res, answer.headers);
+      throw new IdempotencyHttpException(problem);
+    },
+    pass: () => next.handle(),
+  };
 }
 
 function runHandler(next: CallHandler): Promise<unknown> {
@@ -213,7 +250,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   readonly #options: IdempotencyModuleOptions;
   readonly #reflector: Reflector;
   // One layer per route, built on its first request from the module's and the route's options.
-  readonly #layers = new WeakMap<object, IdempotentExecutor>();
+  readonly #layers = new WeakMap<object, AdapterLayer<NestHttpRequest, undefined>>();
 
   /**
    * @param options - the module's options
@@ -238,11 +275,14 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return { ...defaults, ...own };
   }
 
-  #layer(context: ExecutionContext, route: IdempotentRouteOptions): IdempotentExecutor {
+  #layer(
+    context: ExecutionContext,
+    route: IdempotentRouteOptions,
+  ): AdapterLayer<NestHttpRequest, undefined> {
     const handler = context.getHandler();
     let layer = this.#layers.get(handler);
     if (layer === undefined) {
-      layer = idempotent(this.#options.store, route);
+      layer = adapterLayer(this.#options.store, route);
       this.#layers.set(handler, layer);
     }
     return layer;
@@ -259,49 +299,21 @@ export class IdempotencyInterceptor implements NestInterceptor {
         'a route with @Idempotent({ transactional: true }) needs the `transaction` option of IdempotencyModule.forRoot',
       );
     }
-    const decision = await this.#layer(context, route).begin({
-      method: req.method,
-      path: (req.originalUrl ?? req.url).split('?', 1)[0] ?? '/',
-      headers: req.rawHeaders ? nodeHeaders(req.headers, req.rawHeaders) : req.headers,
-      // Nest keeps the bytes the parser read as `rawBody` when the app is made with
-      // `rawBody: true`: the fingerprint then tells apart bodies a JSON parser reads alike.
-      body: req.rawBody instanceof Uint8Array ? req.rawBody : req.body,
-      scope: route.scope ? await route.scope(req) : undefined,
-    });
-    if (decision.action === 'pass') return next.handle();
-    if (decision.action === 'respond') return answer(res, decision.result);
-    const result = runner
-      ? await this.#transact(decision.execution, runner, req, res, next)
-      : await this.#run(decision.execution, res, next);
-    return answer(res, result);
-  }
-
-  async #run(
-    execution: Execution,
-    res: NestHttpResponse,
-    next: CallHandler,
-  ): Promise<IdempotentResult> {
-    let response: HttpResponse;
-    try {
-      response = await answerOf(await runHandler(next), res);
-    } catch (error) {
-      await execution.fail(error);
-      throw error;
+    const layer = this.#layer(context, route);
+    const port = nestPort(req, res, next);
+    const answer = async () => answerOf(await runHandler(next), res);
+    if (runner) {
+      // The handler's parameter decorator takes the transaction from the request.
+      return layer.transact(port, runner, (request, tx) => {
+        (request as unknown as Record<symbol, unknown>)[TRANSACTION] = tx;
+        return answer();
+      });
     }
-    return execution.complete(response);
-  }
-
-  #transact(
-    execution: Execution,
-    runner: TransactionRunner<unknown>,
-    req: NestHttpRequest,
-    res: NestHttpResponse,
-    next: CallHandler,
-  ): Promise<IdempotentResult> {
-    return execution.transact(runner, async (tx) => {
-      (req as unknown as Record<symbol, unknown>)[TRANSACTION] = tx;
-      return answerOf(await runHandler(next), res);
-    });
+    return layer.serve(port, async (execution) =>
+      layer.finish(port, execution, await releasingOnThrow(execution, answer), (result) =>
+        port.send(result.response),
+      ),
+    );
   }
 }
 

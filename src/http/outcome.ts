@@ -1,5 +1,5 @@
 import type { IdempotencyProblem } from './problems.js';
-import type { HttpResponse } from './response.js';
+import { toWire, type WireResponse } from './response.js';
 
 /**
  * What happened to a request, one value per path through the layer.
@@ -27,15 +27,19 @@ export const Outcome = {
 /** One of the values of {@link Outcome}. */
 export type Outcome = (typeof Outcome)[keyof typeof Outcome];
 
-/** The result of a request through the layer: its outcome and the response to send. */
+/**
+ * The result of a request through the layer: its outcome and the response to send, already in its
+ * wire form (lower-case header names, the body as the bytes that are sent, stored and replayed), so
+ * an adapter sends it as it is.
+ */
 export type IdempotentResult =
   | {
       readonly outcome: 'executed' | 'replayed' | 'notStored' | 'passedThrough';
-      readonly response: HttpResponse;
+      readonly response: WireResponse;
     }
   | {
       readonly outcome: 'problem';
-      readonly response: HttpResponse;
+      readonly response: WireResponse;
       readonly problem: IdempotencyProblem;
     };
 
@@ -74,7 +78,7 @@ export interface OutcomeEvent {
   readonly durationMs: number;
 }
 
-/** The result of answering with a problem: its default response. */
+/** The result of answering with a problem: its default response, on the wire. */
 export function problemResult(problem: IdempotencyProblem): IdempotentResult {
-  return { outcome: Outcome.problem, response: problem.toResponse(), problem };
+  return { outcome: Outcome.problem, response: toWire(problem.toResponse()), problem };
 }

@@ -115,6 +115,40 @@ export function toWire(response: HttpResponse): WireResponse {
   };
 }
 
+/** Response headers as Node and Fastify keep them (a number, repeated values as an array). */
+export type OutgoingHeaders = Readonly<
+  Record<string, number | string | readonly string[] | undefined>
+>;
+
+/**
+ * Node's and Fastify's response headers as an answer carries them: lower-case names, one string
+ * each (repeated values joined with `, `).
+ */
+export function flattenHeaders(headers: OutgoingHeaders): Record<string, string> {
+  const flat: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value !== undefined) {
+      flat[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : String(value);
+    }
+  }
+  return flat;
+}
+
+/**
+ * The headers an answer of the layer (a replay, a problem) goes out with: those the app set before
+ * the layer ran (CORS, a request id), under the answer's own; none a handler set since.
+ */
+export function answerHeaders(
+  before: OutgoingHeaders,
+  answer: WireResponse,
+): Record<string, number | string | readonly string[]> {
+  const headers: Record<string, number | string | readonly string[]> = {};
+  for (const [name, value] of Object.entries(before)) {
+    if (value !== undefined) headers[name.toLowerCase()] = value;
+  }
+  return { ...headers, ...answer.headers };
+}
+
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** The bytes as text when they are valid UTF-8, else `undefined`. */

@@ -14,6 +14,7 @@ import { expressIdempotency, keepRawBody } from '../../src/http/express.js';
 import { fastifyIdempotency } from '../../src/http/fastify.js';
 import { honoIdempotency } from '../../src/http/hono.js';
 import { KeyMissingError, KeyReusedError } from '../../src/http/index.js';
+import { InvalidOptionError } from '../../src/index.js';
 import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/index.js';
 import { failingFinish } from '../support/failing-store.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
@@ -61,9 +62,10 @@ describe('Express adapter', () => {
     app.post(
       '/pay',
       expressIdempotency(failingFinish(store), {
-        onError: (problem, _req, res) => {
-          res.status(problem.status).json({ error: problem.code, kind: problem.constructor.name });
-        },
+        onError: (problem, req) => ({
+          status: problem.status,
+          body: { error: problem.code, kind: problem.constructor.name, path: req.path },
+        }),
       }),
       (_req, res) => {
         res.status(201).json({ id: 1 });
@@ -75,14 +77,22 @@ describe('Express adapter', () => {
     expect(await missing.json()).toEqual({
       error: 'IDEMPOTENCY_KEY_MISSING',
       kind: 'KeyMissingError',
+      path: '/pay',
     });
     const unrecorded = await post(url, 'k1', {});
     expect(unrecorded.status).toBe(500);
     expect(await unrecorded.json()).toEqual({
       error: 'IDEMPOTENCY_ANSWER_NOT_RECORDED',
       kind: 'AnswerNotRecordedError',
+      path: '/pay',
     });
     expect(store.get('k1')?.status).toBe('pending');
+  });
+
+  it('refuses a scope, onError or prepare that is not a function when it is built', () => {
+    for (const bad of [{ scope: 'x-client' }, { onError: {} }, { prepare: 1 }]) {
+      expect(() => expressIdempotency(store, bad as never)).toThrow(InvalidOptionError);
+    }
   });
 
   it('fingerprints the full path of a mounted router', async () => {
@@ -145,7 +155,7 @@ describe('Hono adapter', () => {
       honoIdempotency(store, {
         onError: (problem, c) => {
           seen.push(problem);
-          return c.json({ error: problem.code }, problem.status as 400);
+          return { status: problem.status, body: { error: problem.code, path: c.req.path } };
         },
       }),
     );
@@ -154,7 +164,7 @@ describe('Hono adapter', () => {
       serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }) as Server,
     );
     const missing = await post(`${base}/pay`, undefined, {});
-    expect(await missing.json()).toEqual({ error: 'IDEMPOTENCY_KEY_MISSING' });
+    expect(await missing.json()).toEqual({ error: 'IDEMPOTENCY_KEY_MISSING', path: '/pay' });
     expect((await post(`${base}/pay`, 'k1', { a: 1 })).status).toBe(201);
     const reused = await post(`${base}/pay`, 'k1', { a: 2 });
     expect(reused.status).toBe(422);

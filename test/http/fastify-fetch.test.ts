@@ -123,13 +123,14 @@ describe('Fetch adapter', () => {
   it('lets onError answer problems, with the typed problem', async () => {
     const seen: unknown[] = [];
     const handler = fetchIdempotency(store, {
-      onError: (problem) => {
+      onError: (problem, req) => {
         seen.push(problem);
-        return Response.json({ error: problem.code }, { status: problem.status });
+        return { status: problem.status, body: { error: problem.code, method: req.method } };
       },
     })(async () => Response.json({ ok: true }, { status: 201 }));
     expect(await (await handler(request(undefined, {}))).json()).toEqual({
       error: 'IDEMPOTENCY_KEY_MISSING',
+      method: 'POST',
     });
     expect((await handler(request('k1', { a: 1 }))).status).toBe(201);
     const reused = await handler(request('k1', { a: 2 }));

@@ -103,6 +103,19 @@ class PaymentsController {
     return `plain answer ${state.runs}`;
   }
 
+  @Post('shaped')
+  @Idempotent({
+    onError: (problem, request) => ({
+      status: problem.status,
+      headers: { 'x-shaped': 'yes' },
+      body: { error: problem.code, path: request.url },
+    }),
+  })
+  shaped(@Body() body: { amount: number }) {
+    state.runs += 1;
+    return { amount: body.amount };
+  }
+
   @Post('bytes')
   @Idempotent()
   bytes() {
@@ -188,6 +201,17 @@ for (const platform of nestPlatforms) {
       const malformed = await post(nest.url, '/payments', '"unterminated', { amount: 1 });
       expect(malformed.status).toBe(400);
       expect(((await malformed.json()) as { type: string }).type).toMatch(/key-malformed$/);
+    });
+
+    it("answers problems with onError's own answer instead of the exception", async () => {
+      const missing = await post(nest.url, '/shaped', undefined, { amount: 1 });
+      expect(missing.status).toBe(400);
+      expect(missing.headers.get('x-shaped')).toBe('yes');
+      expect(await missing.json()).toEqual({ error: 'IDEMPOTENCY_KEY_MISSING', path: '/shaped' });
+      expect((await post(nest.url, '/shaped', '"shaped-1"', { amount: 1 })).status).toBe(201);
+      const reused = await post(nest.url, '/shaped', '"shaped-1"', { amount: 2 });
+      expect(reused.status).toBe(422);
+      expect(await reused.json()).toEqual({ error: 'IDEMPOTENCY_KEY_REUSED', path: '/shaped' });
     });
 
     it('answers a retry while the first runs 409 with the lease left as Retry-After', async () => {

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import express from 'express';
 import Fastify from 'fastify';
-import { Hono } from 'hono';
+import { type Context, Hono } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TransactionRunner } from '../../src/core/transaction-runner.js';
 import { expressTransaction } from '../../src/http/express.js';
@@ -96,7 +96,7 @@ const adapters: readonly { name: string; start: Start }[] = [
       app.use(express.json());
       app.post(
         '/payments',
-        expressTransaction(dialect.runner, (req) => handle(dialect, req.tx, req.body as Order)),
+        expressTransaction(dialect.runner, (req, tx) => handle(dialect, tx, req.body as Order)),
       );
       return listening(app.listen(0, '127.0.0.1'));
     },
@@ -107,8 +107,8 @@ const adapters: readonly { name: string; start: Start }[] = [
       const app = Fastify({ forceCloseConnections: true });
       app.post(
         '/payments',
-        fastifyTransaction(dialect.runner, (request) =>
-          handle(dialect, request.tx, request.body as Order),
+        fastifyTransaction(dialect.runner, (request, tx) =>
+          handle(dialect, tx, request.body as Order),
         ),
       );
       await app.listen({ port: 0, host: '127.0.0.1' });
@@ -119,17 +119,14 @@ const adapters: readonly { name: string; start: Start }[] = [
   {
     name: 'honoTransaction',
     start: async (dialect) => {
-      const app = new Hono<{ Variables: { order: Order } }>();
+      const app = new Hono();
       app.post(
         '/payments',
-        // Read before the transaction, which on better-sqlite3 cannot span an await.
-        async (c, next) => {
-          c.set('order', await c.req.json<Order>());
-          await next();
-        },
-        honoTransaction(dialect.runner, (c) =>
-          handle(dialect, c.var.tx, (c.var as unknown as { order: Order }).order),
-        ),
+        // The body is read in `prepare`, before the transaction, which on better-sqlite3 cannot
+        // span an await.
+        honoTransaction(dialect.runner, (_c, tx, prepared) => handle(dialect, tx, prepared), {
+          prepare: (c: Context) => c.req.json<Order>(),
+        }),
       );
       return listening(serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }) as Server);
     },
@@ -140,7 +137,7 @@ const adapters: readonly { name: string; start: Start }[] = [
       serveFetch(
         fetchTransaction(
           dialect.runner,
-          (request, tx) => handle(dialect, tx, request.prepared as Order),
+          (_request, tx, prepared) => handle(dialect, tx, prepared),
           { prepare: async (request: Request) => (await request.json()) as Order },
         ),
       ),

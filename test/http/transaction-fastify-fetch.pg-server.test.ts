@@ -31,7 +31,7 @@ const adapters: readonly {
       const app = Fastify();
       app.post(
         '/payments',
-        fastifyTransaction(runner, (request) => handler(request.tx), { now, leaseSeconds: 30 }),
+        fastifyTransaction(runner, (_request, tx) => handler(tx), { now, leaseSeconds: 30 }),
       );
       await app.listen({ port: 0, host: '127.0.0.1' });
       const { port } = app.server.address() as AddressInfo;

@@ -134,7 +134,7 @@ const startFastify: Start = async (database, control, options) => {
     '/payments',
     fastifyTransaction(
       database.runner,
-      (request) => handle(database, control, request.tx, request.body as Order),
+      (request, tx) => handle(database, control, tx, request.body as Order),
       { ...options, prepare: (request) => (request.headers['x-stall'] ? control.gate : undefined) },
     ),
   );
@@ -148,7 +148,7 @@ const startFetch: Start = (database, control, options) =>
   serveFetch(
     fetchTransaction(
       database.runner,
-      (request, tx) => handle(database, control, tx, request.prepared),
+      (_request, tx, prepared) => handle(database, control, tx, prepared),
       {
         ...options,
         // The body is read before the transaction, which on SQLite cannot span an await.

@@ -35,10 +35,10 @@ describe('honoTransaction on the PostgreSQL server', () => {
       '/payments',
       honoTransaction(
         pgTransaction(store),
-        async (c) => {
+        async (_c, tx) => {
           runs += 1;
           const run = runs;
-          await c.var.tx.execute(
+          await tx.execute(
             sql`INSERT INTO ${sql.identifier(schema)}.payments (run) VALUES (${run})`,
           );
           if (run === 1) {

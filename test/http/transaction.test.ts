@@ -44,9 +44,9 @@ describe('expressTransaction on SQLite: the writes and the answer commit togethe
     '/payments',
     expressTransaction(
       sqliteTransaction(store),
-      (req, _prepared) => {
+      (req, tx) => {
         const { amount, answer } = req.body as { amount: number; answer?: number };
-        req.tx.run(sql`INSERT INTO payments (amount) VALUES (${amount})`);
+        tx.run(sql`INSERT INTO payments (amount) VALUES (${amount})`);
         if (answer === 0) throw new Error('the handler failed after writing');
         // better-sqlite3 cannot keep the transaction open across an await: refused, rolled back.
         if (answer === -1) return Promise.resolve({ status: 201, body: { amount } });
@@ -161,9 +161,9 @@ describe('honoTransaction on PostgreSQL (PGlite): async handlers in one transact
       const app = new Hono();
       app.post(
         '/payments',
-        honoTransaction(pgTransaction(store), async (c) => {
+        honoTransaction(pgTransaction(store), async (c, tx) => {
           const { amount, answer } = (await c.req.json()) as { amount: number; answer?: number };
-          await c.var.tx.execute(
+          await tx.execute(
             sql`INSERT INTO ${sql.identifier(schema)}.payments (amount) VALUES (${amount})`,
           );
           if (answer === 0) throw new Error('the handler failed after writing');
@@ -241,8 +241,8 @@ describe('honoTransaction on libSQL: the transaction holds the write lock, write
       '/payments',
       honoTransaction(
         libsqlTransaction(counting),
-        async (c) => {
-          await c.var.tx.run(sql`INSERT INTO payments (amount) VALUES (5)`);
+        async (_c, tx) => {
+          await tx.run(sql`INSERT INTO payments (amount) VALUES (5)`);
           // Outlive several heartbeat periods (a third of the lease each) inside the transaction.
           const start = Date.now();
           await new Promise<void>((resolve) => {

@@ -182,7 +182,10 @@ describe('the public types', () => {
       describeAcquired({ status: 'acquired', attempt: 2, leaseUntil: 30, takenOver: true }),
     ).toBe('attempt 2');
     expect(
-      describeResult({ outcome: 'executed', response: { status: 200, headers: {}, body: '' } }),
+      describeResult({
+        outcome: 'executed',
+        response: { status: 200, headers: {}, body: undefined },
+      }),
     ).toBe('executed');
   });
 });
