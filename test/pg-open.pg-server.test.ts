@@ -4,12 +4,8 @@ import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DatabaseOpenError, InvalidOptionError, SchemaMismatchError } from '../src/index.js';
 import { directNodePgClient } from '../src/pg/compile.js';
-import {
-  applyPgMigrations,
-  openPgStore,
-  PgIdempotencyStore,
-  quoteIdentifier,
-} from '../src/pg/index.js';
+import { quoteIdentifier } from '../src/pg/identifier.js';
+import { applyPgMigrations, openPgStore, PgIdempotencyStore } from '../src/pg/index.js';
 import { fixture, runTs } from './support/child.js';
 import {
   freshServerDatabase,

@@ -1,6 +1,5 @@
 export type { PgDeploymentOptions } from './deployment.js';
 export { checkPgDeployment } from './deployment.js';
-export { assertSchemaName, quoteIdentifier } from './identifier.js';
 export type { PgMigrationOptions } from './migrate.js';
 export { applyPgMigrations, assertAdoptablePgKeysTable } from './migrate.js';
 export type { OpenPgStoreOptions } from './open.js';

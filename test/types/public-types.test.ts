@@ -6,11 +6,11 @@ import { getTableName } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { getTableConfig } from 'drizzle-orm/pg-core';
 import { describe, expect, expectTypeOf, it } from 'vitest';
+import type { IdempotentResult } from '../../src/http/index.js';
 import type {
   AcquireResult,
   IdempotencyRecord,
   IdempotencyStore,
-  IdempotentResult,
   JsonValue,
   KeyStatus,
   LeasedIdempotencyStore,
