@@ -48,7 +48,7 @@ export type SqliteQuery = <Row>(sql: string, args?: readonly unknown[]) => Promi
 /**
  * Checks, without writing, that the keys table, the library's journal and the retention index's
  * name are free or already ours: the same checks, with the same verdicts, as the better-sqlite3
- * store's `assertAdoptableKeysTable` and `assertAdoptableBookkeeping`, through any asynchronous
+ * store's `assertAdoptableSqliteKeysTable` and `assertAdoptableBookkeeping`, through any asynchronous
  * SQLite driver (libSQL, D1).
  *
  * @param query - runs one read on the database and answers its rows as plain objects
@@ -106,7 +106,7 @@ export async function assertAdoptableSqliteTables(
  *
  * @throws {@link SchemaMismatchError} naming what is in the way
  */
-export function assertAdoptableLibsqlTables(
+export function assertAdoptableLibsqlKeysTable(
   db: AnyLibsqlDatabase,
   options: LibsqlMigrationOptions = {},
 ): Promise<void> {
@@ -116,6 +116,14 @@ export function assertAdoptableLibsqlTables(
     options,
   );
 }
+
+/**
+ * The former name of {@link assertAdoptableLibsqlKeysTable}, the same check.
+ *
+ * @deprecated Use `assertAdoptableLibsqlKeysTable`: every dialect's check is named
+ * `assertAdoptable<Dialect>KeysTable`. This name is removed in 1.0.
+ */
+export const assertAdoptableLibsqlTables = assertAdoptableLibsqlKeysTable;
 
 /**
  * Applies the committed SQLite migrations (the same files, journal and table naming as
@@ -147,7 +155,7 @@ export async function applyLibsqlMigrations(
 ): Promise<void> {
   const client = db.$client;
   const name = sqliteTableName(options);
-  await assertAdoptableLibsqlTables(db, options);
+  await assertAdoptableLibsqlKeysTable(db, options);
   const journal = migrationsTableName(name);
   const migrations = sqliteMigrations;
   if (pendingMigrations(migrations, await journalRows(client, journal)).length === 0) return;

@@ -5,7 +5,12 @@ export { applyPgMigrations, assertAdoptablePgKeysTable } from './migrate.js';
 export type { OpenPgStoreOptions } from './open.js';
 export { openPgStore } from './open.js';
 export { pgPushTables } from './push.js';
-export type { PgKeysTable, PgKeysTableOptions, PgTableOptions } from './schema.js';
+export type {
+  PgKeysTable,
+  PgKeysTableOptions,
+  PgKeysTableSchemaOptions,
+  PgTableOptions,
+} from './schema.js';
 export { DEFAULT_PG_SCHEMA, keys, pgKeysTable } from './schema.js';
 export type { AnyPgDatabase, PgStoreOptions } from './store.js';
 export { PgIdempotencyStore } from './store.js';

@@ -97,7 +97,7 @@ function tableExists(client: BetterSqlite3.Database, table: string): boolean {
  *
  * @throws {@link SchemaMismatchError} naming what differs
  */
-export function assertAdoptableKeysTable(
+export function assertAdoptableSqliteKeysTable(
   client: BetterSqlite3.Database,
   options: SqliteMigrationOptions = {},
 ): void {
@@ -120,6 +120,14 @@ export function assertAdoptableKeysTable(
     );
   }
 }
+
+/**
+ * The former name of {@link assertAdoptableSqliteKeysTable}, the same check.
+ *
+ * @deprecated Use `assertAdoptableSqliteKeysTable`: every dialect's check is named
+ * `assertAdoptable<Dialect>KeysTable`. This name is removed in 1.0.
+ */
+export const assertAdoptableKeysTable = assertAdoptableSqliteKeysTable;
 
 /**
  * Checks, without writing, that what the migrations record and create is free or already ours:
@@ -193,7 +201,7 @@ export function applySqliteMigrations(
 ): void {
   const client = db.$client;
   const name = sqliteTableName(options);
-  assertAdoptableKeysTable(client, options);
+  assertAdoptableSqliteKeysTable(client, options);
   assertAdoptableBookkeeping(client, options);
   const journal = migrationsTableName(name);
   const migrations = sqliteMigrations;

@@ -9,7 +9,7 @@ import { checkSqliteDeployment } from './deployment.js';
 import {
   applySqliteMigrations,
   assertAdoptableBookkeeping,
-  assertAdoptableKeysTable,
+  assertAdoptableSqliteKeysTable,
   type SqliteMigrationOptions,
 } from './migrate.js';
 import { MAX_ANSWER_CACHE_SIZE, SqliteIdempotencyStore } from './store.js';
@@ -118,14 +118,14 @@ export function openSqliteStore<T = unknown>(
     const db = drizzle(client);
     // Read before writing anything: this is where a file that is not a database fails.
     client.prepare('SELECT count(*) FROM sqlite_master').get();
-    assertAdoptableKeysTable(client, table);
+    assertAdoptableSqliteKeysTable(client, table);
     assertAdoptableBookkeeping(client, table);
     client.pragma('journal_mode = WAL');
     client.pragma(`synchronous = ${synchronous}`);
     enforceDeployment(checkSqliteDeployment(client), options);
     applySqliteMigrations(db, table);
     return new SqliteIdempotencyStore<T>(db, {
-      closeConnection: true,
+      onClose: () => client.close(),
       answerCacheSize,
       ...table,
     });

@@ -298,7 +298,7 @@ export function describePgJournal(name: string, fresh: () => Promise<JournalTarg
       const target = await fresh();
       try {
         const { db, schema } = target;
-        const table = pgKeysTable({ name: 'idem_keys', schema });
+        const table = pgKeysTable('idem_keys', { schema });
         await applyPgMigrations(db, { schema });
         await applyPgMigrations(db, { table });
         const first = new PgIdempotencyStore(db, { schema });

@@ -148,7 +148,7 @@ function schemaHarness(
   storeOptions: { readonly prepare?: boolean } = {},
 ): HarnessFactory {
   const schema = uniqueName('c');
-  const table = pgKeysTable({ name, schema });
+  const table = pgKeysTable(name, { schema });
   const migrated = once(
     async () => {
       const db = await shared();

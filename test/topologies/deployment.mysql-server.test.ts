@@ -13,7 +13,7 @@ describe('the deployment check on MySQL/MariaDB', () => {
     const warnings: DeploymentFinding[] = [];
     try {
       const store = await openMysqlStore(fresh.url, {
-        connectionLimit: 1,
+        poolSize: 1,
         onDeploymentWarning: (finding) => warnings.push(finding),
       });
       try {

@@ -82,7 +82,7 @@ describe('the deployment check on PostgreSQL', () => {
       const warnings: DeploymentFinding[] = [];
       const store = await openPgStore(withSessionSetting(url, 'synchronous_commit=off'), {
         schema: fresh.schema,
-        max: 1,
+        poolSize: 1,
         onDeploymentWarning: (finding) => warnings.push(finding),
       });
       try {
@@ -105,7 +105,7 @@ describe('the deployment check on PostgreSQL', () => {
       const warnings: DeploymentFinding[] = [];
       const store = await openPgStore(url, {
         schema: fresh.schema,
-        max: 1,
+        poolSize: 1,
         onDeploymentWarning: (finding) => warnings.push(finding),
       });
       try {
