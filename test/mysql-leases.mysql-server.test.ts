@@ -162,9 +162,7 @@ describe('MySQL fenced leases', () => {
       await expect(store.finish('k', 'd', 1, attempt)).rejects.toBeInstanceOf(InvalidOptionError);
       await expect(store.renew('k', 'd', attempt, 5)).rejects.toBeInstanceOf(InvalidOptionError);
     }
-    await expect(store.pendingKeys({ now: 0, limit: 0 })).rejects.toBeInstanceOf(
-      InvalidLimitError,
-    );
+    await expect(store.pendingKeys({ now: 0, limit: 0 })).rejects.toBeInstanceOf(InvalidLimitError);
     expect(await store.get('x')).toBeNull();
     expect(await store.get('k')).toMatchObject({
       status: 'pending',
