@@ -4,11 +4,21 @@
  * be used without leaking handles. For a long-lived service prefer one store from
  * `openSqliteStore`: it keeps its connection and prepared queries.
  *
+ * The table is exactly `keys(id TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, status TEXT NOT NULL,
+ * response TEXT, expires REAL NOT NULL)`: a file these functions create has those five columns
+ * and no others, so a positional `INSERT INTO keys VALUES (?, ?, ?, ?, ?)` works on it. They keep
+ * working on a file the full store has since given its lease columns, and the full store upgrades
+ * a file they made when it first opens it.
+ *
  * Arguments are validated before the file is opened, so bad input never creates or changes it.
  *
  * @module
  */
-import { serializeResponse } from './core/json.js';
+import { and, asc, eq, gt, inArray, sql } from 'drizzle-orm';
+import { parseResponse, serializeResponse } from './core/json.js';
+import { expiredAnswer } from './core/key-conditions.js';
+import { RETENTION_CYCLE } from './core/retention-cycle.js';
+import { countByStatus, KeyStatus } from './core/status.js';
 import type { StatusCounts } from './core/store.js';
 import {
   assertDigest,
@@ -17,16 +27,81 @@ import {
   assertTime,
   DEFAULT_LIMIT,
 } from './core/validation.js';
-import { openSqliteStore } from './sqlite/open.js';
-import type { SqliteIdempotencyStore } from './sqlite/store.js';
+import { applySqliteMigrationSet } from './sqlite/migrate.js';
+import { openSqliteDatabase } from './sqlite/open.js';
+import { seedKeys, seedMigrations } from './sqlite/seed.js';
+import type { AnyBetterSqliteDatabase } from './sqlite/store.js';
 
-function withStore<R>(path: string, use: (store: SqliteIdempotencyStore) => R): R {
-  const store = openSqliteStore(path);
+// Each function builds only the statements it runs, on the seed's five columns: a file opened for
+// one call pays for nothing else, and no statement names a column the file may not have.
+// What the statements need of a database: a transaction has it too.
+type SeedDb = Pick<AnyBetterSqliteDatabase, 'select' | 'insert' | 'update' | 'delete'>;
+
+function withFile<R>(path: string, use: (db: AnyBetterSqliteDatabase) => R): R {
+  const db = openSqliteDatabase(path, {}, (opened) =>
+    applySqliteMigrationSet(opened, seedMigrations),
+  );
   try {
-    return use(store);
+    return use(db);
   } finally {
-    store.close();
+    db.$client.close();
   }
+}
+
+function reserveOn(db: SeedDb, key: string, digest: string, expires: number) {
+  const inserted = db
+    .insert(seedKeys)
+    .values({ id: key, fingerprint: digest, status: KeyStatus.pending, expires })
+    .onConflictDoNothing()
+    .run();
+  return inserted.changes === 1;
+}
+
+function finishOn(db: SeedDb, key: string, digest: string, response: unknown) {
+  const finished = db
+    .update(seedKeys)
+    .set({ status: KeyStatus.done, response: serializeResponse(response) })
+    .where(
+      and(
+        eq(seedKeys.id, key),
+        eq(seedKeys.fingerprint, digest),
+        eq(seedKeys.status, KeyStatus.pending),
+      ),
+    )
+    .run();
+  return finished.changes === 1;
+}
+
+function expiredOn(db: SeedDb, now: number, limit: number): string[] {
+  return db
+    .select({ id: seedKeys.id })
+    .from(seedKeys)
+    .where(expiredAnswer(seedKeys, now))
+    .orderBy(asc(seedKeys.id))
+    .limit(limit)
+    .all()
+    .map((row) => row.id);
+}
+
+// The candidates in id order, then deleted with the predicate repeated, in one immediate
+// transaction: only the ids actually deleted are returned, still ascending.
+function purgeOn(db: AnyBetterSqliteDatabase, now: number, limit: number): string[] {
+  return db.transaction(
+    (tx) => {
+      const candidates = expiredOn(tx, now, limit);
+      if (candidates.length === 0) return [];
+      const deleted = new Set(
+        tx
+          .delete(seedKeys)
+          .where(and(inArray(seedKeys.id, candidates), expiredAnswer(seedKeys, now)))
+          .returning({ id: seedKeys.id })
+          .all()
+          .map((row) => row.id),
+      );
+      return candidates.filter((id) => deleted.has(id));
+    },
+    { behavior: 'immediate' },
+  );
 }
 
 /**
@@ -39,7 +114,7 @@ function withStore<R>(path: string, use: (store: SqliteIdempotencyStore) => R): 
  * ```
  */
 export function initDb(path: string): void {
-  withStore(path, () => undefined);
+  withFile(path, () => undefined);
 }
 
 /**
@@ -55,7 +130,7 @@ export function reserve(path: string, key: string, digest: string, expires: numb
   assertKey(key);
   assertDigest(digest);
   assertTime(expires, 'expires');
-  return withStore(path, (store) => store.reserve(key, digest, expires));
+  return withFile(path, (db) => reserveOn(db, key, digest, expires));
 }
 
 /**
@@ -71,7 +146,7 @@ export function finish(path: string, key: string, digest: string, response: unkn
   assertKey(key);
   assertDigest(digest);
   serializeResponse(response);
-  return withStore(path, (store) => store.finish(key, digest, response));
+  return withFile(path, (db) => finishOn(db, key, digest, response));
 }
 
 /**
@@ -85,7 +160,16 @@ export function finish(path: string, key: string, digest: string, response: unkn
 export function fetch(path: string, key: string, now: number): unknown {
   assertKey(key);
   assertTime(now, 'now');
-  return withStore(path, (store) => store.fetch(key, now));
+  return withFile(path, (db) => {
+    const [row] = db
+      .select({ response: seedKeys.response })
+      .from(seedKeys)
+      .where(
+        and(eq(seedKeys.id, key), eq(seedKeys.status, KeyStatus.done), gt(seedKeys.expires, now)),
+      )
+      .all();
+    return row?.response == null ? null : parseResponse(row.response);
+  });
 }
 
 /**
@@ -99,7 +183,7 @@ export function fetch(path: string, key: string, now: number): unknown {
 export function expired(path: string, now: number, limit: number = DEFAULT_LIMIT): string[] {
   assertLimit(limit);
   assertTime(now, 'now');
-  return withStore(path, (store) => store.expired(now, limit));
+  return withFile(path, (db) => expiredOn(db, now, limit));
 }
 
 /**
@@ -114,7 +198,7 @@ export function expired(path: string, now: number, limit: number = DEFAULT_LIMIT
 export function purge(path: string, now: number, limit: number = DEFAULT_LIMIT): string[] {
   assertLimit(limit);
   assertTime(now, 'now');
-  return withStore(path, (store) => store.purge(now, limit));
+  return withFile(path, (db) => purgeOn(db, now, limit));
 }
 
 /**
@@ -126,7 +210,15 @@ export function purge(path: string, now: number, limit: number = DEFAULT_LIMIT):
  * ```
  */
 export function counts(path: string): StatusCounts {
-  return withStore(path, (store) => store.counts());
+  return withFile(path, (db) =>
+    countByStatus(
+      db
+        .select({ status: seedKeys.status, count: sql<number>`count(*)` })
+        .from(seedKeys)
+        .groupBy(seedKeys.status)
+        .all(),
+    ),
+  );
 }
 
 /**
@@ -142,5 +234,11 @@ export function counts(path: string): StatusCounts {
  */
 export function retentionCycle(path: string, key: string): boolean {
   assertKey(key);
-  return withStore(path, (store) => store.retentionCycle(key));
+  const { first, purgeAt, second } = RETENTION_CYCLE;
+  return withFile(path, (db) => {
+    reserveOn(db, key, first.digest, first.expires);
+    finishOn(db, key, first.digest, first.response);
+    purgeOn(db, purgeAt, DEFAULT_LIMIT);
+    return reserveOn(db, key, second.digest, second.expires);
+  });
 }

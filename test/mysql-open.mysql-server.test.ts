@@ -119,6 +119,29 @@ describe('openMysqlStore and applyMysqlMigrations', () => {
     expect(Number(journal[0]?.n)).toBe(MIGRATIONS);
   });
 
+  it('decides what is pending by each migration, not by the newest recorded', async () => {
+    target = await freshMysqlDatabase(url);
+    // A journal that records only the last migration: the first, never run, is still pending.
+    const files = readMigrationFiles({ migrationsFolder: mysqlMigrationsFolder });
+    const last = files[files.length - 1];
+    if (last === undefined) throw new Error('no committed MySQL migration');
+    await target.pool.query(
+      'CREATE TABLE __idempotency_migrations (id serial PRIMARY KEY, hash text NOT NULL, created_at bigint)',
+    );
+    await target.pool.query(
+      'INSERT INTO __idempotency_migrations (hash, created_at) VALUES (?, ?)',
+      [last.hash, last.folderMillis],
+    );
+    await applyMysqlMigrations(target.db);
+    expect(await tables(target)).toEqual(['__idempotency_migrations', 'keys']);
+    const [journal] = (await target.pool.query(
+      'SELECT created_at FROM __idempotency_migrations ORDER BY created_at',
+    )) as unknown as [{ created_at: number | string }[]];
+    expect(journal.map((row) => Number(row.created_at))).toEqual(
+      files.map((file) => file.folderMillis),
+    );
+  });
+
   it('is idempotent: a second run keeps the rows and records nothing new', async () => {
     target = await freshMysqlDatabase(url);
     await applyMysqlMigrations(target.db);

@@ -1,10 +1,24 @@
-import { assertAdoptableSqliteTables, type SqliteQuery } from '../libsql/migrate.js';
-import { type SqliteMigrationOptions, sqliteTableName } from '../sqlite/migrate.js';
-import { sqliteMigrationBatch } from '../sqlite/migration-batch.js';
+import {
+  applySqliteMigrationsInBatch,
+  type SqliteBatchDriver,
+  type SqliteMigrationOptions,
+} from '../sqlite/migrate.js';
+import type { SqliteStatement } from '../sqlite/migration-dialect.js';
 import type { AnyBunSqliteDatabase } from './client.js';
 
 /** Options of {@link applyBunSqliteMigrations}: the keys table, as for the other SQLite stores. */
 export type BunSqliteMigrationOptions = SqliteMigrationOptions;
+
+// bun:sqlite's reads, and its batch: one immediate transaction, which cannot span an await.
+function driverOf(client: AnyBunSqliteDatabase['$client']): SqliteBatchDriver {
+  const run = client.transaction((statements: readonly SqliteStatement[]) => {
+    for (const statement of statements) client.prepare(statement.sql).run(...statement.args);
+  });
+  return {
+    rows: async (statement) => client.prepare(statement.sql).all(...statement.args) as object[],
+    batch: async (statements) => run.immediate(statements),
+  };
+}
 
 /**
  * Applies the committed SQLite migrations (the same SQL, journal and table naming as the other
@@ -14,9 +28,10 @@ export type BunSqliteMigrationOptions = SqliteMigrationOptions;
  * before anything is written. The migrations are recorded in the library's own journal
  * (`__idempotency_migrations`, or `__idempotency_migrations_<table>`).
  *
- * The pending migrations run in one `BEGIN IMMEDIATE` transaction, each guarded by a statement
- * that fails when it is already recorded, so when several processes initialise one file at once
- * the losers roll back and find the work done.
+ * bun:sqlite's transactions cannot span an await, so the pending migrations run as one batch in a
+ * `BEGIN IMMEDIATE` transaction, each guarded by a statement that fails when it is already
+ * recorded: when several processes initialise one file at once the losers roll back and find the
+ * work done.
  *
  * @example
  * ```ts
@@ -28,25 +43,9 @@ export type BunSqliteMigrationOptions = SqliteMigrationOptions;
  * ```
  * @throws {@link SchemaMismatchError} when a foreign table of that name is in the way
  */
-export async function applyBunSqliteMigrations(
+export function applyBunSqliteMigrations(
   db: AnyBunSqliteDatabase,
   options: BunSqliteMigrationOptions = {},
 ): Promise<void> {
-  const client = db.$client;
-  const query: SqliteQuery = async <Row>(sql: string, args: readonly unknown[] = []) =>
-    client.prepare(sql).all(...args) as Row[];
-  const name = sqliteTableName(options);
-  await assertAdoptableSqliteTables(query, options);
-  const batch = await sqliteMigrationBatch(query, name);
-  if (batch === undefined) return;
-  const apply = client.transaction(() => {
-    for (const statement of batch) client.prepare(statement.sql).run(...statement.args);
-  });
-  try {
-    apply.immediate();
-  } catch (error) {
-    // Another process may have applied the same migrations first: then there is nothing left.
-    if ((await sqliteMigrationBatch(query, name)) === undefined) return;
-    throw error;
-  }
+  return applySqliteMigrationsInBatch(driverOf(db.$client), options);
 }

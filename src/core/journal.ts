@@ -66,3 +66,26 @@ export function addedColumn(
   if (match?.[1] === undefined || match[2] === undefined) return undefined;
   return { table: match[1], column: match[2] };
 }
+
+/**
+ * The migrations that add no column beyond `columns`: a profile of the committed set for a table
+ * that promises exactly those columns (the seed-shaped functions' five). Indexes and the like
+ * stay in; a migration adding any other column is left out whole, so it stays pending in the
+ * journal and the full store applies it when it first opens the file.
+ *
+ * @param migrations - the committed migrations, oldest first
+ * @param columns - the columns the table may have
+ * @param quote - the dialect's identifier quote
+ */
+export function migrationsWithin<M extends MigrationFile>(
+  migrations: readonly M[],
+  columns: readonly string[],
+  quote: string,
+): M[] {
+  return migrations.filter((migration) =>
+    migration.sql.every((statement) => {
+      const added = addedColumn(statement, quote);
+      return added === undefined || columns.includes(added.column);
+    }),
+  );
+}

@@ -1,14 +1,21 @@
-import { assertAdoptableSqliteTables, type SqliteQuery } from '../libsql/migrate.js';
-import { type SqliteMigrationOptions, sqliteTableName } from '../sqlite/migrate.js';
-import { sqliteMigrationBatch } from '../sqlite/migration-batch.js';
+import {
+  applySqliteMigrationsInBatch,
+  type SqliteBatchDriver,
+  type SqliteMigrationOptions,
+} from '../sqlite/migrate.js';
 import { type AnyD1Database, type D1DatabaseLike, prepare, rowsOf } from './client.js';
 
 /** Options of {@link applyD1Migrations}: the keys table, as for the other SQLite stores. */
 export type D1MigrationOptions = SqliteMigrationOptions;
 
-function reader(client: D1DatabaseLike): SqliteQuery {
-  return async <Row>(sql: string, args: readonly unknown[] = []) =>
-    rowsOf<Row>(await prepare(client, { sql, args }).all());
+// D1's reads, and its batch, which D1 applies atomically.
+function driverOf(client: D1DatabaseLike): SqliteBatchDriver {
+  return {
+    rows: async (statement) => rowsOf<object>(await prepare(client, statement).all()),
+    batch: async (statements) => {
+      await client.batch(statements.map((statement) => prepare(client, statement)));
+    },
+  };
 }
 
 /**
@@ -35,21 +42,9 @@ function reader(client: D1DatabaseLike): SqliteQuery {
  * ```
  * @throws {@link SchemaMismatchError} when a foreign table of that name is in the way
  */
-export async function applyD1Migrations(
+export function applyD1Migrations(
   db: AnyD1Database,
   options: D1MigrationOptions = {},
 ): Promise<void> {
-  const client = db.$client;
-  const query = reader(client);
-  const name = sqliteTableName(options);
-  await assertAdoptableSqliteTables(query, options);
-  const batch = await sqliteMigrationBatch(query, name);
-  if (batch === undefined) return;
-  try {
-    await client.batch(batch.map((statement) => prepare(client, statement)));
-  } catch (error) {
-    // Another isolate may have applied the same migrations first: then there is nothing left.
-    if ((await sqliteMigrationBatch(query, name)) === undefined) return;
-    throw error;
-  }
+  return applySqliteMigrationsInBatch(driverOf(db.$client), options);
 }

@@ -1,10 +1,5 @@
 import type { InValue } from '@libsql/client';
-import { type ParamSlot, paramSlot } from '../core/query-params.js';
-
-/** A drizzle query that can show its SQL: every builder has `toSQL()`. */
-export interface ToSql {
-  toSQL(): { sql: string; params: unknown[] };
-}
+import { compileSlots, type ToSql } from '../core/query-params.js';
 
 /** A drizzle query compiled once to libSQL text, bound by placeholder name on each call. */
 export interface LibsqlStatement<Name extends string> {
@@ -30,15 +25,7 @@ export function compileLibsqlStatement<Name extends string>(
   query: ToSql,
   names: readonly Name[],
 ): LibsqlStatement<Name> {
-  const { sql, params } = query.toSQL();
-  const slots: ParamSlot[] = params.map(paramSlot);
-  const used = new Set(slots.flatMap((slot) => ('name' in slot ? [slot.name] : [])));
-  const expected = new Set<string>(names);
-  if (used.size !== expected.size || [...used].some((name) => !expected.has(name))) {
-    throw new Error(
-      `query placeholders are [${[...used].join(', ')}], expected [${names.join(', ')}]`,
-    );
-  }
+  const { sql, slots } = compileSlots(query, names);
   return {
     sql,
     bind: (values) => ({

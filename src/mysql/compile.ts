@@ -1,5 +1,6 @@
-import { entityKind, is, NoopLogger } from 'drizzle-orm';
-import { paramSlot } from '../core/query-params.js';
+import { is, NoopLogger } from 'drizzle-orm';
+import { isEntityKind } from '../core/entity-kind.js';
+import { compileSlots } from '../core/query-params.js';
 import type { AnyMysqlDatabase } from './store.js';
 
 /** A drizzle MySQL query that can show its SQL and be prepared. */
@@ -25,18 +26,6 @@ export type MysqlStatement<K extends string, R> = (
 // query drizzle's mysql2 session sends.
 interface Mysql2Queryable {
   query(sql: string, values: unknown[]): Promise<[unknown, unknown]>;
-}
-
-function isEntityKind(value: unknown, kind: string): boolean {
-  if (typeof value !== 'object' || value === null) return false;
-  for (
-    let cls: unknown = value.constructor;
-    typeof cls === 'function';
-    cls = Object.getPrototypeOf(cls)
-  ) {
-    if ((cls as { [entityKind]?: string })[entityKind] === kind) return true;
-  }
-  return false;
 }
 
 /**
@@ -80,15 +69,7 @@ export function compileMysqlStatement<K extends string, R>(
   names: readonly K[],
   answer: MysqlAnswer,
 ): MysqlStatement<K, R> {
-  const { sql: text, params } = query.toSQL();
-  const slots = params.map(paramSlot);
-  const used = new Set(slots.flatMap((slot) => ('name' in slot ? [slot.name] : [])));
-  const expected = new Set<string>(names);
-  if (used.size !== expected.size || [...used].some((placeholder) => !expected.has(placeholder))) {
-    throw new Error(
-      `query placeholders are [${[...used].join(', ')}], expected [${[...expected].join(', ')}]`,
-    );
-  }
+  const { sql: text, slots } = compileSlots(query, names);
   const client = directMysqlClient(db);
   if (client === undefined) {
     const prepared = query.prepare();

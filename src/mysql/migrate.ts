@@ -1,7 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import { type ColumnType, keysTableProblems } from '../core/adoption.js';
 import { SchemaMismatchError } from '../core/errors.js';
-import { migrationsTableName, renameMigrationStatement } from '../core/table-name.js';
+import { type MigrationSession, type MigrationStatements, migrateAsync } from '../core/migrator.js';
 import { mysqlMigrations } from '../generated/migrations.js';
 import { mysqlErrno } from './errors.js';
 import { MYSQL_MAX_TEXT_BYTES, type MysqlTableOptions, resolveMysqlTable } from './schema.js';
@@ -115,30 +115,35 @@ const ALREADY_MADE = new Set([1050, 1060, 1061]);
 // which Galera replicates in total order: the second CREATE of an index then finds it made. A
 // run cut off between two statements (MySQL's DDL is not transactional) meets the same errors
 // when it is started again.
-async function executeRepeatable(tx: Pick<AnyMysqlDatabase, 'execute'>, statement: string) {
+async function executeRepeatable(tx: Pick<AnyMysqlDatabase, 'execute'>, statement: SQL) {
   try {
-    await tx.execute(sql.raw(statement));
+    await tx.execute(statement);
   } catch (error) {
     const errno = mysqlErrno(error);
     if (errno === undefined || !ALREADY_MADE.has(errno)) throw error;
   }
 }
 
-async function lastApplied(
-  db: Pick<AnyMysqlDatabase, 'execute'>,
-  journal: string,
-): Promise<number> {
-  const [exists] = await queryRows<{ found: number }>(
-    db,
-    sql`SELECT count(*) AS found FROM information_schema.TABLES
-        WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ${journal}`,
-  );
-  if (Number(exists?.found) === 0) return Number.NEGATIVE_INFINITY;
-  const [row] = await queryRows<{ last: string | number | null }>(
-    db,
-    sql`SELECT max(created_at) AS last FROM ${sql.identifier(journal)}`,
-  );
-  return row?.last == null ? Number.NEGATIVE_INFINITY : Number(row.last);
+/** The migrator's statements on MySQL and MariaDB, in the connection's database. */
+const mysqlMigrationStatements: MigrationStatements<SQL> = {
+  quote: '`',
+  columns: (table) =>
+    sql`SELECT COLUMN_NAME AS name FROM information_schema.COLUMNS
+        WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ${table} ORDER BY ORDINAL_POSITION`,
+  journalRows: (journal) => sql`SELECT hash, created_at FROM ${sql.identifier(journal)}`,
+  createJournal: (journal) =>
+    sql`CREATE TABLE IF NOT EXISTS ${sql.identifier(journal)} (id serial PRIMARY KEY, hash text NOT NULL, created_at bigint)`,
+  record: (journal, migration) =>
+    sql`INSERT INTO ${sql.identifier(journal)} (hash, created_at) VALUES (${migration.hash}, ${migration.folderMillis})`,
+  migration: (statement) => sql.raw(statement),
+};
+
+/** A drizzle MySQL database or transaction as the migrator's session. */
+function sessionOf(db: Pick<AnyMysqlDatabase, 'execute'>): MigrationSession<SQL, false> {
+  return {
+    rows: (statement) => queryRows<object>(db, statement),
+    exec: (statement) => executeRepeatable(db, statement),
+  };
 }
 
 /**
@@ -147,7 +152,8 @@ async function lastApplied(
  * read. A table made by hand with the store's columns is adopted (its rows stay, the index is
  * added); any other table of that name is refused before anything is written. The migrations are
  * recorded in the library's own journal, `__idempotency_migrations` (or
- * `__idempotency_migrations_<table>`), never in drizzle's `__drizzle_migrations`.
+ * `__idempotency_migrations_<table>`), never in drizzle's `__drizzle_migrations`; what is pending
+ * is every committed migration the journal does not record, as on the other dialects.
  *
  * Safe when many instances start at once: MySQL's DDL cannot run inside a transaction, so the
  * instances serialise on a named lock (`GET_LOCK`, keyed by the database and the table) held by
@@ -169,43 +175,35 @@ export async function applyMysqlMigrations(
   options: MysqlMigrationOptions = {},
 ): Promise<void> {
   const { name: table } = resolveMysqlTable(options);
-  const journal = migrationsTableName(table);
-  const migrations = mysqlMigrations;
-  const newest = Math.max(...migrations.map((migration) => migration.folderMillis));
-  if ((await lastApplied(db, journal)) >= newest) return;
-  // A transaction is how drizzle lends one connection of a pool. The DDL below commits it
-  // implicitly, which is harmless: GET_LOCK belongs to the connection, not to the transaction,
-  // and READ COMMITTED lets every read see what an earlier lock holder committed.
-  await db.transaction(
-    async (tx) => {
-      const [locked] = await queryRows<{ got: number | null }>(
-        tx,
-        sql`SELECT GET_LOCK(${lockName(table)}, ${LOCK_TIMEOUT_SECONDS}) AS got`,
-      );
-      if (Number(locked?.got) !== 1) {
-        throw new Error(
-          `could not take the migrations lock for ${table} within ${LOCK_TIMEOUT_SECONDS} s`,
-        );
-      }
-      try {
-        await assertAdoptableMysqlKeysTable(tx, options);
-        await tx.execute(
-          sql`CREATE TABLE IF NOT EXISTS ${sql.identifier(journal)} (id serial PRIMARY KEY, hash text NOT NULL, created_at bigint)`,
-        );
-        const last = await lastApplied(tx, journal);
-        for (const migration of migrations) {
-          if (migration.folderMillis <= last) continue;
-          for (const statement of migration.sql) {
-            await executeRepeatable(tx, renameMigrationStatement(statement, table, '`'));
-          }
-          await tx.execute(
-            sql`INSERT INTO ${sql.identifier(journal)} (hash, created_at) VALUES (${migration.hash}, ${migration.folderMillis})`,
-          );
-        }
-      } finally {
-        await tx.execute(sql`SELECT RELEASE_LOCK(${lockName(table)})`);
-      }
+  await migrateAsync(
+    {
+      ...mysqlMigrationStatements,
+      session: sessionOf(db),
+      // A transaction is how drizzle lends one connection of a pool. The DDL commits it
+      // implicitly, which is harmless: GET_LOCK belongs to the connection, not to the
+      // transaction, and READ COMMITTED lets every read see what an earlier lock holder committed.
+      locked: (run) =>
+        db.transaction(
+          async (tx) => {
+            const [locked] = await queryRows<{ got: number | null }>(
+              tx,
+              sql`SELECT GET_LOCK(${lockName(table)}, ${LOCK_TIMEOUT_SECONDS}) AS got`,
+            );
+            if (Number(locked?.got) !== 1) {
+              throw new Error(
+                `could not take the migrations lock for ${table} within ${LOCK_TIMEOUT_SECONDS} s`,
+              );
+            }
+            try {
+              await assertAdoptableMysqlKeysTable(tx, options);
+              await run(sessionOf(tx));
+            } finally {
+              await tx.execute(sql`SELECT RELEASE_LOCK(${lockName(table)})`);
+            }
+          },
+          { isolationLevel: 'read committed' },
+        ),
     },
-    { isolationLevel: 'read committed' },
+    { table, migrations: mysqlMigrations, committed: mysqlMigrations },
   );
 }

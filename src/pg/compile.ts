@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { entityKind, is, NoopLogger } from 'drizzle-orm';
+import { is, NoopLogger } from 'drizzle-orm';
+import { isEntityKind } from '../core/entity-kind.js';
 import { ReplicationUnconfirmedError } from '../core/errors.js';
-import { paramSlot } from '../core/query-params.js';
+import { compileSlots } from '../core/query-params.js';
 import type { AnyPgDatabase } from './store.js';
 
 /** A prepared drizzle query: what `prepare(name)` gives. */
@@ -143,20 +144,6 @@ const STORE_TYPES = {
   },
 };
 
-// drizzle's `is` needs the class itself; importing drizzle-orm/node-postgres would load `pg`, which
-// PGlite users need not install. The entity kind names the class just as well.
-function isEntityKind(value: unknown, kind: string): boolean {
-  if (typeof value !== 'object' || value === null) return false;
-  for (
-    let cls: unknown = value.constructor;
-    typeof cls === 'function';
-    cls = Object.getPrototypeOf(cls)
-  ) {
-    if ((cls as { [entityKind]?: string })[entityKind] === kind) return true;
-  }
-  return false;
-}
-
 /**
  * The node-postgres client under `db` when its statements can be sent to it directly, else
  * `undefined`. Only a database made by `drizzle-orm/node-postgres` qualifies, and only without a
@@ -275,15 +262,7 @@ export function compilePgStatement<K extends string, R>(
   names: readonly K[],
   mode: PgStatementMode,
 ): PgStatement<K, R> {
-  const { sql: text, params } = query.toSQL();
-  const slots = params.map(paramSlot);
-  const used = new Set(slots.flatMap((slot) => ('name' in slot ? [slot.name] : [])));
-  const expected = new Set<string>(names);
-  if (used.size !== expected.size || [...used].some((placeholder) => !expected.has(placeholder))) {
-    throw new Error(
-      `query placeholders are [${[...used].join(', ')}], expected [${[...expected].join(', ')}]`,
-    );
-  }
+  const { sql: text, slots } = compileSlots(query, names);
   const client = directNodePgClient(db);
   if (client === undefined) {
     const prepared = preparePgQuery(name, query, mode);

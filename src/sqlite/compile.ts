@@ -1,10 +1,5 @@
 import type BetterSqlite3 from 'better-sqlite3';
-import { paramSlot } from '../core/query-params.js';
-
-/** A drizzle query that can show its SQL: every builder has `toSQL()`. */
-export interface ToSql {
-  toSQL(): { sql: string; params: unknown[] };
-}
+import { compileSlots, type ToSql } from '../core/query-params.js';
 
 /**
  * Prepares a drizzle query directly on the better-sqlite3 connection, so the hot paths pay for
@@ -25,14 +20,5 @@ export function compileStatement(
   query: ToSql,
   names: readonly string[],
 ): BetterSqlite3.Statement {
-  const { sql, params } = query.toSQL();
-  const actual = params
-    .map(paramSlot)
-    .map((slot) => ('name' in slot ? slot.name : 'a bound value'));
-  if (actual.length !== names.length || actual.some((name, index) => name !== names[index])) {
-    throw new Error(
-      `query parameters are [${actual.join(', ')}], expected placeholders [${names.join(', ')}]`,
-    );
-  }
-  return client.prepare(sql);
+  return client.prepare(compileSlots(query, names, true).sql);
 }

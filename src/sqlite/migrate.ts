@@ -2,20 +2,25 @@ import type BetterSqlite3 from 'better-sqlite3';
 import { getTableConfig } from 'drizzle-orm/sqlite-core';
 import { keysTableProblems } from '../core/adoption.js';
 import { SchemaMismatchError } from '../core/errors.js';
+import type { MigrationFile } from '../core/journal.js';
 import {
-  addedColumn,
-  type JournalRow,
-  legacyJournalRows,
-  pendingMigrations,
-} from '../core/journal.js';
-import {
-  DEFAULT_TABLE_NAME,
-  LEGACY_MIGRATIONS_TABLE,
-  migrationsTableName,
-  renameMigrationStatement,
-  retentionIndexName,
-} from '../core/table-name.js';
+  type BatchMigrationDialect,
+  type MigrationSession,
+  type MigrationSteps,
+  migrateInBatch,
+  migrateSync,
+  read,
+  runAsync,
+  runSync,
+} from '../core/migrator.js';
+import { DEFAULT_TABLE_NAME, migrationsTableName, retentionIndexName } from '../core/table-name.js';
 import { sqliteMigrations } from '../generated/migrations.js';
+import {
+  type SqliteStatement,
+  sqliteMigrationPlan,
+  sqliteMigrationStatements,
+  sqliteUnrecordedGuard,
+} from './migration-dialect.js';
 import type { SqliteKeysTable } from './schema.js';
 import type { AnyBetterSqliteDatabase } from './store.js';
 
@@ -78,15 +83,61 @@ export function sqliteKeysTableProblems(columns: readonly SqliteColumnInfo[]): s
   );
 }
 
-function columnsOf(client: BetterSqlite3.Database, table: string): SqliteColumnInfo[] {
-  return client.prepare(`PRAGMA table_info("${table}")`).all() as SqliteColumnInfo[];
+/** The steps that read the columns of `table` (none when it is absent). */
+function* columnsOf(table: string): MigrationSteps<SqliteStatement, SqliteColumnInfo[]> {
+  return (yield* read(sqliteMigrationStatements.columns(table))) as SqliteColumnInfo[];
 }
 
-function tableExists(client: BetterSqlite3.Database, table: string): boolean {
-  return (
-    client.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(table) !==
-    undefined
-  );
+// The checks of an existing keys table, written once as steps: better-sqlite3 runs them
+// synchronously, the asynchronous drivers (libSQL, D1, bun:sqlite) through their sessions.
+function* adoptableKeysTable(name: string): MigrationSteps<SqliteStatement, void> {
+  // table_info also describes views, whose columns have no primary key: name the real problem.
+  const [kind] = (yield* read({
+    sql: 'SELECT type FROM sqlite_master WHERE name = ?',
+    args: [name],
+  })) as { type: string }[];
+  if (kind !== undefined && kind.type !== 'table') {
+    throw new SchemaMismatchError(
+      `${name} is a ${kind.type}, not a table: it cannot be used as an idempotency store`,
+    );
+  }
+  const columns = yield* columnsOf(name);
+  const problems = columns.length === 0 ? [] : sqliteKeysTableProblems(columns);
+  if (problems.length > 0) {
+    throw new SchemaMismatchError(
+      `the existing ${name} table cannot be used as an idempotency store: ${problems.join('; ')}`,
+    );
+  }
+}
+
+function* adoptableBookkeeping(name: string): MigrationSteps<SqliteStatement, void> {
+  const journal = migrationsTableName(name);
+  const columns = (yield* columnsOf(journal)).map((column) => column.name);
+  if (columns.length > 0 && !(columns.includes('hash') && columns.includes('created_at'))) {
+    throw new SchemaMismatchError(
+      `the existing ${journal} table is not a migrations journal: it has no hash and created_at columns`,
+    );
+  }
+  const indexName = retentionIndexName(name);
+  const [index] = (yield* read({
+    sql: "SELECT tbl_name FROM sqlite_master WHERE type = 'index' AND name = ?",
+    args: [indexName],
+  })) as { tbl_name: string }[];
+  if (index !== undefined && index.tbl_name !== name) {
+    throw new SchemaMismatchError(
+      `the index name ${indexName} is already used by the table ${index.tbl_name}`,
+    );
+  }
+}
+
+/** A better-sqlite3 connection as the migrator's synchronous session. */
+function sessionOf(client: BetterSqlite3.Database): MigrationSession<SqliteStatement, true> {
+  return {
+    rows: (statement) => client.prepare(statement.sql).all(...statement.args) as object[],
+    exec: (statement) => {
+      client.prepare(statement.sql).run(...statement.args);
+    },
+  };
 }
 
 /**
@@ -101,24 +152,7 @@ export function assertAdoptableSqliteKeysTable(
   client: BetterSqlite3.Database,
   options: SqliteMigrationOptions = {},
 ): void {
-  const name = sqliteTableName(options);
-  // table_info also describes views, whose columns have no primary key: name the real problem.
-  const kind = client.prepare('SELECT type FROM sqlite_master WHERE name = ?').get(name) as
-    | { type: string }
-    | undefined;
-  if (kind !== undefined && kind.type !== 'table') {
-    throw new SchemaMismatchError(
-      `${name} is a ${kind.type}, not a table: it cannot be used as an idempotency store`,
-    );
-  }
-  const columns = columnsOf(client, name);
-  if (columns.length === 0) return;
-  const problems = sqliteKeysTableProblems(columns);
-  if (problems.length > 0) {
-    throw new SchemaMismatchError(
-      `the existing ${name} table cannot be used as an idempotency store: ${problems.join('; ')}`,
-    );
-  }
+  runSync(adoptableKeysTable(sqliteTableName(options)), sessionOf(client));
 }
 
 /**
@@ -142,32 +176,51 @@ export function assertAdoptableBookkeeping(
   client: BetterSqlite3.Database,
   options: SqliteMigrationOptions = {},
 ): void {
-  const name = sqliteTableName(options);
-  const journal = migrationsTableName(name);
-  const columns = columnsOf(client, journal).map((column) => column.name);
-  if (columns.length > 0 && !(columns.includes('hash') && columns.includes('created_at'))) {
-    throw new SchemaMismatchError(
-      `the existing ${journal} table is not a migrations journal: it has no hash and created_at columns`,
-    );
-  }
-  const indexName = retentionIndexName(name);
-  const index = client
-    .prepare("SELECT tbl_name FROM sqlite_master WHERE type = 'index' AND name = ?")
-    .get(indexName) as { tbl_name: string } | undefined;
-  if (index !== undefined && index.tbl_name !== name) {
-    throw new SchemaMismatchError(
-      `the index name ${indexName} is already used by the table ${index.tbl_name}`,
-    );
-  }
+  runSync(adoptableBookkeeping(sqliteTableName(options)), sessionOf(client));
 }
 
-// The rows of drizzle's journal, when it is one: anything else there is the application's.
-function legacyRows(client: BetterSqlite3.Database): JournalRow[] {
-  const columns = columnsOf(client, LEGACY_MIGRATIONS_TABLE).map((column) => column.name);
-  if (!(columns.includes('hash') && columns.includes('created_at'))) return [];
-  return client
-    .prepare(`SELECT hash, created_at FROM "${LEGACY_MIGRATIONS_TABLE}"`)
-    .all() as JournalRow[];
+/**
+ * Checks, without writing, that the keys table, the library's journal and the retention index's
+ * name are free or already ours: the checks of {@link assertAdoptableSqliteKeysTable} and
+ * {@link assertAdoptableBookkeeping}, with the same verdicts, through any asynchronous SQLite
+ * driver (libSQL, D1, bun:sqlite).
+ *
+ * @param session - runs reads on the database
+ * @param options - the keys table, when not the default
+ * @throws {@link SchemaMismatchError} naming what is in the way
+ */
+export async function assertAdoptableSqliteTables(
+  session: Pick<MigrationSession<SqliteStatement, false>, 'rows'>,
+  options: SqliteMigrationOptions = {},
+): Promise<void> {
+  const name = sqliteTableName(options);
+  const reads = { ...session, exec: async () => undefined };
+  await runAsync(adoptableKeysTable(name), reads);
+  await runAsync(adoptableBookkeeping(name), reads);
+}
+
+/** What a batch-only SQLite driver supplies to be migrated: its reads and its atomic batch. */
+export type SqliteBatchDriver = Pick<BatchMigrationDialect<SqliteStatement>, 'rows' | 'batch'>;
+
+/**
+ * Migrates through a SQLite driver without an interactive transaction (D1), or whose
+ * transactions cannot span an await (bun:sqlite): the adoption checks, then the pending
+ * migrations as one batch, each guarded so that the loser of a race rolls back whole and finds
+ * the work done.
+ *
+ * @param driver - the driver's reads and batch
+ * @param options - the keys table, when not the default
+ * @throws {@link SchemaMismatchError} when a foreign table of that name is in the way
+ */
+export async function applySqliteMigrationsInBatch(
+  driver: SqliteBatchDriver,
+  options: SqliteMigrationOptions = {},
+): Promise<void> {
+  await assertAdoptableSqliteTables(driver, options);
+  await migrateInBatch(
+    { ...sqliteMigrationStatements, ...driver, unrecordedGuard: sqliteUnrecordedGuard },
+    sqliteMigrationPlan(sqliteTableName(options)),
+  );
 }
 
 /**
@@ -199,43 +252,33 @@ export function applySqliteMigrations(
   db: AnyBetterSqliteDatabase,
   options: SqliteMigrationOptions = {},
 ): void {
+  applySqliteMigrationSet(db, sqliteMigrations, options);
+}
+
+/**
+ * {@link applySqliteMigrations} with a chosen subset of the committed migrations (a profile such
+ * as the seed's): those left out stay pending in the journal.
+ *
+ * @param db - a drizzle database over better-sqlite3
+ * @param migrations - the migrations to apply, a subset of the committed ones, oldest first
+ * @param options - the keys table
+ */
+export function applySqliteMigrationSet(
+  db: AnyBetterSqliteDatabase,
+  migrations: readonly MigrationFile[],
+  options: SqliteMigrationOptions = {},
+): void {
   const client = db.$client;
   const name = sqliteTableName(options);
-  assertAdoptableSqliteKeysTable(client, options);
-  assertAdoptableBookkeeping(client, options);
-  const journal = migrationsTableName(name);
-  const migrations = sqliteMigrations;
-  const applied = (): JournalRow[] =>
-    tableExists(client, journal)
-      ? (client.prepare(`SELECT hash, created_at FROM "${journal}"`).all() as JournalRow[])
-      : [];
-  if (pendingMigrations(migrations, applied()).length === 0) return;
-  client
-    .transaction(() => {
-      const record = () =>
-        client.prepare(`INSERT INTO "${journal}" ("hash", "created_at") VALUES (?, ?)`);
-      if (!tableExists(client, journal)) {
-        client.exec(
-          `CREATE TABLE "${journal}" (id INTEGER PRIMARY KEY, hash text NOT NULL, created_at numeric)`,
-        );
-        // 0.1.0 only ever made the default table, so only its journal has records to carry over.
-        if (name === DEFAULT_TABLE_NAME) {
-          for (const migration of legacyJournalRows(migrations, legacyRows(client))) {
-            record().run(migration.hash, migration.folderMillis);
-          }
-        }
-      }
-      for (const migration of pendingMigrations(migrations, applied())) {
-        for (const statement of migration.sql) {
-          const renamed = renameMigrationStatement(statement, name, '`');
-          const added = addedColumn(renamed, '`');
-          const present =
-            added !== undefined &&
-            columnsOf(client, added.table).some((column) => column.name === added.column);
-          if (!present) client.exec(renamed);
-        }
-        record().run(migration.hash, migration.folderMillis);
-      }
-    })
-    .immediate();
+  const session = sessionOf(client);
+  runSync(adoptableKeysTable(name), session);
+  runSync(adoptableBookkeeping(name), session);
+  migrateSync(
+    {
+      ...sqliteMigrationStatements,
+      session,
+      locked: (run) => client.transaction(() => run(session)).immediate(),
+    },
+    sqliteMigrationPlan(name, migrations),
+  );
 }

@@ -12,7 +12,11 @@ import {
   assertAdoptableSqliteKeysTable,
   type SqliteMigrationOptions,
 } from './migrate.js';
-import { MAX_ANSWER_CACHE_SIZE, SqliteIdempotencyStore } from './store.js';
+import {
+  type AnyBetterSqliteDatabase,
+  MAX_ANSWER_CACHE_SIZE,
+  SqliteIdempotencyStore,
+} from './store.js';
 
 /** SQLite's `synchronous` levels. */
 export type SqliteSynchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
@@ -67,6 +71,71 @@ function assertOpenablePath(path: unknown): asserts path is string {
 }
 
 /**
+ * Opens (creating if needed) a SQLite file the way every SQLite entry point does: the path and
+ * options checked first, WAL journal, a busy timeout, the chosen `synchronous` level, the
+ * deployment check, then `migrate` on the open database. Nothing is written to a file that turns
+ * out not to be a SQLite database, or whose keys table is not the contract's. The caller owns the
+ * connection it answers; on any failure it is closed and the error named.
+ *
+ * @param path - the database file, or `:memory:`
+ * @param options - see {@link OpenSqliteStoreOptions} (the answer cache is the store's)
+ * @param migrate - brings the file's tables up to date
+ * @throws {@link DatabaseOpenError} for a missing directory, a directory, a file that is not a
+ * database, or a file that cannot be opened
+ * @throws {@link SchemaMismatchError} when a foreign `keys` table is in the way
+ */
+export function openSqliteDatabase(
+  path: string,
+  options: Omit<OpenSqliteStoreOptions, 'answerCacheSize'>,
+  migrate: (db: AnyBetterSqliteDatabase) => void,
+): AnyBetterSqliteDatabase {
+  const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
+  assertIntegerOption(busyTimeoutMs, 'busyTimeoutMs', 0, 2 ** 31 - 1);
+  const synchronous = options.synchronous ?? 'NORMAL';
+  if (!SYNCHRONOUS_LEVELS.includes(synchronous)) {
+    throw new InvalidOptionError(
+      `synchronous must be one of ${SYNCHRONOUS_LEVELS.join(', ')}, got ${String(synchronous)}`,
+    );
+  }
+  const table = options.table === undefined ? {} : { table: options.table };
+  assertOpenablePath(path);
+
+  let client: Database.Database;
+  try {
+    client = new Database(path, { timeout: busyTimeoutMs });
+  } catch (error) {
+    throw new DatabaseOpenError(`cannot open ${path}: ${(error as Error).message}`, error);
+  }
+  try {
+    const db = drizzle(client);
+    // Read before writing anything: this is where a file that is not a database fails.
+    client.prepare('SELECT count(*) FROM sqlite_master').get();
+    assertAdoptableSqliteKeysTable(client, table);
+    assertAdoptableBookkeeping(client, table);
+    client.pragma('journal_mode = WAL');
+    client.pragma(`synchronous = ${synchronous}`);
+    enforceDeployment(checkSqliteDeployment(client), options);
+    migrate(db);
+    return db;
+  } catch (error) {
+    client.close();
+    if (isSqliteError(error, 'SQLITE_CORRUPT')) {
+      throw new DatabaseOpenError(`cannot open ${path}: the database file is damaged`, error);
+    }
+    if (isSqliteError(error, 'SQLITE_NOTADB')) {
+      throw new DatabaseOpenError(`cannot open ${path}: the file is not a SQLite database`, error);
+    }
+    if (isSqliteError(error, 'SQLITE_READONLY') || isSqliteError(error, 'SQLITE_CANTOPEN')) {
+      throw new DatabaseOpenError(
+        `cannot open ${path} for writing: ${(error as Error).message}`,
+        error,
+      );
+    }
+    throw error;
+  }
+}
+
+/**
  * Opens (creating if needed) a SQLite file as an idempotency store: WAL journal, a busy timeout,
  * the chosen `synchronous` level, the deployment check (see `checkSqliteDeployment`: its warnings
  * go to `onDeploymentWarning`), then the migrations. `close()` closes the connection.
@@ -94,55 +163,19 @@ export function openSqliteStore<T = unknown>(
   path: string,
   options: OpenSqliteStoreOptions = {},
 ): SqliteIdempotencyStore<T> {
-  const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
-  assertIntegerOption(busyTimeoutMs, 'busyTimeoutMs', 0, 2 ** 31 - 1);
-  const synchronous = options.synchronous ?? 'NORMAL';
-  if (!SYNCHRONOUS_LEVELS.includes(synchronous)) {
-    throw new InvalidOptionError(
-      `synchronous must be one of ${SYNCHRONOUS_LEVELS.join(', ')}, got ${String(synchronous)}`,
-    );
-  }
   const answerCacheSize = options.answerCacheSize ?? 0;
   // Checked here too, so a bad value is refused before a file is created.
   assertIntegerOption(answerCacheSize, 'answerCacheSize', 0, MAX_ANSWER_CACHE_SIZE);
   const table = options.table === undefined ? {} : { table: options.table };
-  assertOpenablePath(path);
-
-  let client: Database.Database;
+  const db = openSqliteDatabase(path, options, (opened) => applySqliteMigrations(opened, table));
   try {
-    client = new Database(path, { timeout: busyTimeoutMs });
-  } catch (error) {
-    throw new DatabaseOpenError(`cannot open ${path}: ${(error as Error).message}`, error);
-  }
-  try {
-    const db = drizzle(client);
-    // Read before writing anything: this is where a file that is not a database fails.
-    client.prepare('SELECT count(*) FROM sqlite_master').get();
-    assertAdoptableSqliteKeysTable(client, table);
-    assertAdoptableBookkeeping(client, table);
-    client.pragma('journal_mode = WAL');
-    client.pragma(`synchronous = ${synchronous}`);
-    enforceDeployment(checkSqliteDeployment(client), options);
-    applySqliteMigrations(db, table);
     return new SqliteIdempotencyStore<T>(db, {
-      onClose: () => client.close(),
+      onClose: () => db.$client.close(),
       answerCacheSize,
       ...table,
     });
   } catch (error) {
-    client.close();
-    if (isSqliteError(error, 'SQLITE_CORRUPT')) {
-      throw new DatabaseOpenError(`cannot open ${path}: the database file is damaged`, error);
-    }
-    if (isSqliteError(error, 'SQLITE_NOTADB')) {
-      throw new DatabaseOpenError(`cannot open ${path}: the file is not a SQLite database`, error);
-    }
-    if (isSqliteError(error, 'SQLITE_READONLY') || isSqliteError(error, 'SQLITE_CANTOPEN')) {
-      throw new DatabaseOpenError(
-        `cannot open ${path} for writing: ${(error as Error).message}`,
-        error,
-      );
-    }
+    db.$client.close();
     throw error;
   }
 }
