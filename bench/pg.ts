@@ -36,7 +36,7 @@ export async function pgOps({ quick }: BenchSize): Promise<GroupResult> {
   const schema = `bench_${process.pid}`;
   const pool = new pg.Pool({ connectionString: URL, max: IN_FLIGHT });
   const store = await openPgStore<JsonObject>(pool, { schema });
-  const keys = pgKeysTable(schema);
+  const keys = pgKeysTable('keys', { schema });
   const db = drizzle(pool);
   const raw = {
     reserve: rawStatement(

@@ -1,3 +1,10 @@
+/**
+ * The core: the store contract and its types, the errors every store throws, the limits, and
+ * `sweep`. The HTTP layer is `drizzle-idempotency/http` (and one subpath per framework), the
+ * function wrapper `drizzle-idempotency/function`, each store its dialect's subpath.
+ *
+ * @module
+ */
 export type {
   DeploymentFinding,
   DeploymentReport,
@@ -21,12 +28,11 @@ export {
   UnserializableResponseError,
 } from './core/errors.js';
 export type { JsonValue } from './core/json.js';
-export { parseResponse, serializeResponse } from './core/json.js';
 export {
   DEFAULT_PENDING_LIMIT,
   MAX_PENDING_LIMIT,
 } from './core/lease.js';
-export { countByStatus, KeyStatus } from './core/status.js';
+export { KeyStatus } from './core/status.js';
 export type {
   AcquireOptions,
   AcquireResult,
@@ -55,8 +61,6 @@ export {
   MAX_WAIT_MS,
   MIN_WAIT_INTERVAL_MS,
 } from './core/wait.js';
-export * from './function/index.js';
-export * from './http/index.js';
 export type {
   SweepableStore,
   SweepOptions,
@@ -64,4 +68,4 @@ export type {
   SweepResult,
   SweepStop,
 } from './sweep.js';
-export { DEFAULT_BATCH_SIZE, sweep, validateSweepOptions } from './sweep.js';
+export { DEFAULT_BATCH_SIZE, sweep } from './sweep.js';

@@ -279,7 +279,7 @@ describe('the operator commands on PostgreSQL', () => {
   it('pending, show and release with --scope and hostile keys, pasted back through a shell', async () => {
     await withSchema(async (fresh) => {
       const store = await openPgStore(fresh.pool, {
-        table: pgKeysTable({ schema: fresh.schema }),
+        table: pgKeysTable('keys', { schema: fresh.schema }),
       });
       const lease = { expires: 1000, now: 100, leaseSeconds: 30 };
       const ids = [

@@ -3,12 +3,11 @@ import { drizzle } from 'drizzle-orm/mysql2';
 import mysql from 'mysql2/promise';
 import { afterEach, describe, expect, it } from 'vitest';
 import { InvalidDigestError, InvalidKeyError } from '../src/index.js';
+import { ER_LOCK_DEADLOCK, mysqlErrno } from '../src/mysql/errors.js';
 import {
   applyMysqlMigrations,
-  ER_LOCK_DEADLOCK,
   MYSQL_MAX_TEXT_BYTES,
   MysqlIdempotencyStore,
-  mysqlErrno,
   retryDeadlocks,
 } from '../src/mysql/index.js';
 import {

@@ -1,7 +1,7 @@
 import { drizzle } from 'drizzle-orm/mysql2';
 import mysql from 'mysql2/promise';
 import { afterEach, describe, expect, it } from 'vitest';
-import { InvalidOptionError, InvalidTimeError } from '../src/index.js';
+import { InvalidLimitError, InvalidOptionError, InvalidTimeError } from '../src/index.js';
 import { applyMysqlMigrations, MysqlIdempotencyStore } from '../src/mysql/index.js';
 import { tokenOf } from './contract/lease-contract.js';
 import { freshMysqlDatabase, type MysqlDatabase, mysqlUrl } from './support/mysql.js';
@@ -162,9 +162,7 @@ describe('MySQL fenced leases', () => {
       await expect(store.finish('k', 'd', 1, attempt)).rejects.toBeInstanceOf(InvalidOptionError);
       await expect(store.renew('k', 'd', attempt, 5)).rejects.toBeInstanceOf(InvalidOptionError);
     }
-    await expect(store.pendingKeys({ now: 0, limit: 0 })).rejects.toBeInstanceOf(
-      InvalidOptionError,
-    );
+    await expect(store.pendingKeys({ now: 0, limit: 0 })).rejects.toBeInstanceOf(InvalidLimitError);
     expect(await store.get('x')).toBeNull();
     expect(await store.get('k')).toMatchObject({
       status: 'pending',

@@ -159,7 +159,7 @@ describe('openMysqlStore and applyMysqlMigrations', () => {
   it('serialises 8 instances opening a fresh database at once', async () => {
     target = await freshMysqlDatabase(url, 1);
     const stores = await Promise.all(
-      Array.from({ length: 8 }, () => openMysqlStore(target.url, { connectionLimit: 2 })),
+      Array.from({ length: 8 }, () => openMysqlStore(target.url, { poolSize: 2 })),
     );
     try {
       const results = await Promise.all(stores.map((store) => store.reserve('race', 'd', 10)));
@@ -280,7 +280,7 @@ describe('openMysqlStore and applyMysqlMigrations', () => {
     for (const name of ['', 'a-b', 'x'.repeat(39), '1abc', 'k`s', 'é']) {
       expect(() => mysqlKeysTable(name)).toThrow(InvalidOptionError);
     }
-    await expect(openMysqlStore(nowhere, { connectionLimit: 0 })).rejects.toBeInstanceOf(
+    await expect(openMysqlStore(nowhere, { poolSize: 0 })).rejects.toBeInstanceOf(
       InvalidOptionError,
     );
     await expect(openMysqlStore('')).rejects.toBeInstanceOf(DatabaseOpenError);
@@ -304,7 +304,7 @@ describe('openMysqlStore and applyMysqlMigrations', () => {
 
   it('runs every connection of its own pool in strict sql_mode', async () => {
     target = await freshMysqlDatabase(url);
-    const store = await openMysqlStore(target.url, { connectionLimit: 3 });
+    const store = await openMysqlStore(target.url, { poolSize: 3 });
     try {
       const modes = await Promise.all(
         Array.from({ length: 3 }, () => store.db.execute(sql`SELECT @@SESSION.sql_mode AS mode`)),

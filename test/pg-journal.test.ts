@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { PgliteDatabase } from 'drizzle-orm/pglite';
 import { migrate } from 'drizzle-orm/pglite/migrator';
-import { quoteIdentifier } from '../src/pg/index.js';
+import { quoteIdentifier } from '../src/pg/identifier.js';
 import { sharedPglite, uniqueName } from './support/pg.js';
 import { describePgJournal } from './support/pg-journal-suite.js';
 

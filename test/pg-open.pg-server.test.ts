@@ -4,12 +4,8 @@ import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DatabaseOpenError, InvalidOptionError, SchemaMismatchError } from '../src/index.js';
 import { directNodePgClient } from '../src/pg/compile.js';
-import {
-  applyPgMigrations,
-  openPgStore,
-  PgIdempotencyStore,
-  quoteIdentifier,
-} from '../src/pg/index.js';
+import { quoteIdentifier } from '../src/pg/identifier.js';
+import { applyPgMigrations, openPgStore, PgIdempotencyStore } from '../src/pg/index.js';
 import { fixture, runTs } from './support/child.js';
 import {
   freshServerDatabase,
@@ -50,7 +46,7 @@ const MIGRATED = {
 describe('openPgStore on the real server', () => {
   it('creates the schema and table from a URL, and close() ends the pool it created', async () => {
     const schema = newSchema();
-    const store = await openPgStore<{ receipt: number }>(url, { schema, max: 2 });
+    const store = await openPgStore<{ receipt: number }>(url, { schema, poolSize: 2 });
     expect(await inspectSchema(adminDb, schema)).toEqual(MIGRATED);
     expect(await store.reserve('k', 'd', 10)).toBe(true);
     expect(await store.finish('k', 'd', { receipt: 3 })).toBe(true);
@@ -94,7 +90,7 @@ describe('openPgStore on the real server', () => {
 
   it('refuses bad options before connecting, and an unreachable server with DatabaseOpenError', async () => {
     await expect(openPgStore(url, { schema: '' })).rejects.toBeInstanceOf(InvalidOptionError);
-    await expect(openPgStore(url, { max: 0 })).rejects.toBeInstanceOf(InvalidOptionError);
+    await expect(openPgStore(url, { poolSize: 0 })).rejects.toBeInstanceOf(InvalidOptionError);
     await expect(openPgStore('')).rejects.toBeInstanceOf(DatabaseOpenError);
     await expect(openPgStore('postgres://postgres@127.0.0.1:1/test')).rejects.toBeInstanceOf(
       DatabaseOpenError,

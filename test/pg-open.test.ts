@@ -2,7 +2,8 @@ import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionError, SchemaMismatchError } from '../src/index.js';
 import { directNodePgClient } from '../src/pg/compile.js';
-import { applyPgMigrations, PgIdempotencyStore, quoteIdentifier } from '../src/pg/index.js';
+import { quoteIdentifier } from '../src/pg/identifier.js';
+import { applyPgMigrations, PgIdempotencyStore } from '../src/pg/index.js';
 import { readPgRows, sharedPglite, uniqueName } from './support/pg.js';
 import { inspectSchema } from './support/pg-inspect.js';
 

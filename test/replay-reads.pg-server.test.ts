@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { applyPgMigrations, PgIdempotencyStore, quoteIdentifier } from '../src/pg/index.js';
+import { quoteIdentifier } from '../src/pg/identifier.js';
+import { applyPgMigrations, PgIdempotencyStore } from '../src/pg/index.js';
 import { freshServerSchema, type ServerSchema, serverUrl } from './support/pg.js';
 import { httpReplays, REPLAY_DIGEST, storeReplays } from './support/replays.js';
 

@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { idempotent } from '../src/http/index.js';
-import { applyPgMigrations, PgIdempotencyStore, quoteIdentifier } from '../src/pg/index.js';
+import { quoteIdentifier } from '../src/pg/identifier.js';
+import { applyPgMigrations, PgIdempotencyStore } from '../src/pg/index.js';
 import { countedStore } from './support/counted-store.js';
 import { freshServerSchema, type ServerSchema, serverUrl } from './support/pg.js';
 import { deferred, until } from './support/waiting.js';

@@ -57,7 +57,7 @@ export async function openBunSqliteStore<T = unknown>(
     client.prepare('SELECT count(*) FROM sqlite_master').all();
     await applyBunSqliteMigrations(db, table);
     client.prepare('PRAGMA journal_mode = WAL').all();
-    return new BunSqliteIdempotencyStore<T>(db, { closeConnection: true, ...table });
+    return new BunSqliteIdempotencyStore<T>(db, { onClose: () => client.close(), ...table });
   } catch (error) {
     client.close();
     if (error instanceof IdempotencyError) throw error;

@@ -1,5 +1,6 @@
 import type { InValue } from '@libsql/client';
 import { AsyncIdempotencyStore, type KeyStatements, type StatsRow } from '../core/async-store.js';
+import { closeHook } from '../core/close-option.js';
 import type { KeyRow } from '../core/record.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
 import type { LibsqlStatement } from '../libsql/compile.js';
@@ -14,8 +15,16 @@ import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 /** Options of {@link BunSqliteIdempotencyStore}. */
 export interface BunSqliteStoreOptions {
   /**
-   * Whether `close()` also closes the database. Default `false`: a store built over your
-   * database leaves it open. `openBunSqliteStore` sets it to `true`.
+   * Called once by `close()`, e.g. `() => db.$client.close()` to close the database the store owns.
+   * By default `close()` leaves it alone: a store built over your database never closes it.
+   * `openBunSqliteStore` closes the database it opened.
+   */
+  readonly onClose?: () => unknown;
+  /**
+   * `true` closes the database on `close()`.
+   *
+   * @deprecated Use `onClose: () => db.$client.close()`, the close option of every store. Removed
+   * in 1.0.
    */
   readonly closeConnection?: boolean;
   /**
@@ -33,7 +42,7 @@ type Compiled = ReturnType<typeof compileQueries>;
 function bunStatements(
   client: BunSqliteDatabaseLike,
   queries: Compiled,
-  closeConnection: boolean,
+  onClose: (() => unknown) | undefined,
 ): KeyStatements {
   const prepared = new Map<string, BunSqliteStatementLike>();
   const on = (sql: string) => {
@@ -120,9 +129,7 @@ function bunStatements(
     },
     counts: async () => all(queries.counts, {}) as { status: string; count: number }[],
     stats: async (now) => all(queries.stats, { now }) as StatsRow[],
-    close: () => {
-      if (closeConnection) client.close();
-    },
+    close: () => onClose?.(),
   };
 }
 
@@ -157,7 +164,7 @@ export class BunSqliteIdempotencyStore<T = unknown>
    */
   constructor(db: AnyBunSqliteDatabase, options: BunSqliteStoreOptions = {}) {
     const queries = compileQueries(db, options.table ?? defaultKeys);
-    super(bunStatements(db.$client, queries, options.closeConnection ?? false));
+    super(bunStatements(db.$client, queries, closeHook(db.$client, options)));
     this.#db = db;
   }
 

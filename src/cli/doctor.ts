@@ -83,7 +83,7 @@ async function checkPg(
       throw cannotConnect(location, error);
     }
     return await checkPgDeployment(drizzle(pool), {
-      table: pgKeysTable({ name: location.table, schema: location.schema }),
+      table: pgKeysTable(location.table, { schema: location.schema }),
       prepare: location.prepare !== false,
     });
   } finally {

@@ -87,7 +87,7 @@ async function inspectSqlite(
       `no database at ${path}: create it with "${migrateHint(location)}"`,
     );
   }
-  const [{ default: Database }, { assertAdoptableKeysTable }, { sqliteKeysTable }] =
+  const [{ default: Database }, { assertAdoptableSqliteKeysTable }, { sqliteKeysTable }] =
     await Promise.all([
       import('better-sqlite3'),
       import('../sqlite/migrate.js'),
@@ -103,7 +103,7 @@ async function inspectSqlite(
     const exists = (name: string) =>
       client.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !==
       undefined;
-    assertAdoptableKeysTable(client, { table: sqliteKeysTable(location.table) });
+    assertAdoptableSqliteKeysTable(client, { table: sqliteKeysTable(location.table) });
     if (!exists(location.table)) throw missingTable(location);
     const journal = migrationsTableName(location.table);
     const rows = exists(journal)
@@ -139,7 +139,10 @@ async function openSqlite(
   const table = sqliteKeysTable(location.table);
   if (mode === 'read') {
     const client = await inspectSqlite(location);
-    const store = new SqliteIdempotencyStore(drizzle(client), { table, closeConnection: true });
+    const store = new SqliteIdempotencyStore(drizzle(client), {
+      table,
+      onClose: () => client.close(),
+    });
     return { store, close: async () => store.close() };
   }
   if (mode === 'write') (await inspectSqlite(location)).close();
@@ -187,7 +190,7 @@ async function openPg(
     }
     // Up to date, the store's own migrator only reads.
     const store = await openPgStore(pool, {
-      table: pgKeysTable({ name: location.table, schema: location.schema }),
+      table: pgKeysTable(location.table, { schema: location.schema }),
       prepare: location.prepare !== false,
     });
     return {

@@ -1,4 +1,4 @@
-import { StoreClosedError } from './errors.js';
+import { InvalidOptionError, StoreClosedError } from './errors.js';
 import { nextFencingToken } from './fencing-token.js';
 import { parseResponse, serializeResponse } from './json.js';
 import {
@@ -139,17 +139,26 @@ export interface KeyStatements {
 }
 
 /**
- * Checks the options of `pendingKeys`: `now` a finite time, `limit` within range (100 when not
- * given), `prefix` a well-formed string (`''` when not given); any truthy `stale` asks for the
- * stale rows only.
+ * Checks the options of `pendingKeys`, the same on every dialect: an object, `now` a finite time,
+ * `stale` a boolean (`false` when not given), `limit` within range (100 when not given), `prefix`
+ * a well-formed string (`''` when not given). Nothing is read loosely: `stale: 'no'` would
+ * otherwise list the stale rows only.
  *
+ * @throws {@link InvalidOptionError} for options that are not an object, or a `stale` that is not
+ * a boolean
  * @throws {@link InvalidTimeError} for a `now` that is not a finite number
- * @throws {@link InvalidOptionError} for a `limit` out of range
+ * @throws {@link InvalidLimitError} for a `limit` out of range
  */
 export function readPendingOptions(options: PendingKeysOptions): PendingQuery {
-  assertTime(options?.now, 'now');
-  const limit = pendingLimit(options.limit);
-  return { now: options.now, stale: Boolean(options.stale), limit, prefix: pendingPrefix(options) };
+  if (typeof options !== 'object' || options === null) {
+    throw new InvalidOptionError('pendingKeys takes { now, stale?, limit?, prefix? }');
+  }
+  const { now, stale = false } = options;
+  assertTime(now, 'now');
+  if (typeof stale !== 'boolean') {
+    throw new InvalidOptionError(`stale must be a boolean, got ${typeof stale}`);
+  }
+  return { now, stale, limit: pendingLimit(options.limit), prefix: pendingPrefix(options) };
 }
 
 /**

@@ -2,7 +2,7 @@ import { InvalidOptionError } from './errors.js';
 import { type KeyRow, readBoolean, readNumber, toRecord } from './record.js';
 import { KeyStatus } from './status.js';
 import type { AcquireOptions, AcquireResult, LeaseState, PendingKey } from './store.js';
-import { assertIntegerOption, assertTime } from './validation.js';
+import { assertIntegerOption, assertLimit, assertTime } from './validation.js';
 
 /** The most rows one `pendingKeys` call lists. */
 export const MAX_PENDING_LIMIT = 10_000;
@@ -53,11 +53,16 @@ export function renewalIntervalMs(leaseSeconds: number): number {
   return Math.min((leaseSeconds * 1000) / 3, MAX_TIMER_MS);
 }
 
-/** Checks `pendingKeys`' limit and returns it, 100 when not given. */
+/**
+ * Checks `pendingKeys`' limit and returns it, 100 when not given.
+ *
+ * @throws {@link InvalidLimitError} for a limit that is not an integer from 1 to
+ * {@link MAX_PENDING_LIMIT}
+ */
 export function pendingLimit(limit: unknown): number {
   const value = limit ?? DEFAULT_PENDING_LIMIT;
-  assertIntegerOption(value, 'limit', 1, MAX_PENDING_LIMIT);
-  return value as number;
+  assertLimit(value, MAX_PENDING_LIMIT);
+  return value;
 }
 
 /**

@@ -126,10 +126,13 @@ export interface PendingKeysOptions {
   readonly now: number;
   /**
    * Only the rows that need a look: lapsed, unrecorded, or unleased past their `expires`. Default
-   * `false`: every pending row.
+   * `false`: every pending row. Anything but a boolean is refused with `InvalidOptionError`.
    */
   readonly stale?: boolean;
-  /** At most this many rows, ascending by key: an integer from 1 to 10,000. Default 100. */
+  /**
+   * At most this many rows, ascending by key: an integer from 1 to 10,000, or `InvalidLimitError`.
+   * Default 100.
+   */
   readonly limit?: number;
   /**
    * Only the keys that start with this text, e.g. `storedId('client-7', '')` for one scope's keys.

@@ -101,15 +101,16 @@ function isIntegerIn(value: unknown, min: number, max: number): value is number 
 }
 
 /**
- * Asserts that `limit` is an integer from 1 to {@link MAX_LIMIT}. Booleans, floats, NaN, strings
- * and null are refused rather than coerced.
+ * Asserts that `limit` is an integer from 1 to `max` ({@link MAX_LIMIT} unless given). Booleans,
+ * floats, NaN, strings and null are refused rather than coerced. Every operation that takes a
+ * `limit` checks it here, so a bad one is the same error everywhere.
  *
  * @throws {@link InvalidLimitError} otherwise
  */
-export function assertLimit(limit: unknown): asserts limit is number {
-  if (!isIntegerIn(limit, 1, MAX_LIMIT)) {
+export function assertLimit(limit: unknown, max: number = MAX_LIMIT): asserts limit is number {
+  if (!isIntegerIn(limit, 1, max)) {
     throw new InvalidLimitError(
-      `limit must be an integer from 1 to ${MAX_LIMIT}, got ${describe(limit)}`,
+      `limit must be an integer from 1 to ${max}, got ${describe(limit)}`,
     );
   }
 }

@@ -1,11 +1,5 @@
 export type { Execution } from './execution.js';
-export type { FingerprintBody } from './fingerprint.js';
-export {
-  canonicalJson,
-  fingerprintBody,
-  fingerprintPath,
-  requestFingerprint,
-} from './fingerprint.js';
+export { fingerprintPath, requestFingerprint } from './fingerprint.js';
 export type { Decision, IdempotentExecutor } from './idempotent.js';
 export { idempotent, REPLAYED_HEADER } from './idempotent.js';
 export type { ParsedKey } from './key.js';
@@ -36,5 +30,5 @@ export {
 } from './problems.js';
 export type { HeaderValues, IdempotentRequest } from './request.js';
 export type { HttpResponse, StoredAnswer, WireResponse } from './response.js';
-export { DEFAULT_STORED_HEADERS, toWire } from './response.js';
+export { DEFAULT_STORED_HEADERS } from './response.js';
 export { storedId } from './scope.js';

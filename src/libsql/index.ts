@@ -1,6 +1,10 @@
 export { sqlitePushTables } from '../sqlite/push.js';
 export type { LibsqlMigrationOptions } from './migrate.js';
-export { applyLibsqlMigrations, assertAdoptableLibsqlTables } from './migrate.js';
+export {
+  applyLibsqlMigrations,
+  assertAdoptableLibsqlKeysTable,
+  assertAdoptableLibsqlTables,
+} from './migrate.js';
 export type { OpenLibsqlStoreOptions } from './open.js';
 export { openLibsqlStore } from './open.js';
 export type { SqliteKeysTable } from './schema.js';

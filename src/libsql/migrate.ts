@@ -32,16 +32,24 @@ function sessionOf(
 /**
  * Checks, without writing, that the keys table, the library's journal and the retention index's
  * name are free or already ours, on a libSQL database: the same checks, with the same verdicts,
- * as the better-sqlite3 store's `assertAdoptableKeysTable`.
+ * as the better-sqlite3 store's `assertAdoptableSqliteKeysTable`.
  *
  * @throws {@link SchemaMismatchError} naming what is in the way
  */
-export function assertAdoptableLibsqlTables(
+export function assertAdoptableLibsqlKeysTable(
   db: AnyLibsqlDatabase,
   options: LibsqlMigrationOptions = {},
 ): Promise<void> {
   return assertAdoptableSqliteTables(sessionOf(db.$client), options);
 }
+
+/**
+ * The former name of {@link assertAdoptableLibsqlKeysTable}, the same check.
+ *
+ * @deprecated Use `assertAdoptableLibsqlKeysTable`: every dialect's check is named
+ * `assertAdoptable<Dialect>KeysTable`. This name is removed in 1.0.
+ */
+export const assertAdoptableLibsqlTables = assertAdoptableLibsqlKeysTable;
 
 /**
  * Applies the committed SQLite migrations (the same files, journal and table naming as
@@ -72,7 +80,7 @@ export async function applyLibsqlMigrations(
   options: LibsqlMigrationOptions = {},
 ): Promise<void> {
   const client = db.$client;
-  await assertAdoptableLibsqlTables(db, options);
+  await assertAdoptableLibsqlKeysTable(db, options);
   await migrateAsync(
     {
       ...sqliteMigrationStatements,

@@ -94,7 +94,7 @@ export async function openLibsqlStore<T = unknown>(
     await applyLibsqlMigrations(db, table);
     // WAL is a property of the file, so setting it once serves every connection of the client.
     await client.execute('PRAGMA journal_mode = WAL');
-    return new LibsqlIdempotencyStore<T>(db, { closeConnection: true, ...table });
+    return new LibsqlIdempotencyStore<T>(db, { onClose: () => client.close(), ...table });
   } catch (error) {
     client.close();
     if (error instanceof IdempotencyError) throw error;

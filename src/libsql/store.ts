@@ -3,6 +3,7 @@ import { and, asc, eq, gt, inArray, isNull, lte, or, sql } from 'drizzle-orm';
 import type { LibSQLDatabase } from 'drizzle-orm/libsql';
 import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
 import { AsyncIdempotencyStore, type KeyStatements, type StatsRow } from '../core/async-store.js';
+import { closeHook } from '../core/close-option.js';
 import {
   expiredAnswer,
   idStartsWith,
@@ -24,8 +25,16 @@ export type AnyLibsqlDatabase = LibSQLDatabase<any> & { $client: Client };
 /** Options of {@link LibsqlIdempotencyStore}. */
 export interface LibsqlStoreOptions {
   /**
-   * Whether `close()` also closes the libSQL client. Default `false`: a store built over your
-   * database leaves your client open. `openLibsqlStore` sets it to `true`.
+   * Called once by `close()`, e.g. `() => db.$client.close()` to close the libSQL client the store owns.
+   * By default `close()` leaves it alone: a store built over your database never closes it.
+   * `openLibsqlStore` closes the client it opened.
+   */
+  readonly onClose?: () => unknown;
+  /**
+   * `true` closes the libSQL client on `close()`.
+   *
+   * @deprecated Use `onClose: () => db.$client.close()`, the close option of every store. Removed
+   * in 1.0.
    */
   readonly closeConnection?: boolean;
   /**
@@ -235,7 +244,7 @@ function rowsOf<Row>(result: ResultSet): Row[] {
 function libsqlStatements(
   client: Client,
   queries: ReturnType<typeof compileQueries>,
-  closeConnection: boolean,
+  onClose: (() => unknown) | undefined,
 ): KeyStatements {
   const queued = writeQueue(client);
   const read = (statement: InStatement): Promise<ResultSet> => client.execute(statement);
@@ -314,9 +323,7 @@ function libsqlStatements(
     counts: async () =>
       rowsOf<{ status: string; count: number }>(await read(queries.counts.bind({}))),
     stats: async (now) => rowsOf<StatsRow>(await read(queries.stats.bind({ now }))),
-    close: () => {
-      if (closeConnection) client.close();
-    },
+    close: () => onClose?.(),
   };
 }
 
@@ -366,9 +373,7 @@ export class LibsqlIdempotencyStore<T = unknown>
    */
   constructor(db: AnyLibsqlDatabase, options: LibsqlStoreOptions = {}) {
     const table = options.table ?? defaultKeys;
-    super(
-      libsqlStatements(db.$client, compileQueries(db, table), options.closeConnection ?? false),
-    );
+    super(libsqlStatements(db.$client, compileQueries(db, table), closeHook(db.$client, options)));
     this.#db = db;
     this.#table = table;
   }

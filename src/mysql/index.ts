@@ -1,12 +1,5 @@
-export type { MysqlDeploymentVariables } from './deployment.js';
-export { checkMysqlDeployment, mysqlDeploymentFindings } from './deployment.js';
-export {
-  ER_DUP_ENTRY,
-  ER_LOCK_DEADLOCK,
-  mysqlErrno,
-  retryDeadlocks,
-  TransactionDeadlockError,
-} from './errors.js';
+export { checkMysqlDeployment } from './deployment.js';
+export { retryDeadlocks, TransactionDeadlockError } from './errors.js';
 export type { MysqlMigrationOptions } from './migrate.js';
 export { applyMysqlMigrations, assertAdoptableMysqlKeysTable } from './migrate.js';
 export type { OpenMysqlStoreOptions } from './open.js';

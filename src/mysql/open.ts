@@ -12,6 +12,12 @@ export interface OpenMysqlStoreOptions extends MysqlMigrationOptions, Deployment
    * The most connections of the pool `openMysqlStore` creates from a URL. Default 10. Ignored when
    * you pass your own pool.
    */
+  readonly poolSize?: number;
+  /**
+   * The pool size under mysql2's name.
+   *
+   * @deprecated Use `poolSize`, the pool-size option of every `open*Store`. Removed in 1.0.
+   */
   readonly connectionLimit?: number;
 }
 
@@ -64,8 +70,13 @@ export async function openMysqlStore<T = unknown>(
   source: string | Pool,
   options: OpenMysqlStoreOptions = {},
 ): Promise<MysqlIdempotencyStore<T>> {
-  const connectionLimit = options.connectionLimit ?? 10;
-  assertIntegerOption(connectionLimit, 'connectionLimit', 1, 10_000);
+  const connectionLimit = options.poolSize ?? options.connectionLimit ?? 10;
+  assertIntegerOption(
+    connectionLimit,
+    options.poolSize === undefined ? 'connectionLimit' : 'poolSize',
+    1,
+    10_000,
+  );
   if (typeof source === 'string' && source.length === 0) {
     throw new DatabaseOpenError('the connection string must not be empty');
   }

@@ -1,12 +1,7 @@
 import { and, asc, eq, gt, inArray, isNotNull, isNull, lte, or, type SQL, sql } from 'drizzle-orm';
 import type { MySql2Database } from 'drizzle-orm/mysql2';
-import {
-  AsyncIdempotencyStore,
-  type KeyStatements,
-  type PendingQuery,
-} from '../core/async-store.js';
+import { AsyncIdempotencyStore, type KeyStatements } from '../core/async-store.js';
 import type { DeploymentReport } from '../core/deployment.js';
-import { InvalidOptionError } from '../core/errors.js';
 import {
   expiredAnswer,
   idStartsWith,
@@ -14,18 +9,11 @@ import {
   ownerRow,
   takeoverToken,
 } from '../core/key-conditions.js';
-import { pendingLimit, pendingPrefix } from '../core/lease.js';
 import type { KeyRow } from '../core/record.js';
 import { primaryOf } from '../core/replicas.js';
 import { KeyStatus } from '../core/status.js';
-import type {
-  AcquireOptions,
-  AcquireResult,
-  LeasedIdempotencyStore,
-  PendingKeysOptions,
-} from '../core/store.js';
+import type { AcquireOptions, AcquireResult, LeasedIdempotencyStore } from '../core/store.js';
 import { retentionIndexName } from '../core/table-name.js';
-import { assertTime } from '../core/validation.js';
 import { compileMysqlStatement, type WriteHeader } from './compile.js';
 import { checkMysqlDeployment } from './deployment.js';
 import { ER_DUP_ENTRY, mysqlErrno, retryDeadlocks } from './errors.js';
@@ -50,21 +38,6 @@ export interface MysqlStoreOptions extends MysqlTableOptions {
 }
 
 const p = sql.placeholder;
-
-// Stricter than the other dialects: options that are not an object, or a `stale` that is not a
-// boolean, are refused instead of read loosely.
-function readPendingOptions(options: PendingKeysOptions): PendingQuery {
-  if (typeof options !== 'object' || options === null) {
-    throw new InvalidOptionError('pendingKeys takes { now, stale?, limit?, prefix? }');
-  }
-  const { now, stale = false } = options;
-  assertTime(now, 'now');
-  const limit = pendingLimit(options.limit);
-  if (typeof stale !== 'boolean') {
-    throw new InvalidOptionError(`stale must be a boolean, got ${typeof stale}`);
-  }
-  return { now, stale, limit, prefix: pendingPrefix(options) };
-}
 
 // drizzle answers a write in a transaction with mysql2's [header, fields].
 function affected(result: unknown): number {
@@ -372,7 +345,6 @@ function mysqlStatements(
     counts: () => queries.counts.execute(),
     stats: (now) => queries.stats.execute({ now }),
     close: () => context.onClose?.(),
-    readPendingOptions,
   };
 }
 

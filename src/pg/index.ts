@@ -1,12 +1,16 @@
 export type { PgDeploymentOptions } from './deployment.js';
 export { checkPgDeployment } from './deployment.js';
-export { assertSchemaName, quoteIdentifier } from './identifier.js';
 export type { PgMigrationOptions } from './migrate.js';
 export { applyPgMigrations, assertAdoptablePgKeysTable } from './migrate.js';
 export type { OpenPgStoreOptions } from './open.js';
 export { openPgStore } from './open.js';
 export { pgPushTables } from './push.js';
-export type { PgKeysTable, PgKeysTableOptions, PgTableOptions } from './schema.js';
+export type {
+  PgKeysTable,
+  PgKeysTableOptions,
+  PgKeysTableSchemaOptions,
+  PgTableOptions,
+} from './schema.js';
 export { DEFAULT_PG_SCHEMA, keys, pgKeysTable } from './schema.js';
 export type { AnyPgDatabase, PgStoreOptions } from './store.js';
 export { PgIdempotencyStore } from './store.js';

@@ -13,6 +13,12 @@ export interface OpenPgStoreOptions extends PgMigrationOptions, DeploymentWarnin
    * The most connections of the pool `openPgStore` creates from a URL. Default 10. Ignored when
    * you pass your own pool.
    */
+  readonly poolSize?: number;
+  /**
+   * The pool size under node-postgres' name.
+   *
+   * @deprecated Use `poolSize`, the pool-size option of every `open*Store`. Removed in 1.0.
+   */
   readonly max?: number;
   /**
    * `false` sends unnamed statements, for a transaction pooler (PgBouncer in transaction mode,
@@ -55,8 +61,8 @@ export async function openPgStore<T = unknown>(
   options: OpenPgStoreOptions = {},
 ): Promise<PgIdempotencyStore<T>> {
   const { table } = resolvePgTable(options);
-  const max = options.max ?? 10;
-  assertIntegerOption(max, 'max', 1, 10_000);
+  const max = options.poolSize ?? options.max ?? 10;
+  assertIntegerOption(max, options.poolSize === undefined ? 'max' : 'poolSize', 1, 10_000);
   if (typeof source === 'string' && source.length === 0) {
     throw new DatabaseOpenError('the connection string must not be empty');
   }

@@ -1,6 +1,5 @@
 import { sql } from 'drizzle-orm';
 import { bigint, index, type PgTableFn, pgSchema, pgTable, text } from 'drizzle-orm/pg-core';
-import { InvalidOptionError } from '../core/errors.js';
 import {
   assertTableName,
   DEFAULT_TABLE_NAME,
@@ -9,7 +8,13 @@ import {
   retentionIndexName,
 } from '../core/table-name.js';
 import { assertSchemaName } from './identifier.js';
-import { DEFAULT_PG_SCHEMA, type PgKeysTableOptions, pgKeysColumns } from './schema.js';
+import {
+  DEFAULT_PG_SCHEMA,
+  type PgKeysTableOptions,
+  type PgKeysTableSchemaOptions,
+  pgKeysColumns,
+  pgTablePlace,
+} from './schema.js';
 
 /**
  * The library's tables on PostgreSQL as `drizzle-kit push` reads them back from a schema the
@@ -26,7 +31,9 @@ import { DEFAULT_PG_SCHEMA, type PgKeysTableOptions, pgKeysColumns } from './sch
  * For `drizzle-kit generate` keep exporting {@link pgKeysTable} (or `keys`), which describes the
  * exact DDL.
  *
- * @param options - the keys table's name and schema, as given to the store; default `keys` in `public`
+ * @param name - the keys table's name, as given to the store; default `keys`. The deprecated
+ *   object form `({ name, schema })` still works.
+ * @param options - the keys table's schema; default `public`
  * @throws {@link InvalidOptionError} for a name or schema the library cannot use
  * @example
  * ```ts
@@ -34,23 +41,25 @@ import { DEFAULT_PG_SCHEMA, type PgKeysTableOptions, pgKeysColumns } from './sch
  * export const { keys, journal } = pgPushTables();
  * ```
  */
-export function pgPushTables(options: PgKeysTableOptions = {}) {
-  if (typeof options !== 'object' || options === null) {
-    throw new InvalidOptionError('pgPushTables takes { name, schema }');
-  }
-  const { name = DEFAULT_TABLE_NAME, schema = DEFAULT_PG_SCHEMA } = options;
-  assertTableName(name);
+export function pgPushTables(
+  name?: string | PgKeysTableOptions,
+  options: PgKeysTableSchemaOptions = {},
+) {
+  const where = pgTablePlace('pgPushTables', name, options);
+  const tableName = where.name ?? DEFAULT_TABLE_NAME;
+  const schema = where.schema ?? DEFAULT_PG_SCHEMA;
+  assertTableName(tableName);
   assertSchemaName(schema);
   // drizzle refuses pgSchema('public'), as in pgKeysTable.
   const table = (schema === DEFAULT_PG_SCHEMA ? pgTable : pgSchema(schema).table) as PgTableFn<
     string | undefined
   >;
-  const keys = table(name, { ...pgKeysColumns(), id: text('id').primaryKey() }, (t) => [
-    index(retentionIndexName(name)).on(t.status, t.expires, t.id),
+  const keys = table(tableName, { ...pgKeysColumns(), id: text('id').primaryKey() }, (t) => [
+    index(retentionIndexName(tableName)).on(t.status, t.expires, t.id),
     // drizzle-kit's push compares indexes without their WHERE, so the real one is declared.
-    index(doneIdIndexName(name)).on(t.id, t.expires).where(sql`status = 'done'`),
+    index(doneIdIndexName(tableName)).on(t.id, t.expires).where(sql`status = 'done'`),
   ]);
-  const journal = table(migrationsTableName(name), {
+  const journal = table(migrationsTableName(tableName), {
     hash: text('hash').notNull(),
     createdAt: bigint('created_at', { mode: 'number' }).primaryKey(),
   });

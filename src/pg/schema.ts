@@ -50,49 +50,81 @@ export function pgKeysColumns() {
   };
 }
 
-/** Where {@link pgKeysTable} builds the keys table. */
-export interface PgKeysTableOptions {
-  /** The table's name: letters, digits and underscores, at most 38. Default `keys`. */
-  readonly name?: string;
+/** Where {@link pgKeysTable} builds the keys table, besides its name. */
+export interface PgKeysTableSchemaOptions {
   /** The PostgreSQL schema holding it. Default `public`. */
   readonly schema?: string;
 }
 
 /**
- * Builds the keys table under `name` in `schema`: exactly the columns of the contract plus the lease columns, `id` in the
- * byte-order "C" collation, and the retention index on `(status, expires, id)`, named after the
- * table (`<name>_status_expires_id_idx`) so two tables never clash. Export it from your
- * drizzle-kit schema if you keep your own migrations, and give it to the store as `{ table }`.
+ * The keys table's name and schema in one object.
  *
- * A string argument is read as the schema, as in 0.1.0.
+ * @deprecated Pass the name first: `pgKeysTable(name, { schema })`, as `sqliteKeysTable(name)` and
+ * `mysqlKeysTable(name)` take it. The object form is removed in 1.0.
+ */
+export interface PgKeysTableOptions extends PgKeysTableSchemaOptions {
+  /** The table's name: letters, digits and underscores, at most 38. Default `keys`. */
+  readonly name?: string;
+}
+
+/**
+ * Reads the arguments of {@link pgKeysTable} and `pgPushTables`: `(name, { schema })`, or the
+ * deprecated `({ name, schema })`.
  *
- * @param options - the table's name and schema; default `keys` in `public`
+ * @throws {@link InvalidOptionError} for arguments of neither form
+ */
+export function pgTablePlace(
+  caller: string,
+  name: string | PgKeysTableOptions | undefined,
+  options: PgKeysTableSchemaOptions,
+): PgKeysTableOptions {
+  const isObject = (value: unknown) => typeof value === 'object' && value !== null;
+  if (!isObject(options) || !(name === undefined || typeof name === 'string' || isObject(name))) {
+    throw new InvalidOptionError(`${caller} takes (name, { schema })`);
+  }
+  return typeof name === 'object' ? name : { schema: options.schema, name };
+}
+
+/**
+ * Builds the keys table `name` in `options.schema`: exactly the columns of the contract plus the
+ * lease columns, `id` in the byte-order "C" collation, and the retention index on
+ * `(status, expires, id)`, named after the table (`<name>_status_expires_id_idx`) so two tables
+ * never clash. Export it from your drizzle-kit schema if you keep your own migrations, and give it
+ * to the store as `{ table }`.
+ *
+ * The deprecated object form `pgKeysTable({ name, schema })` still works.
+ *
+ * @param name - the table's name: letters, digits and underscores, at most 38; default `keys`
+ * @param options - the schema holding it; default `public`
  * @throws {@link InvalidOptionError} for a name or schema the library cannot use
  * @example
  * ```ts
  * import { pgKeysTable } from 'drizzle-idempotency/pg';
- * export const idempotencyKeys = pgKeysTable({ name: 'idempotency_keys', schema: 'billing' });
+ * export const idempotencyKeys = pgKeysTable('idempotency_keys', { schema: 'billing' });
  * ```
  */
-export function pgKeysTable(options: PgKeysTableOptions | string = {}) {
-  const { name = DEFAULT_TABLE_NAME, schema = DEFAULT_PG_SCHEMA } =
-    typeof options === 'string' ? { schema: options } : options;
-  if (typeof options !== 'string' && (typeof options !== 'object' || options === null)) {
-    throw new InvalidOptionError('pgKeysTable takes { name, schema }');
-  }
-  assertTableName(name);
+export function pgKeysTable(
+  name?: string | PgKeysTableOptions,
+  options: PgKeysTableSchemaOptions = {},
+) {
+  const { name: tableName = DEFAULT_TABLE_NAME, schema = DEFAULT_PG_SCHEMA } = pgTablePlace(
+    'pgKeysTable',
+    name,
+    options,
+  );
+  assertTableName(tableName);
   assertSchemaName(schema);
   // drizzle refuses pgSchema('public'): tables of the default schema are built with pgTable.
   // Both builders make the same table; only the type of its `schema` differs.
   const table = (schema === DEFAULT_PG_SCHEMA ? pgTable : pgSchema(schema).table) as PgTableFn<
     string | undefined
   >;
-  return table(name, pgKeysColumns(), (t) => [
-    index(retentionIndexName(name)).on(t.status, t.expires, t.id),
+  return table(tableName, pgKeysColumns(), (t) => [
+    index(retentionIndexName(tableName)).on(t.status, t.expires, t.id),
     // Done rows in id order with their deadlines: a purge of a large backlog walks it from the
     // lowest id, checking `expires` in the index, instead of sorting the whole backlog. Partial,
     // so a reserve (a pending row) never writes to it.
-    index(doneIdIndexName(name)).on(t.id, t.expires).where(sql`status = 'done'`),
+    index(doneIdIndexName(tableName)).on(t.id, t.expires).where(sql`status = 'done'`),
   ]);
 }
 
@@ -118,7 +150,7 @@ export interface PgTableOptions {
    * `public`. With `table`, it may be left out; if given, it must be the table's schema.
    */
   readonly schema?: string;
-  /** The keys table, from `pgKeysTable({ name, schema })`. Default: `keys` in `schema`. */
+  /** The keys table, from `pgKeysTable(name, { schema })`. Default: `keys` in `schema`. */
   readonly table?: PgKeysTable;
 }
 
@@ -138,7 +170,7 @@ export function resolvePgTable(options: PgTableOptions): ResolvedPgTable {
   if (options.table === undefined) {
     const schema = options.schema ?? DEFAULT_PG_SCHEMA;
     assertSchemaName(schema);
-    return { table: pgKeysTable({ schema }), name: DEFAULT_TABLE_NAME, schema };
+    return { table: pgKeysTable(DEFAULT_TABLE_NAME, { schema }), name: DEFAULT_TABLE_NAME, schema };
   }
   const config = getTableConfig(options.table);
   const schema = config.schema ?? DEFAULT_PG_SCHEMA;

@@ -2,7 +2,11 @@ export type { SqlitePragmaSource } from './deployment.js';
 export { checkSqliteDeployment } from './deployment.js';
 export { SqliteGroupCommitStore } from './group-commit-store.js';
 export type { SqliteMigrationOptions } from './migrate.js';
-export { applySqliteMigrations, assertAdoptableKeysTable } from './migrate.js';
+export {
+  applySqliteMigrations,
+  assertAdoptableKeysTable,
+  assertAdoptableSqliteKeysTable,
+} from './migrate.js';
 export type { OpenSqliteStoreOptions, SqliteSynchronous } from './open.js';
 export { openSqliteStore } from './open.js';
 export { sqlitePushTables } from './push.js';

@@ -148,12 +148,20 @@ function sessionOf(client: BetterSqlite3.Database): MigrationSession<SqliteState
  *
  * @throws {@link SchemaMismatchError} naming what differs
  */
-export function assertAdoptableKeysTable(
+export function assertAdoptableSqliteKeysTable(
   client: BetterSqlite3.Database,
   options: SqliteMigrationOptions = {},
 ): void {
   runSync(adoptableKeysTable(sqliteTableName(options)), sessionOf(client));
 }
+
+/**
+ * The former name of {@link assertAdoptableSqliteKeysTable}, the same check.
+ *
+ * @deprecated Use `assertAdoptableSqliteKeysTable`: every dialect's check is named
+ * `assertAdoptable<Dialect>KeysTable`. This name is removed in 1.0.
+ */
+export const assertAdoptableKeysTable = assertAdoptableSqliteKeysTable;
 
 /**
  * Checks, without writing, that what the migrations record and create is free or already ours:
@@ -173,7 +181,7 @@ export function assertAdoptableBookkeeping(
 
 /**
  * Checks, without writing, that the keys table, the library's journal and the retention index's
- * name are free or already ours: the checks of {@link assertAdoptableKeysTable} and
+ * name are free or already ours: the checks of {@link assertAdoptableSqliteKeysTable} and
  * {@link assertAdoptableBookkeeping}, with the same verdicts, through any asynchronous SQLite
  * driver (libSQL, D1, bun:sqlite).
  *

@@ -9,7 +9,7 @@ import { checkSqliteDeployment } from './deployment.js';
 import {
   applySqliteMigrations,
   assertAdoptableBookkeeping,
-  assertAdoptableKeysTable,
+  assertAdoptableSqliteKeysTable,
   type SqliteMigrationOptions,
 } from './migrate.js';
 import {
@@ -110,7 +110,7 @@ export function openSqliteDatabase(
     const db = drizzle(client);
     // Read before writing anything: this is where a file that is not a database fails.
     client.prepare('SELECT count(*) FROM sqlite_master').get();
-    assertAdoptableKeysTable(client, table);
+    assertAdoptableSqliteKeysTable(client, table);
     assertAdoptableBookkeeping(client, table);
     client.pragma('journal_mode = WAL');
     client.pragma(`synchronous = ${synchronous}`);
@@ -170,7 +170,7 @@ export function openSqliteStore<T = unknown>(
   const db = openSqliteDatabase(path, options, (opened) => applySqliteMigrations(opened, table));
   try {
     return new SqliteIdempotencyStore<T>(db, {
-      closeConnection: true,
+      onClose: () => db.$client.close(),
       answerCacheSize,
       ...table,
     });

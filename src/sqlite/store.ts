@@ -3,6 +3,8 @@ import { and, asc, eq, gt, inArray, isNull, lte, or, sql } from 'drizzle-orm';
 import type { BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
 import { getTableConfig } from 'drizzle-orm/sqlite-core';
 import { AnswerCache } from '../core/answer-cache.js';
+import { readPendingOptions } from '../core/async-store.js';
+import { closeHook } from '../core/close-option.js';
 import type { DeploymentReport } from '../core/deployment.js';
 import { StoreClosedError } from '../core/errors.js';
 import { nextFencingToken } from '../core/fencing-token.js';
@@ -18,8 +20,6 @@ import {
   assertAttempt,
   existingOutcome,
   leaseDeadline,
-  pendingLimit,
-  pendingPrefix,
   readOutcome,
   toPendingKey,
 } from '../core/lease.js';
@@ -60,8 +60,16 @@ export type AnyBetterSqliteDatabase = BetterSQLite3Database<any> & {
 /** Options of {@link SqliteIdempotencyStore}. */
 export interface SqliteStoreOptions {
   /**
-   * Whether `close()` also closes the better-sqlite3 connection. Default `false`: a store built
-   * over your database leaves your connection open. `openSqliteStore` sets it to `true`.
+   * Called once by `close()`, e.g. `() => db.$client.close()` to close a connection the store
+   * owns. By default `close()` leaves the connection alone: a store built over your database
+   * never closes it. `openSqliteStore` closes the connection it opened.
+   */
+  readonly onClose?: () => void;
+  /**
+   * `true` closes the better-sqlite3 connection on `close()`.
+   *
+   * @deprecated Use `onClose: () => db.$client.close()`, the close option of every store. Removed
+   * in 1.0.
    */
   readonly closeConnection?: boolean;
   /**
@@ -401,7 +409,7 @@ export class SqliteIdempotencyStore<T = unknown> implements LeasedIdempotencySto
   readonly #queries: ReturnType<typeof prepareQueries>;
   readonly #hot: ReturnType<typeof compileHotQueries>;
   readonly #cache: AnswerCache | undefined;
-  readonly #closeConnection: boolean;
+  readonly #onClose: (() => unknown) | undefined;
   readonly #table: SqliteKeysTable;
   #closed = false;
 
@@ -417,7 +425,7 @@ export class SqliteIdempotencyStore<T = unknown> implements LeasedIdempotencySto
     this.#queries = prepareQueries(db, table);
     this.#hot = compileHotQueries(db, table);
     this.#cache = cacheSize > 0 ? new AnswerCache(cacheSize) : undefined;
-    this.#closeConnection = options.closeConnection ?? false;
+    this.#onClose = closeHook(db.$client, options);
     this.#table = table;
   }
 
@@ -543,14 +551,12 @@ export class SqliteIdempotencyStore<T = unknown> implements LeasedIdempotencySto
 
   /** {@inheritDoc LeasedIdempotencyStore.pendingKeys} */
   pendingKeys(options: PendingKeysOptions): PendingKey[] {
-    assertTime(options?.now, 'now');
-    const limit = pendingLimit(options.limit);
-    const prefix = pendingPrefix(options);
+    const { now, stale, limit, prefix } = readPendingOptions(options);
     const queries = this.#open();
-    const rows = options.stale
-      ? queries.stalePendingKeys.all({ now: options.now, limit, prefix })
+    const rows = stale
+      ? queries.stalePendingKeys.all({ now, limit, prefix })
       : queries.pendingKeys.all({ limit, prefix });
-    return rows.map((row) => toPendingKey(row, options.now));
+    return rows.map((row) => toPendingKey(row, now));
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.releasePending} */
@@ -699,6 +705,6 @@ export class SqliteIdempotencyStore<T = unknown> implements LeasedIdempotencySto
     if (this.#closed) return;
     this.#closed = true;
     this.#cache?.clear();
-    if (this.#closeConnection) this.#db.$client.close();
+    this.#onClose?.();
   }
 }

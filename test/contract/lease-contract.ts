@@ -3,6 +3,7 @@ import {
   type AcquireResult,
   InvalidDigestError,
   InvalidKeyError,
+  InvalidLimitError,
   InvalidOptionError,
   InvalidTimeError,
   type LeasedIdempotencyStore,
@@ -395,10 +396,34 @@ export function describeLeaseContract(dialect: string, makeHarness: HarnessFacto
           (async () => store.renew('k', 'd', attempt as number, 10))(),
         ).rejects.toBeInstanceOf(InvalidOptionError);
       }
-      await expect((async () => store.pendingKeys({ now: 1, limit: 0 }))()).rejects.toBeInstanceOf(
-        InvalidOptionError,
-      );
       expect(await h.rows()).toEqual([]);
+    });
+
+    it('refuses a bad pendingKeys limit with InvalidLimitError, as expired and purge do', async () => {
+      for (const limit of [0, -1, 1.5, 10_001, Number.NaN, '5', true]) {
+        await expect(
+          (async () => store.pendingKeys({ now: 1, limit: limit as number }))(),
+        ).rejects.toBeInstanceOf(InvalidLimitError);
+      }
+      expect(await store.pendingKeys({ now: 1, limit: 10_000 })).toEqual([]);
+    });
+
+    it('refuses a pendingKeys stale that is not a boolean, rather than reading it as truthy', async () => {
+      tokenOf(await store.acquire('live', 'd', LEASE));
+      for (const stale of ['no', 0, 1, null, {}]) {
+        await expect(
+          (async () => store.pendingKeys({ now: 1, stale: stale as boolean }))(),
+        ).rejects.toBeInstanceOf(InvalidOptionError);
+      }
+      for (const options of [null, 'now']) {
+        await expect(
+          (async () => store.pendingKeys(options as unknown as { now: number }))(),
+        ).rejects.toBeInstanceOf(InvalidOptionError);
+      }
+      expect((await store.pendingKeys({ now: 1, stale: false })).map((key) => key.key)).toEqual([
+        'live',
+      ]);
+      expect(await store.pendingKeys({ now: 1, stale: true })).toEqual([]);
     });
 
     it('gives exactly one acquired among concurrent takeovers of a lapsed key', async () => {

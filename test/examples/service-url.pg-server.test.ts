@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { describe, it } from 'vitest';
-import { quoteIdentifier } from '../../src/pg/index.js';
+import { quoteIdentifier } from '../../src/pg/identifier.js';
 import { serverUrl, uniqueName } from '../support/pg.js';
 import { exerciseService, type ServerDatabase } from './server-service.js';
 

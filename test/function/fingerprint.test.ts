@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidDigestError, payloadFingerprint } from '../../src/index.js';
+import { payloadFingerprint } from '../../src/function/index.js';
+import { InvalidDigestError } from '../../src/index.js';
 
 describe('payloadFingerprint', () => {
   it('gives the digest 0.1.0 gave (canonicalize package) for a plain payload', () => {

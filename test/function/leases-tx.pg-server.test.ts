@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CallSupersededError, makeIdempotent } from '../../src/index.js';
+import { CallSupersededError, makeIdempotent } from '../../src/function/index.js';
 import { applyPgMigrations, PgIdempotencyStore, pgTransaction } from '../../src/pg/index.js';
 import { freshServerSchema, type ServerSchema } from '../support/pg.js';
 import { deferred } from '../support/waiting.js';

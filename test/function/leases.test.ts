@@ -4,12 +4,11 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   CallInProgressError,
   CallSupersededError,
-  type IdempotencyStore,
-  type LeasedIdempotencyStore,
   makeIdempotent,
   payloadFingerprint,
   ResultNotRecordedError,
-} from '../../src/index.js';
+} from '../../src/function/index.js';
+import type { IdempotencyStore, LeasedIdempotencyStore } from '../../src/index.js';
 import { libsqlTransaction, openLibsqlStore } from '../../src/libsql/index.js';
 import { openSqliteStore, sqliteTransaction } from '../../src/sqlite/index.js';
 import { fileUrl } from '../support/libsql-harness.js';

@@ -1,14 +1,12 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   CallInProgressError,
-  type IdempotencyStore,
-  InvalidKeyError,
-  InvalidOptionError,
   makeIdempotent,
   PayloadMismatchError,
   ResultExpiredError,
   ResultNotRecordedError,
-} from '../../src/index.js';
+} from '../../src/function/index.js';
+import { type IdempotencyStore, InvalidKeyError, InvalidOptionError } from '../../src/index.js';
 import { openLibsqlStore } from '../../src/libsql/index.js';
 import { countedStore } from '../support/counted-store.js';
 import { type StoreFactory, storeFactories } from '../support/store-factories.js';

@@ -1,9 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  CallSupersededError,
-  type IdempotencyStore,
-  UnserializableResponseError,
-} from '../../src/index.js';
+import { CallSupersededError } from '../../src/function/index.js';
+import { type IdempotencyStore, UnserializableResponseError } from '../../src/index.js';
 
 /** One credit message: its id is the idempotency key. */
 export interface Message {

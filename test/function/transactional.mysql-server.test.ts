@@ -1,13 +1,12 @@
 import { count, eq, sql } from 'drizzle-orm';
 import { int, mysqlTable, varchar } from 'drizzle-orm/mysql-core';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CallSupersededError, makeIdempotent } from '../../src/index.js';
+import { CallSupersededError, makeIdempotent } from '../../src/function/index.js';
+import { ER_LOCK_DEADLOCK, mysqlErrno } from '../../src/mysql/errors.js';
 import {
   applyMysqlMigrations,
-  ER_LOCK_DEADLOCK,
   keys,
   MysqlIdempotencyStore,
-  mysqlErrno,
   mysqlKeysTable,
   mysqlTransaction,
   retryDeadlocks,

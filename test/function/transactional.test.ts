@@ -8,19 +8,20 @@ import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';
 import pg from 'pg';
 import postgres from 'postgres';
 import { describe, expect, it } from 'vitest';
-import { InvalidOptionError, makeIdempotent } from '../../src/index.js';
+import { makeIdempotent } from '../../src/function/index.js';
+import { InvalidOptionError } from '../../src/index.js';
 import {
   applyLibsqlMigrations,
   libsqlTransaction,
   openLibsqlStore,
 } from '../../src/libsql/index.js';
+import { quoteIdentifier } from '../../src/pg/identifier.js';
 import {
   type AnyPgDatabase,
   applyPgMigrations,
   PgIdempotencyStore,
   keys as pgDefaultKeys,
   pgTransaction,
-  quoteIdentifier,
 } from '../../src/pg/index.js';
 import {
   applySqliteMigrations,

@@ -1,9 +1,9 @@
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { canonicalJsonText, canonicalNumber } from '../../src/core/canonical-json.js';
+import { canonicalJson } from '../../src/http/fingerprint.js';
 import {
   BodyRefusedError,
-  canonicalJson,
   fingerprintPath,
   idempotent,
   MAX_KEY_LENGTH,

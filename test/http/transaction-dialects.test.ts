@@ -7,6 +7,7 @@ import {
   libsqlTransaction,
   openLibsqlStore,
 } from '../../src/libsql/index.js';
+import { quoteIdentifier } from '../../src/pg/identifier.js';
 import {
   type AnyPgDatabase,
   applyPgMigrations,
@@ -14,7 +15,6 @@ import {
   PgIdempotencyStore,
   keys as pgDefaultKeys,
   pgTransaction,
-  quoteIdentifier,
 } from '../../src/pg/index.js';
 import {
   applySqliteMigrations,

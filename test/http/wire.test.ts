@@ -12,8 +12,8 @@ import {
   idempotent,
   type OutcomeEvent,
   requestFingerprint,
-  toWire,
 } from '../../src/http/index.js';
+import { toWire } from '../../src/http/response.js';
 import type { IdempotencyStore } from '../../src/index.js';
 import { type StoreFactory, storeFactories } from '../support/store-factories.js';
 

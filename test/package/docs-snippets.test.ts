@@ -92,8 +92,11 @@ describe('documentation snippets', () => {
       compilerOptions: { ...base.compilerOptions, noEmit: true, paths: publicPaths() },
       files: [
         join(repoRoot, 'test', 'package', 'docs-prelude.ts'),
-        // The type-level tests ride along, so a plain vitest run enforces them too.
-        join(repoRoot, 'test', 'types', 'public-types.test.ts'),
+        // The type-level tests ride along, so a plain vitest run enforces them too: an
+        // `expectTypeOf` assertion does nothing at run time, only the compiler checks it.
+        ...readdirSync(join(repoRoot, 'test', 'types'))
+          .filter((name) => name.endsWith('.ts'))
+          .map((name) => join(repoRoot, 'test', 'types', name)),
         ...[...byFile.keys()].map((name) => join(dir, name)),
       ],
     };

@@ -53,6 +53,29 @@ console.log(JSON.stringify(out));
 
 type Loaded = Record<string, { file: string; exports: string[] }>;
 
+// What each entry must not export: the root is the core only (the HTTP layer and the function
+// wrapper have their own subpaths), and no entry exports the library's internals.
+const NOT_EXPORTED: Record<string, string[]> = {
+  'drizzle-idempotency': [
+    'idempotent',
+    'makeIdempotent',
+    'requestFingerprint',
+    'KeyReusedError',
+    'countByStatus',
+    'validateSweepOptions',
+    'parseResponse',
+    'serializeResponse',
+  ],
+  'drizzle-idempotency/http': ['toWire', 'canonicalJson', 'fingerprintBody'],
+  'drizzle-idempotency/pg': ['quoteIdentifier', 'assertSchemaName'],
+  'drizzle-idempotency/mysql': [
+    'ER_DUP_ENTRY',
+    'ER_LOCK_DEADLOCK',
+    'mysqlErrno',
+    'mysqlDeploymentFindings',
+  ],
+};
+
 describe('the packed package installed in an application', () => {
   it('loads every subpath with require and with import, each from its own build, alike', async () => {
     const names = subpaths();
@@ -70,6 +93,12 @@ describe('the packed package installed in an application', () => {
       expect(required[name]?.exports.length, name).toBeGreaterThan(0);
       expect(required[name]?.exports, name).toEqual(imported[name]?.exports);
     }
+    for (const [name, left] of Object.entries(NOT_EXPORTED)) {
+      for (const internal of left) expect(required[name]?.exports, name).not.toContain(internal);
+    }
+    expect(required['drizzle-idempotency']?.exports).toEqual(
+      expect.arrayContaining(['IdempotencyError', 'InvalidLimitError', 'KeyStatus', 'sweep']),
+    );
   });
 
   it('shares one error class between subpaths under require, so instanceof holds', async () => {
@@ -136,7 +165,7 @@ export const orders = sqliteTable('orders', { id: integer('id').primaryKey(), it
         `import { pgKeysTable } from 'drizzle-idempotency/pg';
 export const billing = pgSchema('billing');
 export const keys = pgTable('keys', { id: integer('id').primaryKey(), owner: text('owner').notNull() });
-export const idempotencyKeys = pgKeysTable({ name: '${table}', schema: 'billing' });`;
+export const idempotencyKeys = pgKeysTable('${table}', { schema: 'billing' });`;
   return `import { integer, pgSchema, pgTable, text } from 'drizzle-orm/pg-core';
 ${keysTable}
 export const orders = pgTable('orders', { id: integer('id').primaryKey(), item: text('item').notNull() });
@@ -183,7 +212,7 @@ import { drizzle } from 'drizzle-orm/pglite';
 import { migrate } from 'drizzle-orm/pglite/migrator';
 import { applyPgMigrations, PgIdempotencyStore, pgKeysTable } from 'drizzle-idempotency/pg';
 const [migrationsFolder, name] = process.argv.slice(2);
-const table = pgKeysTable(name === 'keys' ? {} : { name, schema: 'billing' });
+const table = name === 'keys' ? pgKeysTable() : pgKeysTable(name, { schema: 'billing' });
 const client = new PGlite();
 const db = drizzle(client);
 await migrate(db, { migrationsFolder });
@@ -285,7 +314,7 @@ const reserved = await store.reserve('order-1', 'digest-1', 100);
 const finished = await store.finish('order-1', 'digest-1', { charged: 5 });
 const [row] = await db.select().from(keys).where(eq(keys.id, 'order-1'));
 await pool.end();
-const opened = await openPgStore(url, { max: 1 });
+const opened = await openPgStore(url, { poolSize: 1 });
 const replayed = await opened.fetch('order-1', 50);
 const again = await opened.reserve('order-1', 'digest-1', 100);
 await opened.close();

@@ -202,7 +202,7 @@ ${ORDERS.sqlite}
 // The 0.1.0 fixture holds done-1 (answer { receipt: 1 }) and pending-1.
 const PG_OPEN = `
 import { openPgStore } from 'drizzle-idempotency/pg';
-const store = await openPgStore(process.argv[2], { max: 1 });
+const store = await openPgStore(process.argv[2], { poolSize: 1 });
 console.log(JSON.stringify(await store.fetch('done-1', 1000)));
 await store.close();
 `;
@@ -210,7 +210,7 @@ await store.close();
 const PG_SEED = `
 import { openPgStore } from 'drizzle-idempotency/pg';
 const [url, schema] = process.argv.slice(2);
-const store = await openPgStore(url, { schema, max: 1 });
+const store = await openPgStore(url, { schema, poolSize: 1 });
 await store.reserve('done-1', 'fp', 1e10);
 await store.finish('done-1', 'fp', { charged: 5 });
 await store.reserve('pending-1', 'fp', 1e10);

@@ -1,10 +1,6 @@
 import { sql } from 'drizzle-orm';
-import {
-  applyPgMigrations,
-  PgIdempotencyStore,
-  pgTransaction,
-  quoteIdentifier,
-} from '../../src/pg/index.js';
+import { quoteIdentifier } from '../../src/pg/identifier.js';
+import { applyPgMigrations, PgIdempotencyStore, pgTransaction } from '../../src/pg/index.js';
 import { freshServerSchema, readPgRows } from '../support/pg.js';
 import type { TransactionalModelTarget } from './commands.js';
 

@@ -9,7 +9,8 @@ import { expressIdempotency, keepRawBody } from '../../src/http/express.js';
 import { fastifyIdempotency } from '../../src/http/fastify.js';
 import { fetchIdempotency } from '../../src/http/fetch.js';
 import { honoIdempotency } from '../../src/http/hono.js';
-import { type IdempotentOptions, idempotent, toWire } from '../../src/http/index.js';
+import { type IdempotentOptions, idempotent } from '../../src/http/index.js';
+import { toWire } from '../../src/http/response.js';
 import type { IdempotencyStore } from '../../src/index.js';
 
 /** What the test handler answers: JSON by default, or text, or bytes. */

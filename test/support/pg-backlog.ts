@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
-import { type AnyPgDatabase, applyPgMigrations, quoteIdentifier } from '../../src/pg/index.js';
+import { quoteIdentifier } from '../../src/pg/identifier.js';
+import { type AnyPgDatabase, applyPgMigrations } from '../../src/pg/index.js';
 import { queryRows } from '../../src/pg/migrate.js';
 import { type Backlog, SWEEP_NOW, type Tally } from './backlog.js';
 

@@ -5,12 +5,12 @@ import { fileURLToPath } from 'node:url';
 import { sql } from 'drizzle-orm';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { describe, expect, it } from 'vitest';
+import { quoteIdentifier } from '../../src/pg/identifier.js';
 import {
   type AnyPgDatabase,
   applyPgMigrations,
   PgIdempotencyStore,
   pgKeysTable,
-  quoteIdentifier,
 } from '../../src/pg/index.js';
 import { queryRows } from '../../src/pg/migrate.js';
 import { appMigrationsFolder, NEWER_THAN_OURS, OLDER_THAN_OURS } from './app-migrations.js';
@@ -298,7 +298,7 @@ export function describePgJournal(name: string, fresh: () => Promise<JournalTarg
       const target = await fresh();
       try {
         const { db, schema } = target;
-        const table = pgKeysTable({ name: 'idem_keys', schema });
+        const table = pgKeysTable('idem_keys', { schema });
         await applyPgMigrations(db, { schema });
         await applyPgMigrations(db, { table });
         const first = new PgIdempotencyStore(db, { schema });

@@ -1,7 +1,8 @@
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { sweep } from '../../src/index.js';
-import { type AnyPgDatabase, PgIdempotencyStore, quoteIdentifier } from '../../src/pg/index.js';
+import { quoteIdentifier } from '../../src/pg/identifier.js';
+import { type AnyPgDatabase, PgIdempotencyStore } from '../../src/pg/index.js';
 import { type Backlog, SWEEP_NOW } from './backlog.js';
 import { uniqueName } from './pg.js';
 import { seedPgBacklog, tallyPg } from './pg-backlog.js';

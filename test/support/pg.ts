@@ -6,12 +6,12 @@ import { drizzle as drizzlePostgresJs } from 'drizzle-orm/postgres-js';
 import pg from 'pg';
 import postgres from 'postgres';
 import { afterAll } from 'vitest';
+import { quoteIdentifier } from '../../src/pg/identifier.js';
 import {
   type AnyPgDatabase,
   applyPgMigrations,
   PgIdempotencyStore,
   pgKeysTable,
-  quoteIdentifier,
 } from '../../src/pg/index.js';
 import { queryRows } from '../../src/pg/migrate.js';
 import type { HarnessFactory, RawRow } from '../contract/harness.js';
@@ -148,7 +148,7 @@ function schemaHarness(
   storeOptions: { readonly prepare?: boolean } = {},
 ): HarnessFactory {
   const schema = uniqueName('c');
-  const table = pgKeysTable({ name, schema });
+  const table = pgKeysTable(name, { schema });
   const migrated = once(
     async () => {
       const db = await shared();

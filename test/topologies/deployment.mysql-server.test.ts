@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { DeploymentFinding } from '../../src/index.js';
-import { mysqlDeploymentFindings, openMysqlStore } from '../../src/mysql/index.js';
+import { mysqlDeploymentFindings } from '../../src/mysql/deployment.js';
+import { openMysqlStore } from '../../src/mysql/index.js';
 import { idem, jsonLine } from '../support/cli.js';
 import { freshMysqlDatabase, mysqlUrl } from '../support/mysql.js';
 
@@ -12,7 +13,7 @@ describe('the deployment check on MySQL/MariaDB', () => {
     const warnings: DeploymentFinding[] = [];
     try {
       const store = await openMysqlStore(fresh.url, {
-        connectionLimit: 1,
+        poolSize: 1,
         onDeploymentWarning: (finding) => warnings.push(finding),
       });
       try {

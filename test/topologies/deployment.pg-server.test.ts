@@ -1,7 +1,8 @@
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { type DeploymentFinding, DeploymentRefusedError } from '../../src/index.js';
-import { applyPgMigrations, openPgStore, quoteIdentifier } from '../../src/pg/index.js';
+import { quoteIdentifier } from '../../src/pg/identifier.js';
+import { applyPgMigrations, openPgStore } from '../../src/pg/index.js';
 import { queryRows } from '../../src/pg/migrate.js';
 import { idem, jsonLine } from '../support/cli.js';
 import { freshServerSchema, type ServerSchema, serverUrl } from '../support/pg.js';
@@ -81,7 +82,7 @@ describe('the deployment check on PostgreSQL', () => {
       const warnings: DeploymentFinding[] = [];
       const store = await openPgStore(withSessionSetting(url, 'synchronous_commit=off'), {
         schema: fresh.schema,
-        max: 1,
+        poolSize: 1,
         onDeploymentWarning: (finding) => warnings.push(finding),
       });
       try {
@@ -104,7 +105,7 @@ describe('the deployment check on PostgreSQL', () => {
       const warnings: DeploymentFinding[] = [];
       const store = await openPgStore(url, {
         schema: fresh.schema,
-        max: 1,
+        poolSize: 1,
         onDeploymentWarning: (finding) => warnings.push(finding),
       });
       try {

@@ -151,7 +151,7 @@ if (pgbouncerBinary() === undefined) {
             stores.push(
               ...(await Promise.all(
                 Array.from({ length: 8 }, () =>
-                  openPgStore(target, { schema: direct.schema, prepare, max: 2 }),
+                  openPgStore(target, { schema: direct.schema, prepare, poolSize: 2 }),
                 ),
               )),
             );
@@ -251,7 +251,7 @@ if (pgbouncerBinary() === undefined) {
         const warnings: DeploymentFinding[] = [];
         const opened = await openPgStore(await bouncerUrl(), {
           schema: direct.schema,
-          max: 1,
+          poolSize: 1,
           onDeploymentWarning: (found) => warnings.push(found),
         });
         await opened.close();

@@ -6,11 +6,13 @@ import { getTableName } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { getTableConfig } from 'drizzle-orm/pg-core';
 import { describe, expect, expectTypeOf, it } from 'vitest';
+import type * as fn from '../../src/function/index.js';
+import type { IdempotentResult } from '../../src/http/index.js';
+import * as http from '../../src/http/index.js';
 import type {
   AcquireResult,
   IdempotencyRecord,
   IdempotencyStore,
-  IdempotentResult,
   JsonValue,
   KeyStatus,
   LeasedIdempotencyStore,
@@ -19,6 +21,7 @@ import type {
   StatusCounts,
   SweepStop,
 } from '../../src/index.js';
+import * as root from '../../src/index.js';
 import type { LibsqlIdempotencyStore } from '../../src/libsql/index.js';
 import {
   type PgIdempotencyStore,
@@ -115,7 +118,7 @@ describe('the public types', () => {
 
   it('a renamed table keeps the row type and its name, and goes to its own dialect only', () => {
     const sqliteTable = sqliteKeysTable('idempotency_keys');
-    const pgTable = pgKeysTable({ name: 'idempotency_keys', schema: 'billing' });
+    const pgTable = pgKeysTable('idempotency_keys', { schema: 'billing' });
     expectTypeOf<typeof sqliteTable.$inferSelect>().toEqualTypeOf<KeyRow>();
     expectTypeOf<typeof pgTable.$inferSelect>().toEqualTypeOf<KeyRow>();
     expectTypeOf<(typeof sqliteTable)['_']['name']>().toEqualTypeOf<'idempotency_keys'>();
@@ -129,8 +132,10 @@ describe('the public types', () => {
   });
 
   it('store options accept their documented fields and refuse wrong ones', () => {
-    expectTypeOf({ closeConnection: true, answerCacheSize: 100 }).toExtend<SqliteStoreOptions>();
-    expectTypeOf<{ closeConnection: 'yes' }>().not.toExtend<SqliteStoreOptions>();
+    expectTypeOf({ onClose: () => undefined, answerCacheSize: 100 }).toExtend<SqliteStoreOptions>();
+    expectTypeOf<{ onClose: 'yes' }>().not.toExtend<SqliteStoreOptions>();
+    // The deprecated spelling still compiles.
+    expectTypeOf({ closeConnection: true }).toExtend<SqliteStoreOptions>();
     expectTypeOf<{ answerCacheSize: string }>().not.toExtend<SqliteStoreOptions>();
     expectTypeOf({
       busyTimeoutMs: 1000,
@@ -187,5 +192,29 @@ describe('the public types', () => {
         response: { status: 200, headers: {}, body: undefined },
       }),
     ).toBe('executed');
+  });
+
+  it('the root is the core only; the HTTP layer and the wrapper keep their own subpaths', () => {
+    expectTypeOf<typeof root>().toHaveProperty('sweep');
+    expectTypeOf<typeof root>().toHaveProperty('InvalidLimitError');
+    expectTypeOf<typeof root>().not.toHaveProperty('idempotent');
+    expectTypeOf<typeof root>().not.toHaveProperty('makeIdempotent');
+    expectTypeOf<typeof root>().not.toHaveProperty('countByStatus');
+    expectTypeOf<typeof http>().toHaveProperty('idempotent');
+    expectTypeOf<typeof http>().not.toHaveProperty('toWire');
+    expectTypeOf<typeof fn>().toHaveProperty('makeIdempotent');
+    expect(Object.keys(root)).not.toContain('idempotent');
+    expect(Object.keys(http)).toContain('idempotent');
+  });
+
+  it('pgKeysTable takes the name first, as the other dialects do', () => {
+    const table = pgKeysTable('idempotency_keys', { schema: 'billing' });
+    expectTypeOf<Parameters<typeof pgKeysTable>[0]>().toExtend<
+      string | { name?: string; schema?: string } | undefined
+    >();
+    expectTypeOf<Parameters<typeof pgKeysTable>[1]>().toEqualTypeOf<
+      { readonly schema?: string } | undefined
+    >();
+    expect(getTableName(table)).toBe('idempotency_keys');
   });
 });
