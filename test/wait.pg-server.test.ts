@@ -3,7 +3,7 @@ import { idempotent } from '../src/http/index.js';
 import { applyPgMigrations, PgIdempotencyStore, quoteIdentifier } from '../src/pg/index.js';
 import { countedStore } from './support/counted-store.js';
 import { freshServerSchema, type ServerSchema, serverUrl } from './support/pg.js';
-import { deferred, until } from './support/waiting.js';
+import { deferred, until, watched } from './support/waiting.js';
 
 const url = serverUrl() as string;
 
@@ -55,25 +55,32 @@ describe('waiting duplicates on the PostgreSQL server', () => {
     };
     const owner = layer.handle(request, handler);
     await until(() => runs === 1);
-    const waiters = Array.from({ length: WAITERS }, () => layer.handle(request, handler));
+    const waiters = Array.from({ length: WAITERS }, () => watched(layer.handle(request, handler)));
+    // A duplicate that does not wait answers at once (409): none may answer before the release.
+    const answered = () => waiters.some((waiter) => waiter.settled());
     try {
       // Every waiter made its one claim (a write, before the wait).
-      await until(() => counted.calls('acquire') >= WAITERS + 1);
+      await until(() => counted.calls('acquire') >= WAITERS + 1 || answered());
+      expect(answered()).toBe(false);
       const held = await version();
       expect(held?.status).toBe('pending');
       // Then, while the owner holds its lease, they only read: the row keeps its version and no
       // lock is taken on it. Waiters polling with writes end this wait through their acquires.
       await until(
-        () => counted.calls('get') >= 3 * WAITERS || counted.calls('acquire') > 3 * WAITERS,
+        () =>
+          counted.calls('get') >= 3 * WAITERS ||
+          counted.calls('acquire') > 3 * WAITERS ||
+          answered(),
       );
       expect(await version()).toEqual(held);
       expect(counted.calls('acquire')).toBe(WAITERS + 1);
+      expect(answered()).toBe(false);
     } finally {
       // Settled before the schema is dropped, whatever the checks found.
       gate.resolve();
-      await Promise.allSettled([owner, ...waiters]);
+      await Promise.allSettled([owner, ...waiters.map((waiter) => waiter.promise)]);
     }
-    const results = await Promise.all(waiters);
+    const results = await Promise.all(waiters.map((waiter) => waiter.promise));
     expect((await owner).outcome).toBe('executed');
     expect(results.every((result) => result.outcome === 'replayed')).toBe(true);
     expect(runs).toBe(1);

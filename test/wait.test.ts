@@ -9,7 +9,7 @@ import {
 } from '../src/index.js';
 import { countedStore } from './support/counted-store.js';
 import { type StoreFactory, storeFactories } from './support/store-factories.js';
-import { deferred, until } from './support/waiting.js';
+import { deferred, until, type Watched, watched } from './support/waiting.js';
 
 const factories = storeFactories();
 
@@ -41,26 +41,35 @@ function describeWaiting(factory: StoreFactory): void {
     });
 
     // Holds an owner while WAITERS duplicates wait behind it: they must be seen waiting (reading
-    // the row, again and again), make no write in the meantime, and all get the owner's answer.
+    // the row, again and again, none of them answering), make no write in the meantime, and all
+    // get the owner's answer once the test releases it.
     async function expectReadOnlyWait(
       counted: ReturnType<typeof countedStore<IdempotencyStore<unknown>>>,
+      waiters: readonly Watched<unknown>[],
       release: () => void,
       settled: () => Promise<unknown[]>,
     ): Promise<void> {
       const writes = () => WRITES.reduce((sum, operation) => sum + counted.calls(operation), 0);
+      const answered = () => waiters.some((waiter) => waiter.settled());
       // Every waiter claimed once (one write each, plus the owner's) and the crowd then read the
       // row at least twice per waiter: the wait was entered. Polling with writes shows up as
-      // more acquires instead, and stops the wait at once.
+      // more acquires instead, and stops the wait at once; a duplicate that does not wait answers.
       await until(
         () =>
           (counted.calls('acquire') === WAITERS + 1 && counted.calls('get') >= 2 * WAITERS) ||
-          counted.calls('acquire') > 3 * WAITERS,
+          counted.calls('acquire') > 3 * WAITERS ||
+          answered(),
       );
+      expect(answered()).toBe(false);
       expect(counted.calls('acquire')).toBe(WAITERS + 1);
       const before = writes();
       const reads = counted.calls('get');
-      await until(() => counted.calls('get') >= reads + 2 * WAITERS || writes() > before);
+      await until(
+        () => counted.calls('get') >= reads + 2 * WAITERS || writes() > before || answered(),
+      );
       expect(writes()).toBe(before);
+      // Still in the wait: no duplicate answers before the owner is released.
+      expect(answered()).toBe(false);
       release();
       await settled();
       // The owner's finish is the only write after the claims: the waiters replay from a read.
@@ -85,12 +94,13 @@ function describeWaiting(factory: StoreFactory): void {
       );
       const owner = job('k');
       await until(() => runs === 1);
-      const waiters = Array.from({ length: WAITERS }, () => job('k'));
+      const waiters = Array.from({ length: WAITERS }, () => watched(job('k')));
       await expectReadOnlyWait(
         counted,
+        waiters,
         () => gate.resolve('result'),
         async () => {
-          expect(await Promise.all([owner, ...waiters])).toEqual(
+          expect(await Promise.all([owner, ...waiters.map((waiter) => waiter.promise)])).toEqual(
             Array.from({ length: WAITERS + 1 }, () => 'result'),
           );
           return [];
@@ -114,12 +124,15 @@ function describeWaiting(factory: StoreFactory): void {
       };
       const owner = layer.handle(request, handler);
       await until(() => runs === 1);
-      const waiters = Array.from({ length: WAITERS }, () => layer.handle(request, handler));
+      const waiters = Array.from({ length: WAITERS }, () =>
+        watched(layer.handle(request, handler)),
+      );
       await expectReadOnlyWait(
         counted,
+        waiters,
         () => gate.resolve(),
         async () => {
-          const results = await Promise.all(waiters);
+          const results = await Promise.all(waiters.map((waiter) => waiter.promise));
           expect((await owner).outcome).toBe('executed');
           expect(results.map((result) => result.outcome)).toEqual(
             Array.from({ length: WAITERS }, () => 'replayed'),
@@ -150,11 +163,14 @@ function describeWaiting(factory: StoreFactory): void {
       );
       const owner = job('k').catch((error: unknown) => error);
       await until(() => runs === 1);
-      const waiter = job('k');
-      await until(() => counted.calls('get') >= 2);
+      const waiter = watched(job('k'));
+      // Reading the row again and again without answering: the waiter is in the wait.
+      await until(() => counted.calls('get') >= 3 || waiter.settled());
+      expect(waiter.settled()).toBe(false);
       expect(counted.calls('acquire')).toBe(2);
+      expect(runs).toBe(1);
       clock = 1_000 + LEASE + 1;
-      expect(await waiter).toBe('second');
+      expect(await waiter.promise).toBe('second');
       expect(runs).toBe(2);
       // The waiter claimed once more, after the lapse: its first claim and the takeover.
       expect(counted.calls('acquire')).toBe(3);
