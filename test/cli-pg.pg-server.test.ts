@@ -15,6 +15,7 @@ import {
 import { seedPgBacklog, tallyPg } from './support/pg-backlog.js';
 import { inspectSchema } from './support/pg-inspect.js';
 import { freshDbPath, tempDir } from './support/temp.js';
+import { until } from './support/waiting.js';
 
 const url = serverUrl() as string;
 const dir = tempDir('idem-cli-pg-');
@@ -41,8 +42,6 @@ function expectOneLineError(stderr: string, text: string): void {
   expect(stderr).not.toMatch(/\n\s+at /);
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 /** Resolves once the sweep has committed its first batch, which deletes `x-0000000`. */
 async function firstBatchCommitted(fresh: ServerSchema, running: RunningChild): Promise<void> {
   let exited = false;
@@ -50,10 +49,12 @@ async function firstBatchCommitted(fresh: ServerSchema, running: RunningChild): 
     exited = true;
   });
   const probe = `SELECT 1 FROM "${fresh.schema}".keys WHERE id = 'x-0000000'`;
-  while (!exited && (await fresh.pool.query(probe)).rowCount === 1) await sleep(5);
+  await until(async () => exited || (await fresh.pool.query(probe)).rowCount !== 1);
 }
 
-describe.concurrent('idem on PostgreSQL', () => {
+// Each test runs the CLI as several child processes; run together on a busy machine they take
+// longer than the default timeout, which bounds the scenario, not the CLI.
+describe.concurrent('idem on PostgreSQL', { timeout: 240_000 }, () => {
   it('migrate creates the table in --schema; the other commands refuse a store without it', async () => {
     await withSchema(async (fresh) => {
       const refused = await Promise.all(

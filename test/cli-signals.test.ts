@@ -7,6 +7,7 @@ import { integrity, SWEEP_NOW, seedBacklog, tally } from './support/backlog.js';
 import type { RunningChild } from './support/child.js';
 import { startIdem } from './support/cli.js';
 import { freshDbPath, tempDir } from './support/temp.js';
+import { until } from './support/waiting.js';
 
 const dir = tempDir('idem-signals-');
 const KEPT = { live: 1_000, pending: 1_000, stalePending: 1_000 };
@@ -25,7 +26,7 @@ async function firstBatchCommitted(path: string, running: RunningChild): Promise
   const client = new Database(path);
   try {
     const probe = client.prepare("SELECT 1 FROM keys WHERE id = 'x-0000000'");
-    while (!exited && probe.get() !== undefined) await sleep(5);
+    await until(() => exited || probe.get() === undefined);
   } finally {
     client.close();
   }
@@ -88,6 +89,7 @@ describe('idem sweep under signals', () => {
         String(batch),
       ]);
       await firstBatchCommitted(path, running);
+      // The kill lands at a random moment of the sweep: the pause is the scenario.
       await sleep(Math.floor(Math.random() * 40));
       running.child.kill('SIGKILL');
       const result = await running.result;
