@@ -1,5 +1,8 @@
 /**
- * Stable error codes, one per kind of failure. Match on these rather than on messages.
+ * Stable error codes, one per kind of failure. Match on these rather than on messages. The HTTP
+ * layer's problems and `makeIdempotent`'s errors share them: the same outcome of the claim engine
+ * has one code in both (a key held by another payload is `keyReused`, a run whose key was taken
+ * over is `requestSuperseded`, and so on).
  */
 export const ErrorCode = {
   invalidKey: 'IDEMPOTENCY_INVALID_KEY',

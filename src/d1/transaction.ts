@@ -1,6 +1,6 @@
 import { ownerRow } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
-import type { TransactionRunner } from '../function/transaction.js';
+import type { TransactionRunner } from '../core/transaction-runner.js';
 import { type AnyD1Database, type BoundStatement, prepare } from './client.js';
 import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 import type { D1IdempotencyStore } from './store.js';

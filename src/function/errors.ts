@@ -122,8 +122,13 @@ export class ResultNotRecordedError extends IdempotencyError {
  * The call lost its key while it ran (its lease lapsed and another call took the key over, or the
  * key was released by hand), and its transaction rolled back: none of its writes and no result
  * were committed. The call that holds the key now runs the work; call again to get its result.
+ * Its `code` is `IDEMPOTENCY_REQUEST_SUPERSEDED`, the code of the HTTP layer's
+ * `request-superseded` problem; it is still a {@link CallInProgressError}, since the key's work
+ * goes on under its new owner.
  */
 export class CallSupersededError extends CallInProgressError {
+  override readonly code: ErrorCode = ErrorCode.requestSuperseded;
+
   /** @param key - the idempotency key */
   constructor(key: string) {
     super(

@@ -1,3 +1,8 @@
+export type {
+  KeyOwner,
+  TransactionOutcome,
+  TransactionRunner,
+} from '../core/transaction-runner.js';
 export {
   CallInProgressError,
   CallSupersededError,
@@ -9,4 +14,3 @@ export { payloadFingerprint } from './fingerprint.js';
 export { makeIdempotent } from './make-idempotent.js';
 export type { MakeIdempotentOptions, ResultCodec, TransactionalOptions } from './options.js';
 export { DEFAULT_FUNCTION_LEASE_SECONDS, DEFAULT_FUNCTION_TTL_SECONDS } from './options.js';
-export type { KeyOwner, TransactionOutcome, TransactionRunner } from './transaction.js';

@@ -1,9 +1,9 @@
+import { claim } from '../core/claim.js';
 import { InvalidOptionError } from '../core/errors.js';
 import { type JsonValue, serializeResponse } from '../core/json.js';
-import { KeyStatus } from '../core/status.js';
-import type { IdempotencyRecord, LeasedIdempotencyStore } from '../core/store.js';
+import type { Ownership } from '../core/ownership.js';
+import type { TransactionOutcome, TransactionRunner } from '../core/transaction-runner.js';
 import { assertKey } from '../core/validation.js';
-import { waitForOwner } from '../core/wait.js';
 import {
   CallInProgressError,
   CallSupersededError,
@@ -11,194 +11,74 @@ import {
   ResultExpiredError,
   ResultNotRecordedError,
 } from './errors.js';
-import { isLeased, startHeartbeat } from './lease.js';
 import {
   type MakeIdempotentOptions,
   type ResolvedFunctionOptions,
   resolveFunctionOptions,
   type TransactionalOptions,
 } from './options.js';
-import type { KeyOwner, TransactionRunner } from './transaction.js';
-
-// How often a key that vanished between `reserve` and `get` (released or purged in between) is
-// claimed again before it counts as in progress: it keeps changing hands, so others own it.
-const MAX_VANISHED = 3;
-
-/** What the store holds for a key when a call comes in. */
-type Claim =
-  | { readonly status: 'acquired'; readonly owner: KeyOwner }
-  | { readonly status: 'done'; readonly record: IdempotencyRecord<unknown> }
-  | { readonly status: 'mismatch'; readonly record: IdempotencyRecord<unknown> }
-  | {
-      readonly status: 'inProgress';
-      readonly record: IdempotencyRecord<unknown> | null;
-      readonly leaseUntil: number | null;
-      /** Marked unrecorded: it waits for an operator, so waiting for it here is pointless. */
-      readonly unrecorded: boolean;
-    };
 
 /** Runs the work of a call that owns its key and returns its result. */
-type Execute<A extends unknown[], R> = (owner: KeyOwner, args: A) => Promise<R>;
-
-// On a store with leases: one atomic acquire, which also takes over a key whose owner's lease
-// lapsed (same payload only), handing out a new fencing token.
-async function acquire<A extends unknown[], R>(
-  settings: ResolvedFunctionOptions<A, R>,
-  store: LeasedIdempotencyStore<unknown>,
-  key: string,
-  digest: string,
-  now: number,
-): Promise<Claim> {
-  const found = await store.acquire(key, digest, {
-    expires: now + settings.ttlSeconds,
-    now,
-    leaseSeconds: settings.leaseSeconds,
-  });
-  switch (found.status) {
-    case 'acquired':
-      return { status: 'acquired', owner: { key, digest, attempt: found.attempt } };
-    case 'inProgress':
-      return {
-        status: 'inProgress',
-        record: null,
-        leaseUntil: found.leaseUntil,
-        unrecorded: found.unrecorded,
-      };
-    default:
-      return found;
-  }
-}
-
-// On a store without leases: reserve, and look at the row when it exists.
-async function reserve<A extends unknown[], R>(
-  settings: ResolvedFunctionOptions<A, R>,
-  key: string,
-  digest: string,
-  now: number,
-): Promise<Claim> {
-  const { store } = settings;
-  for (let vanished = 0; vanished < MAX_VANISHED; vanished++) {
-    if (await store.reserve(key, digest, now + settings.ttlSeconds)) {
-      return { status: 'acquired', owner: { key, digest } };
-    }
-    const record = await store.get(key);
-    if (record === null) continue;
-    if (record.fingerprint !== digest) return { status: 'mismatch', record };
-    if (record.status === KeyStatus.done) return { status: 'done', record };
-    return { status: 'inProgress', record, leaseUntil: null, unrecorded: false };
-  }
-  return { status: 'inProgress', record: null, leaseUntil: null, unrecorded: false };
-}
-
-function claim<A extends unknown[], R>(
-  settings: ResolvedFunctionOptions<A, R>,
-  key: string,
-  digest: string,
-  now: number,
-): Promise<Claim> {
-  const { store } = settings;
-  return isLeased(store)
-    ? acquire(settings, store, key, digest, now)
-    : reserve(settings, key, digest, now);
-}
-
-// Runs `work` with the owner's lease renewed in the background, on a store with leases.
-async function withHeartbeat<A extends unknown[], R, T>(
-  settings: ResolvedFunctionOptions<A, R>,
-  owner: KeyOwner,
-  work: () => Promise<T>,
-): Promise<T> {
-  const { store } = settings;
-  if (owner.attempt === undefined || !isLeased(store)) return work();
-  const stop = startHeartbeat(
-    store,
-    { ...owner, attempt: owner.attempt },
-    settings.leaseSeconds,
-    settings.now,
-  );
-  try {
-    return await work();
-  } finally {
-    stop();
-  }
-}
+type Execute<A extends unknown[], R> = (ownership: Ownership, args: A) => Promise<R>;
 
 // The function failed, so its effect did not complete (or was rolled back): the key is released
 // (only the pending row with this fingerprint) and a retry runs it again.
-async function releaseAfter<A extends unknown[], R>(
-  settings: ResolvedFunctionOptions<A, R>,
-  owner: KeyOwner,
-  error: unknown,
-): Promise<never> {
-  try {
-    const { store } = settings;
-    await (owner.attempt !== undefined && isLeased(store)
-      ? store.release(owner.key, owner.digest, owner.attempt)
-      : store.release(owner.key, owner.digest));
-  } catch (releaseError) {
-    throw new AggregateError(
-      [error, releaseError],
-      'the function failed and releasing its idempotency key failed too',
-    );
-  }
+async function releaseAfter(ownership: Ownership, error: unknown): Promise<never> {
+  await ownership.abandon(
+    error,
+    'the function failed and releasing its idempotency key failed too',
+  );
   throw error;
 }
 
-// The result of a call that ran could not be recorded. On a store with leases the key is marked
-// unrecorded, so it is never taken over (which would run the effect again) until an operator
-// releases it; without leases a pending key is never taken over anyway.
-async function notRecorded<A extends unknown[], R>(
-  settings: ResolvedFunctionOptions<A, R>,
-  owner: KeyOwner,
+// The result of a call that ran could not be recorded. The key is marked unrecorded, so it is
+// never taken over (which would run the effect again) until an operator releases it.
+async function notRecorded<R>(
+  ownership: Ownership,
   result: R,
   reason: string,
-  cause?: unknown,
+  cause: unknown,
 ): Promise<never> {
-  const { store } = settings;
-  if (owner.attempt !== undefined && isLeased(store)) {
-    try {
-      await store.markUnrecorded(owner.key, owner.digest, owner.attempt);
-    } catch (markError) {
-      throw new ResultNotRecordedError(
-        owner.key,
-        result,
-        `${reason}; marking the key unrecorded failed too, so it may be taken over once its lease lapses`,
-        new AggregateError([cause, markError]),
-      );
-    }
+  const { key } = ownership.owner;
+  try {
+    await ownership.markUnrecorded();
+  } catch (markError) {
+    throw new ResultNotRecordedError(
+      key,
+      result,
+      `${reason}; marking the key unrecorded failed too, so it may be taken over once its lease lapses`,
+      new AggregateError([cause, markError]),
+    );
   }
-  throw new ResultNotRecordedError(owner.key, result, reason, cause);
+  throw new ResultNotRecordedError(key, result, reason, cause);
 }
 
 function plainExecute<A extends unknown[], R>(
   settings: ResolvedFunctionOptions<A, R>,
   fn: (...args: A) => R | Promise<R>,
 ): Execute<A, R> {
-  return async (owner, args) => {
+  return async (ownership, args) => {
     let result: R;
     try {
-      result = await withHeartbeat(settings, owner, async () => fn(...args));
+      result = await fn(...args);
     } catch (error) {
-      return releaseAfter(settings, owner, error);
+      return releaseAfter(ownership, error);
     }
     // From here the effect happened. A result that cannot be recorded keeps the key pending:
     // releasing it would let a retry run the effect a second time.
-    const { store } = settings;
+    ownership.stop();
     let finished: boolean;
     try {
-      const stored = settings.codec.serialize(result);
-      finished = await (owner.attempt !== undefined && isLeased(store)
-        ? store.finish(owner.key, owner.digest, stored, owner.attempt)
-        : store.finish(owner.key, owner.digest, stored));
+      finished = await ownership.finish(settings.codec.serialize(result));
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
-      return notRecorded(settings, owner, result, reason, error);
+      return notRecorded(ownership, result, reason, error);
     }
     if (!finished) {
       // The row is no longer this call's: taken over after its lease lapsed, or released by hand.
       // Its new owner records its own result; nothing here is ours to mark.
       throw new ResultNotRecordedError(
-        owner.key,
+        ownership.owner.key,
         result,
         'the key was taken over or released while the function ran',
       );
@@ -212,26 +92,25 @@ function transactionalExecute<TX, A extends unknown[], R>(
   runner: TransactionRunner<TX>,
   fn: (tx: TX, ...args: A) => R | Promise<R>,
 ): Execute<A, R> {
-  return async (owner, args) => {
-    let outcome: Awaited<ReturnType<typeof runner.run<R>>>;
+  return async (ownership, args) => {
+    let outcome: TransactionOutcome<R>;
     try {
-      outcome = await withHeartbeat(settings, owner, () =>
-        runner.run(
-          owner,
-          (tx) => fn(tx, ...args),
-          // Checked inside the transaction: a result that cannot be stored rolls the writes back.
-          (result) => serializeResponse(settings.codec.serialize(result)),
-        ),
+      outcome = await ownership.transact(
+        runner,
+        (tx) => fn(tx, ...args),
+        // Checked inside the transaction: a result that cannot be stored rolls the writes back.
+        (result) => serializeResponse(settings.codec.serialize(result)),
       );
     } catch (error) {
       // Rolled back: nothing of the function's was committed, so a retry may run it.
-      return releaseAfter(settings, owner, error);
+      return releaseAfter(ownership, error);
     }
-    if (!outcome.committed) throw new CallSupersededError(owner.key);
+    if (!outcome.committed) throw new CallSupersededError(ownership.owner.key);
     return outcome.result;
   };
 }
 
+// The mapping of the claim engine's outcomes to results and errors.
 function wrap<A extends unknown[], R>(
   settings: ResolvedFunctionOptions<A, R>,
   execute: Execute<A, R>,
@@ -239,42 +118,18 @@ function wrap<A extends unknown[], R>(
   return async (...args: A): Promise<R> => {
     const key = settings.key(...args);
     assertKey(key);
-    const digest = settings.fingerprint(...args);
-    const deadline = performance.now() + settings.waitTimeoutMs;
-    let found = await claim(settings, key, digest, settings.now());
-    for (;;) {
-      switch (found.status) {
-        case 'acquired':
-          return execute(found.owner, args);
-        case 'mismatch':
-          throw new PayloadMismatchError(key, found.record);
-        case 'done':
-          if (found.record.expires <= settings.now()) {
-            throw new ResultExpiredError(key, found.record);
-          }
-          return settings.codec.deserialize(found.record.response as JsonValue);
-        case 'inProgress': {
-          if (found.unrecorded) throw new CallInProgressError(key, found.record, found.leaseUntil);
-          const waited = await waitForOwner({
-            store: settings.store,
-            key,
-            digest,
-            now: settings.now,
-            deadline,
-            intervalMs: settings.waitIntervalMs,
-            seen: found.record,
-          });
-          if (waited.status === 'inProgress') {
-            // The row as last seen, if the wait looked at it; else what the claim saw.
-            const { record } = waited;
-            if (record === null) throw new CallInProgressError(key, found.record, found.leaseUntil);
-            throw new CallInProgressError(key, record, record.leaseUntil);
-          }
-          // Only a row that is gone or whose lease lapsed is claimed again: a write.
-          found =
-            waited.status === 'claim' ? await claim(settings, key, digest, settings.now()) : waited;
-        }
-      }
+    const found = await claim(settings.store, key, settings.fingerprint(...args), settings);
+    switch (found.status) {
+      case 'acquired':
+        return execute(found.ownership, args);
+      case 'mismatch':
+        throw new PayloadMismatchError(key, found.record);
+      case 'expired':
+        throw new ResultExpiredError(key, found.record);
+      case 'replay':
+        return settings.codec.deserialize(found.record.response as JsonValue);
+      case 'inProgress':
+        throw new CallInProgressError(key, found.record, found.leaseUntil);
     }
   };
 }
@@ -283,6 +138,8 @@ function wrap<A extends unknown[], R>(
  * Wraps an async function so that calls with the same key run it once within the retention
  * period: the first call runs it and stores its result, later calls with the same key and payload
  * return the stored result without running it. For queue consumers, webhooks and scheduled jobs.
+ * The claim, the wait and the lease are the core claim engine's, shared with the HTTP layer; the
+ * wrapper maps its outcomes to results and errors.
  *
  * ```
  *  call ─ key(args), fingerprint(payload(args))

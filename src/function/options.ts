@@ -1,20 +1,23 @@
+import {
+  type ClaimSettings,
+  DEFAULT_LEASE_SECONDS,
+  DEFAULT_TTL_SECONDS,
+  resolveClaimOptions,
+} from '../core/claim-options.js';
 import { InvalidOptionError } from '../core/errors.js';
 import type { JsonValue } from '../core/json.js';
 import type { IdempotencyStore } from '../core/store.js';
-import { assertLeaseSeconds, assertSecondsClock } from '../core/validation.js';
-import { resolveWait } from '../core/wait.js';
+import type { TransactionRunner } from '../core/transaction-runner.js';
 import { payloadFingerprint } from './fingerprint.js';
-import type { TransactionRunner } from './transaction.js';
 
-/** The default retention of a result: 24 hours. */
-export const DEFAULT_FUNCTION_TTL_SECONDS = 24 * 3600;
+/** The default retention of a result: 24 hours (the claim engine's default). */
+export const DEFAULT_FUNCTION_TTL_SECONDS = DEFAULT_TTL_SECONDS;
 
 /**
- * The default lease of a running call: 30 seconds. Long enough that a call paused by a garbage
- * collection or a slow query keeps its key (the lease is renewed every third of it while the
- * function runs), short enough that a retry after a crash waits half a minute, not hours.
+ * The default lease of a running call: 30 seconds (the claim engine's default, see
+ * `DEFAULT_LEASE_SECONDS`), renewed every third of it while the function runs.
  */
-export const DEFAULT_FUNCTION_LEASE_SECONDS = 30;
+export const DEFAULT_FUNCTION_LEASE_SECONDS = DEFAULT_LEASE_SECONDS;
 
 /** How a result is turned into the stored JSON and back. */
 export interface ResultCodec<R> {
@@ -84,16 +87,11 @@ export interface TransactionalOptions<TX, A extends unknown[], R>
 }
 
 /** {@link MakeIdempotentOptions} with every default applied and checked. */
-export interface ResolvedFunctionOptions<A extends unknown[], R> {
+export interface ResolvedFunctionOptions<A extends unknown[], R> extends ClaimSettings {
   readonly store: IdempotencyStore<unknown>;
   readonly key: (...args: A) => string;
   readonly fingerprint: (...args: A) => string;
-  readonly ttlSeconds: number;
-  readonly leaseSeconds: number;
-  readonly now: () => number;
   readonly codec: ResultCodec<R>;
-  readonly waitTimeoutMs: number;
-  readonly waitIntervalMs: number;
 }
 
 // `undefined` (a function with no result, the common case for jobs) is not JSON: the default
@@ -110,14 +108,6 @@ function defaultCodec<R>(): ResultCodec<R> {
 
 function assertFunction(value: unknown, name: string): void {
   if (typeof value !== 'function') throw new InvalidOptionError(`${name} must be a function`);
-}
-
-function assertPositiveSeconds(value: unknown, name: string): asserts value is number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
-    throw new InvalidOptionError(
-      `${name} must be a finite number greater than 0, got ${String(value)}`,
-    );
-  }
 }
 
 /**
@@ -139,26 +129,15 @@ export function resolveFunctionOptions<A extends unknown[], R>(
   assertFunction(options.key, 'key');
   const payload = options.payload ?? ((...args: A) => args);
   assertFunction(payload, 'payload');
-  const ttlSeconds = options.ttlSeconds ?? DEFAULT_FUNCTION_TTL_SECONDS;
-  assertPositiveSeconds(ttlSeconds, 'ttlSeconds');
-  const leaseSeconds = options.leaseSeconds ?? DEFAULT_FUNCTION_LEASE_SECONDS;
-  assertLeaseSeconds(leaseSeconds);
-  const now = options.now ?? (() => Date.now() / 1000);
-  assertFunction(now, 'now');
-  assertSecondsClock(now);
+  const claim = resolveClaimOptions(options);
   const codec = options.result ?? defaultCodec<R>();
   assertFunction(codec.serialize, 'result.serialize');
   assertFunction(codec.deserialize, 'result.deserialize');
-  const wait = resolveWait(options.wait);
   return {
+    ...claim,
     store,
     key: options.key,
     fingerprint: (...args) => payloadFingerprint(payload(...args)),
-    ttlSeconds,
-    leaseSeconds,
-    now,
     codec,
-    waitTimeoutMs: wait.timeoutMs,
-    waitIntervalMs: wait.intervalMs,
   };
 }

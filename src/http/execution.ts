@@ -1,9 +1,8 @@
 import { IdempotencyError } from '../core/errors.js';
 import { serializeResponse } from '../core/json.js';
-import type { IdempotencyStore, LeasedIdempotencyStore } from '../core/store.js';
+import type { Ownership } from '../core/ownership.js';
 import { isThenable } from '../core/thenable.js';
-import type { TransactionRunner } from '../function/transaction.js';
-import { type Heartbeat, heartbeat } from './heartbeat.js';
+import type { TransactionOutcome, TransactionRunner } from '../core/transaction-runner.js';
 import type { ResolvedOptions } from './options.js';
 import { type IdempotentResult, Outcome, problemResult } from './outcome.js';
 import { AnswerNotRecordedError, RequestSupersededError } from './problems.js';
@@ -57,61 +56,21 @@ class NotStoredAnswer extends Error {
   }
 }
 
-/** Whether the store offers fenced leases (every store of this package does). */
-export function isLeased(
-  store: IdempotencyStore<unknown>,
-): store is LeasedIdempotencyStore<unknown> {
-  const candidate = store as Partial<LeasedIdempotencyStore<unknown>>;
-  return typeof candidate.acquire === 'function' && typeof candidate.renew === 'function';
-}
-
-/** What a request owns: its key and fingerprint, and its fencing token on a leased store. */
-export interface Ownership {
-  readonly store: IdempotencyStore<unknown>;
-  readonly id: string;
-  readonly fingerprint: string;
-  /** The fencing token from `acquire`; `undefined` on a store without leases (`reserve`). */
-  readonly attempt: number | undefined;
-}
-
 /**
- * The {@link Execution} of a request that owns its key. On a leased store it renews the lease in
- * the background until the handler is done, and every write it makes carries the fencing token.
+ * The {@link Execution} of a request that owns its key: the HTTP mapping of its {@link Ownership}'s
+ * outcomes to results and problems.
  */
 export function owned(ownership: Ownership, settings: ResolvedOptions, report: Report): Execution {
-  const { store, id, fingerprint, attempt } = ownership;
-  const leased = attempt !== undefined && isLeased(store) ? store : undefined;
-  const beat: Heartbeat | undefined =
-    leased && attempt !== undefined
-      ? heartbeat(leased, settings, id, fingerprint, attempt)
-      : undefined;
-
-  async function release(): Promise<void> {
-    // Deletes only the pending row with this fingerprint (and token): never another request's.
-    if (leased) await leased.release(id, fingerprint, attempt);
-    else await store.release(id, fingerprint);
-  }
+  const { release } = ownership;
 
   // The handler ran but its answer is not recorded: the row is marked so no retry takes it over
   // (that would run the effect again) and an operator sees it. If even that fails, the lease
   // lapses and the next retry runs the handler once more: the trade-off of a lease.
   async function keepForOperator(): Promise<void> {
-    if (!leased || attempt === undefined) return;
     try {
-      await leased.markUnrecorded(id, fingerprint, attempt);
+      await ownership.markUnrecorded();
     } catch {
       // See above.
-    }
-  }
-
-  // Whether a retry took the key over while the handler ran: the row has a newer token.
-  async function superseded(): Promise<boolean> {
-    if (!leased) return false;
-    try {
-      const row = await leased.get(id);
-      return row !== null && row.fingerprint === fingerprint && row.attempt !== attempt;
-    } catch {
-      return false;
     }
   }
 
@@ -150,9 +109,7 @@ export function owned(ownership: Ownership, settings: ResolvedOptions, report: R
     const stored = toStoredAnswer(response, settings.storedHeaders, settings.maxStoredBytes);
     let finished: boolean;
     try {
-      finished = leased
-        ? await leased.finish(id, fingerprint, stored, attempt)
-        : await store.finish(id, fingerprint, stored);
+      finished = await ownership.finish(stored);
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
       return notRecorded(
@@ -174,12 +131,9 @@ export function owned(ownership: Ownership, settings: ResolvedOptions, report: R
   }
 
   async function fail(error: unknown): Promise<void> {
-    beat?.stop();
     try {
-      await release();
-    } catch (releaseError) {
-      throw new AggregateError(
-        [error, releaseError],
+      await ownership.abandon(
+        error,
         'the handler failed and releasing its idempotency key failed too',
       );
     } finally {
@@ -205,29 +159,24 @@ export function owned(ownership: Ownership, settings: ResolvedOptions, report: R
           return threw(error);
         }
       };
-      let outcome: Awaited<ReturnType<typeof runner.run<HttpResponse>>>;
+      let outcome: TransactionOutcome<HttpResponse>;
       try {
-        outcome = await runner.run(
-          { key: id, digest: fingerprint, ...(attempt === undefined ? {} : { attempt }) },
-          ownHandler,
-          (answer) => {
-            // Decided inside the transaction: an answer that is not stored takes the writes with it.
-            sent = toWire(answer);
-            const { status } = sent;
-            if (!Number.isInteger(status) || status < 200 || status > 599) {
-              throw new AnswerNotRecordedError(
-                `the handler answered status ${String(status)}, which is not an HTTP status from 200 to 599; its writes were rolled back and the key released`,
-                sent,
-              );
-            }
-            if (!settings.shouldStore(status)) throw new NotStoredAnswer(sent);
-            return serializeResponse(
-              toStoredAnswer(sent, settings.storedHeaders, settings.maxStoredBytes),
+        outcome = await ownership.transact(runner, ownHandler, (answer) => {
+          // Decided inside the transaction: an answer that is not stored takes the writes with it.
+          sent = toWire(answer);
+          const { status } = sent;
+          if (!Number.isInteger(status) || status < 200 || status > 599) {
+            throw new AnswerNotRecordedError(
+              `the handler answered status ${String(status)}, which is not an HTTP status from 200 to 599; its writes were rolled back and the key released`,
+              sent,
             );
-          },
-        );
+          }
+          if (!settings.shouldStore(status)) throw new NotStoredAnswer(sent);
+          return serializeResponse(
+            toStoredAnswer(sent, settings.storedHeaders, settings.maxStoredBytes),
+          );
+        });
       } catch (error) {
-        beat?.stop();
         // Rolled back: nothing of the handler's was committed, so the key is released and a retry runs.
         if (error instanceof NotStoredAnswer)
           return reported(report, await notStored(error.response));
@@ -252,7 +201,6 @@ export function owned(ownership: Ownership, settings: ResolvedOptions, report: R
         await fail(error);
         throw error;
       }
-      beat?.stop();
       if (!outcome.committed) {
         // The row was taken over (or released by hand) while the handler ran: rolled back whole.
         return reported(
@@ -264,7 +212,7 @@ export function owned(ownership: Ownership, settings: ResolvedOptions, report: R
       return reported(report, { outcome: Outcome.executed, response: sent });
     },
     async complete(answer) {
-      beat?.stop();
+      ownership.stop();
       // One form from here on: the bytes that are sent are the bytes that are stored and replayed.
       const response = toWire(answer);
       // A status that is not stored means the handler failed: its effect did not complete, so the
@@ -274,7 +222,7 @@ export function owned(ownership: Ownership, settings: ResolvedOptions, report: R
       const result = settings.shouldStore(response.status)
         ? await record(response)
         : await notStored(response);
-      if (result.outcome === 'problem' && (await superseded())) {
+      if (result.outcome === 'problem' && (await ownership.superseded())) {
         return reported(
           report,
           problemResult(new RequestSupersededError(response)),

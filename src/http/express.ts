@@ -2,7 +2,7 @@ import { channel } from 'node:diagnostics_channel';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { IdempotencyStore } from '../core/store.js';
-import type { TransactionRunner } from '../function/transaction.js';
+import type { TransactionRunner } from '../core/transaction-runner.js';
 import type { Execution } from './execution.js';
 import { idempotent } from './idempotent.js';
 import type { IdempotentOptions } from './options.js';

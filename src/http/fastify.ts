@@ -1,7 +1,7 @@
 import { type Readable, Transform } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { IdempotencyStore } from '../core/store.js';
-import type { TransactionRunner } from '../function/transaction.js';
+import type { TransactionRunner } from '../core/transaction-runner.js';
 import type { Execution } from './execution.js';
 import { idempotent } from './idempotent.js';
 import type { IdempotentOptions } from './options.js';

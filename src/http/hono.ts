@@ -1,6 +1,6 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import type { IdempotencyStore } from '../core/store.js';
-import type { TransactionRunner } from '../function/transaction.js';
+import type { TransactionRunner } from '../core/transaction-runner.js';
 import { idempotent } from './idempotent.js';
 import type { IdempotentOptions } from './options.js';
 import type { IdempotencyProblem } from './problems.js';

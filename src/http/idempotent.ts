@@ -1,8 +1,7 @@
-import { KeyStatus } from '../core/status.js';
+import { claim } from '../core/claim.js';
 import type { IdempotencyRecord, IdempotencyStore } from '../core/store.js';
 import { MAX_KEY_BYTES } from '../core/validation.js';
-import { waitForOwner } from '../core/wait.js';
-import { type Execution, isLeased, owned } from './execution.js';
+import { type Execution, owned } from './execution.js';
 import { IDEMPOTENCY_KEY_HEADER, parseIdempotencyKey } from './key.js';
 import { type IdempotentOptions, resolveOptions } from './options.js';
 import { type IdempotentResult, Outcome, problemResult } from './outcome.js';
@@ -52,10 +51,6 @@ export interface IdempotentExecutor {
   ): Promise<IdempotentResult>;
 }
 
-// How often a key that vanished between `reserve` and `get` (released or purged in between) is
-// tried again before answering "in progress": it keeps changing hands, so someone else owns it.
-const MAX_VANISHED = 3;
-
 function replay(record: IdempotencyRecord<unknown>): IdempotentResult {
   const omitted = omittedSize(record.response);
   if (omitted !== undefined) return problemResult(new AnswerTooLargeError(omitted));
@@ -68,21 +63,22 @@ function replay(record: IdempotencyRecord<unknown>): IdempotentResult {
 
 /**
  * The idempotency layer: runs a handler at most once per key within the retention period, and
- * answers every other request with that key from the store.
+ * answers every other request with that key from the store. The claim itself (and the wait for
+ * another owner) is the core claim engine's, shared with `makeIdempotent`; this layer reads the
+ * key from the request and maps the engine's outcomes to answers and problems.
  *
  * ```
  *  request ─ key? ── none ──▶ 400 key-missing (or pass through if not required)
  *             │ malformed ──▶ 400 key-malformed
  *             ▼
- *  reserve(id, fingerprint, now + ttl) ── won ──▶ run handler ─┬─ stored status ─▶ finish ─▶ executed
- *             │ lost                                           │      finish fails ─▶ keep pending, 500
- *             │                                                ├─ other status ──▶ release ─▶ notStored
- *             ▼                                                └─ throws ────────▶ release, rethrow
- *  get(id) ─┬─ other fingerprint ─────────▶ 422 key-reused
- *           ├─ done, expires > now ───────▶ replay (Idempotent-Replayed: true)
- *           ├─ done, expires <= now ──────▶ 409 answer-expired (not replayed, not run)
- *           ├─ pending ───────────────────▶ 409 request-in-progress + Retry-After (or wait: read the row)
- *           └─ gone (released meanwhile) ─▶ reserve again
+ *  claim(id, fingerprint) ─ acquired ──▶ run handler ─┬─ stored status ─▶ finish ─▶ executed
+ *     │                                              │      finish fails ─▶ keep pending, 500
+ *     │                                              ├─ other status ──▶ release ─▶ notStored
+ *     │                                              └─ throws ────────▶ release, rethrow
+ *     ├─ mismatch ───▶ 422 key-reused
+ *     ├─ replay ─────▶ the stored answer (Idempotent-Replayed: true)
+ *     ├─ expired ────▶ 409 answer-expired (not replayed, not run)
+ *     └─ inProgress ─▶ 409 request-in-progress + Retry-After (after the wait, if any)
  * ```
  *
  * Only the request that reserved a key ever releases it, and only while it is `pending` with its
@@ -160,78 +156,33 @@ export function idempotent(
       if (error instanceof BodyRefusedError) return respond(report, problemResult(error));
       throw error;
     }
-    const leased = isLeased(store) ? store : undefined;
-    const deadline = performance.now() + settings.waitTimeoutMs;
-    const settled = (record: IdempotencyRecord<unknown>, now: number): Decision => {
-      if (record.fingerprint !== fingerprint) {
-        return respond(report, problemResult(new KeyReusedError(record)));
+    const found = await claim(store, id, fingerprint, settings);
+    switch (found.status) {
+      case 'acquired': {
+        const { owner, takenOver } = found.ownership;
+        const run = owner.attempt === undefined ? undefined : { attempt: owner.attempt, takenOver };
+        const execution = owned(found.ownership, settings, reporter(...reportOf, run));
+        return { action: 'run', execution };
       }
-      return respond(
-        report,
-        record.expires > now ? replay(record) : problemResult(new AnswerExpiredError(record)),
-      );
-    };
-    let vanished = 0;
-    for (;;) {
-      const now = settings.now();
-      const expires = now + settings.ttlSeconds;
-      // What is in the way when the key is someone else's, and when its lease lapses.
-      let holder: IdempotencyRecord<unknown> | null = null;
-      let leaseUntil: number | null = null;
-      if (leased) {
-        const { leaseSeconds } = settings;
-        const got = await leased.acquire(id, fingerprint, { expires, now, leaseSeconds });
-        if (got.status === 'acquired') {
-          const ownership = { store, id, fingerprint, attempt: got.attempt };
-          const execution = owned(ownership, settings, reporter(...reportOf, got));
-          return { action: 'run', execution };
-        }
-        if (got.status !== 'inProgress') return settled(got.record, now);
-        // In progress: a live lease says when it lapses; a row without one (unleased, or marked
-        // unrecorded) waits for its owner or an operator.
-        leaseUntil = got.leaseUntil;
-      } else {
-        if (await store.reserve(id, fingerprint, expires)) {
-          const ownership = { store, id, fingerprint, attempt: undefined };
-          return { action: 'run', execution: owned(ownership, settings, report) };
-        }
-        holder = await store.get(id);
-        if (holder === null) {
-          vanished += 1;
-          if (vanished < MAX_VANISHED) continue;
-        } else if (holder.fingerprint !== fingerprint || holder.status === KeyStatus.done) {
-          return settled(holder, now);
-        }
-      }
-      // Pending, or a key that keeps changing hands: someone else is working on it.
-      const waited = await waitForOwner({
-        store,
-        key: id,
-        digest: fingerprint,
-        now: settings.now,
-        deadline,
-        intervalMs: settings.waitIntervalMs,
-        seen: holder,
-      });
-      if (waited.status === 'inProgress') {
-        // The row as last seen, if the wait looked at it; else what the claim saw.
+      case 'mismatch':
+        return respond(report, problemResult(new KeyReusedError(found.record)));
+      case 'expired':
+        return respond(report, problemResult(new AnswerExpiredError(found.record)));
+      case 'replay':
+        return respond(report, replay(found.record));
+      case 'inProgress': {
         // A live lease says when it lapses at the latest, the configured estimate when the answer
         // is likely there; a row without one (unleased, or marked unrecorded) waits for its owner
         // or an operator.
-        const lapses = waited.record === null ? leaseUntil : waited.record.leaseUntil;
+        const { leaseUntil } = found;
         const leaseLeft =
-          lapses === null ? undefined : Math.max(1, Math.ceil(lapses - settings.now()));
+          leaseUntil === null ? undefined : Math.max(1, Math.ceil(leaseUntil - settings.now()));
         const retryAfter =
           leaseLeft === undefined
             ? (settings.retryAfterSeconds ?? 1)
             : Math.min(settings.retryAfterSeconds ?? leaseLeft, leaseLeft);
-        return respond(
-          report,
-          problemResult(new RequestInProgressError(retryAfter, waited.record)),
-        );
+        return respond(report, problemResult(new RequestInProgressError(retryAfter, found.record)));
       }
-      if (waited.status !== 'claim') return settled(waited.record, settings.now());
-      // The row is gone or its lease lapsed: only now is the key claimed again, a write.
     }
   }
 

@@ -20,7 +20,7 @@ import { Reflector } from '@nestjs/core';
 import { defer, lastValueFrom, mergeMap, type Observable, of } from 'rxjs';
 import { InvalidOptionError } from '../core/errors.js';
 import type { IdempotencyStore } from '../core/store.js';
-import type { TransactionRunner } from '../function/transaction.js';
+import type { TransactionRunner } from '../core/transaction-runner.js';
 import type { Execution } from './execution.js';
 import { type IdempotentExecutor, idempotent } from './idempotent.js';
 import { type IdempotentOptions, resolveOptions } from './options.js';

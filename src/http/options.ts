@@ -1,22 +1,12 @@
+import { type ClaimSettings, resolveClaimOptions } from '../core/claim-options.js';
 import { InvalidOptionError } from '../core/errors.js';
-import { assertIntegerOption, assertLeaseSeconds, assertSecondsClock } from '../core/validation.js';
-import { resolveWait } from '../core/wait.js';
+import { assertIntegerOption } from '../core/validation.js';
 import { requestFingerprint } from './fingerprint.js';
 import type { OutcomeEvent } from './outcome.js';
 import type { IdempotentRequest } from './request.js';
 import { DEFAULT_STORED_HEADERS } from './response.js';
 
-/** The default retention of an answer: 24 hours, Stripe's minimum. */
-export const DEFAULT_TTL_SECONDS = 24 * 3600;
-
-/**
- * The default lease of a request in flight: 30 s. Long enough that renewing it every 10 s keeps a
- * live handler's key through a stalled event loop or a slow database; short enough that the key of
- * a process that crashed or was killed is taken over by a retry within half a minute instead of
- * answering 409 until its retention ends. Raise it if your handlers can freeze for longer (a long
- * GC pause, a suspended VM); lower it if clients retry fast and the handler is cheap.
- */
-export const DEFAULT_LEASE_SECONDS = 30;
+export { DEFAULT_LEASE_SECONDS, DEFAULT_TTL_SECONDS } from '../core/claim-options.js';
 
 /** The default largest answer body kept for replay: 1 MiB. */
 export const DEFAULT_MAX_STORED_BYTES = 1024 * 1024;
@@ -91,18 +81,13 @@ export interface IdempotentOptions {
 }
 
 /** {@link IdempotentOptions} with every default applied and checked. */
-export interface ResolvedOptions {
-  readonly ttlSeconds: number;
-  readonly leaseSeconds: number;
-  readonly now: () => number;
+export interface ResolvedOptions extends ClaimSettings {
   readonly required: boolean;
   readonly methods: ReadonlySet<string>;
   readonly fingerprint: (request: IdempotentRequest) => string | Promise<string>;
   readonly shouldStore: (status: number) => boolean;
   readonly storedHeaders: ReadonlySet<string>;
   readonly retryAfterSeconds: number | undefined;
-  readonly waitTimeoutMs: number;
-  readonly waitIntervalMs: number;
   readonly maxStoredBytes: number;
   readonly onOutcome: ((event: OutcomeEvent) => void) | undefined;
 }
@@ -124,17 +109,7 @@ function assertStrings(value: unknown, name: string): asserts value is readonly 
  * @throws {@link InvalidOptionError} for an option of the wrong type or out of range
  */
 export function resolveOptions(options: IdempotentOptions): ResolvedOptions {
-  const ttlSeconds = options.ttlSeconds ?? DEFAULT_TTL_SECONDS;
-  if (typeof ttlSeconds !== 'number' || !Number.isFinite(ttlSeconds) || ttlSeconds <= 0) {
-    throw new InvalidOptionError(
-      `ttlSeconds must be a finite number greater than 0, got ${String(ttlSeconds)}`,
-    );
-  }
-  const leaseSeconds = options.leaseSeconds ?? DEFAULT_LEASE_SECONDS;
-  assertLeaseSeconds(leaseSeconds);
-  const now = options.now ?? (() => Date.now() / 1000);
-  assertFunction(now, 'now');
-  assertSecondsClock(now);
+  const claim = resolveClaimOptions(options);
   const fingerprint = options.fingerprint ?? requestFingerprint;
   assertFunction(fingerprint, 'fingerprint');
   const shouldStore = options.shouldStore ?? ((status: number) => status < 500);
@@ -147,7 +122,6 @@ export function resolveOptions(options: IdempotentOptions): ResolvedOptions {
   if (retryAfterSeconds !== undefined) {
     assertIntegerOption(retryAfterSeconds, 'retryAfterSeconds', 0, 86_400);
   }
-  const wait = resolveWait(options.wait);
   const maxStoredBytes = options.maxStoredBytes ?? DEFAULT_MAX_STORED_BYTES;
   if (
     maxStoredBytes !== Number.POSITIVE_INFINITY &&
@@ -161,17 +135,13 @@ export function resolveOptions(options: IdempotentOptions): ResolvedOptions {
   const required = options.required ?? true;
   if (typeof required !== 'boolean') throw new InvalidOptionError('required must be a boolean');
   return {
-    ttlSeconds,
-    leaseSeconds,
-    now,
+    ...claim,
     required,
     methods: new Set(methods.map((method) => method.toUpperCase())),
     fingerprint,
     shouldStore,
     storedHeaders: new Set(storedHeaders.map((name) => name.toLowerCase())),
     retryAfterSeconds,
-    waitTimeoutMs: wait.timeoutMs,
-    waitIntervalMs: wait.intervalMs,
     maxStoredBytes,
     onOutcome: options.onOutcome,
   };

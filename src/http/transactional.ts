@@ -1,4 +1,4 @@
-import type { TransactionRunner } from '../function/transaction.js';
+import type { TransactionRunner } from '../core/transaction-runner.js';
 import type { Decision } from './idempotent.js';
 import type { IdempotentResult } from './outcome.js';
 import type { HttpResponse } from './response.js';

@@ -7,7 +7,7 @@ import {
   runFenced,
   type TransactionOutcome,
   type TransactionRunner,
-} from '../function/transaction.js';
+} from '../core/transaction-runner.js';
 import type { AnyLibsqlDatabase, LibsqlIdempotencyStore } from './store.js';
 import { writeQueue } from './write-queue.js';
 

@@ -2,7 +2,7 @@ import type { MySqlTransaction, MySqlTransactionConfig } from 'drizzle-orm/mysql
 import type { MySql2PreparedQueryHKT, MySql2QueryResultHKT } from 'drizzle-orm/mysql2';
 import { ownerRow } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
-import { runFenced, type TransactionRunner } from '../function/transaction.js';
+import { runFenced, type TransactionRunner } from '../core/transaction-runner.js';
 import { ER_LOCK_DEADLOCK, mysqlErrno, TransactionDeadlockError } from './errors.js';
 import type { MysqlIdempotencyStore } from './store.js';
 

@@ -1,7 +1,7 @@
 import type { PgQueryResultHKT, PgTransaction } from 'drizzle-orm/pg-core';
 import { ownerRow } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
-import { runFenced, type TransactionRunner } from '../function/transaction.js';
+import { runFenced, type TransactionRunner } from '../core/transaction-runner.js';
 import type { PgIdempotencyStore } from './store.js';
 
 /** The drizzle transaction a PostgreSQL handler receives, whatever the driver. */

@@ -4,7 +4,11 @@ import type { SQLiteTransaction } from 'drizzle-orm/sqlite-core';
 import { InvalidOptionError } from '../core/errors.js';
 import { KeyStatus } from '../core/status.js';
 import { isThenable } from '../core/thenable.js';
-import type { KeyOwner, TransactionOutcome, TransactionRunner } from '../function/transaction.js';
+import type {
+  KeyOwner,
+  TransactionOutcome,
+  TransactionRunner,
+} from '../core/transaction-runner.js';
 import type { SqliteIdempotencyStore } from './store.js';
 
 /** The drizzle transaction a synchronous SQLite handler receives. */

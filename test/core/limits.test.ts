@@ -1,9 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { heartbeat } from '../../src/core/heartbeat.js';
 import { makeIdempotent } from '../../src/function/index.js';
-import { startHeartbeat } from '../../src/function/lease.js';
-import { heartbeat } from '../../src/http/heartbeat.js';
 import { idempotent } from '../../src/http/index.js';
-import { resolveOptions } from '../../src/http/options.js';
 import {
   type IdempotencyStore,
   InvalidKeyError,
@@ -103,29 +101,17 @@ describe('the lease of the HTTP layer and makeIdempotent', () => {
       if (got.status !== 'acquired') throw new Error(`${id} not acquired: ${got.status}`);
       return got.attempt;
     };
-    // A lease too long for the option (which refuses it) still reaches the heartbeats safely.
+    // A lease too long for the option (which refuses it) still reaches the heartbeat safely.
     const tooLong = 10_000_000;
-    const control = startHeartbeat(
-      store,
-      { key: 'control', digest: 'd', attempt: await claim('control', 0.03) },
-      0.03,
-      now,
-    );
-    const beats = [
-      startHeartbeat(
-        store,
-        { key: 'function', digest: 'd', attempt: await claim('function', tooLong) },
-        tooLong,
-        now,
-      ),
-      heartbeat(
-        store,
-        { ...resolveOptions({}), leaseSeconds: tooLong },
-        'http',
-        'd',
-        await claim('http', tooLong),
-      ).stop,
-    ];
+    const beat = async (id: string, leaseSeconds: number) => {
+      const attempt = await claim(id, leaseSeconds);
+      return heartbeat(
+        async () => store.renew(id, 'd', attempt, now() + leaseSeconds),
+        leaseSeconds,
+      );
+    };
+    const control = await beat('control', 0.03);
+    const long = await beat('long', tooLong);
     // Through the options: the longest lease allowed.
     const gate = deferred();
     const job = makeIdempotent(
@@ -142,13 +128,12 @@ describe('the lease of the HTTP layer and makeIdempotent', () => {
       // have renewed the others dozens of times.
       await until(() => counted.callsOn('renew', 'control') >= 5);
     } finally {
-      control();
-      for (const stop of beats) stop();
+      control.stop();
+      long.stop();
       gate.resolve();
     }
     expect(await running).toBe('ok');
-    expect(counted.callsOn('renew', 'function')).toBe(0);
-    expect(counted.callsOn('renew', 'http')).toBe(0);
+    expect(counted.callsOn('renew', 'long')).toBe(0);
     expect(counted.callsOn('renew', 'longest')).toBe(0);
   });
 });

@@ -272,7 +272,10 @@ describe('transactional makeIdempotent with leases on SQLite', () => {
     clock = 1020;
     expect(await job('k')).toBe(1);
     release();
-    expect(await stalled).toBeInstanceOf(CallSupersededError);
+    const error = await stalled;
+    expect(error).toBeInstanceOf(CallSupersededError);
+    // The code of a superseded run, the same as the HTTP layer's request-superseded problem.
+    expect((error as CallSupersededError).code).toBe('IDEMPOTENCY_REQUEST_SUPERSEDED');
     expect(store.db.select().from(effects).where(eq(effects.key, 'k')).all()).toEqual([
       { run: 1, key: 'k' },
     ]);

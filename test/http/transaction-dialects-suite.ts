@@ -6,7 +6,7 @@ import express from 'express';
 import Fastify from 'fastify';
 import { Hono } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { TransactionRunner } from '../../src/function/transaction.js';
+import type { TransactionRunner } from '../../src/core/transaction-runner.js';
 import { expressTransaction } from '../../src/http/express.js';
 import { fastifyTransaction } from '../../src/http/fastify.js';
 import { fetchTransaction } from '../../src/http/fetch.js';

@@ -4,7 +4,7 @@ import { sql } from 'drizzle-orm';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import Fastify from 'fastify';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { TransactionRunner } from '../../src/function/transaction.js';
+import type { TransactionRunner } from '../../src/core/transaction-runner.js';
 import { fastifyTransaction } from '../../src/http/fastify.js';
 import { fetchTransaction } from '../../src/http/fetch.js';
 import type { IdempotentOptions } from '../../src/http/index.js';

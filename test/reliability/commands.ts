@@ -3,7 +3,7 @@
 // Async throughout, so the same commands drive the synchronous SQLite store and async stores.
 import fc from 'fast-check';
 import { expect } from 'vitest';
-import type { TransactionRunner } from '../../src/function/transaction.js';
+import type { TransactionRunner } from '../../src/core/transaction-runner.js';
 import {
   InvalidDigestError,
   InvalidKeyError,

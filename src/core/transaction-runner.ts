@@ -26,8 +26,8 @@ export type TransactionOutcome<R> =
  * both commit or neither does. Made per dialect over the store's own database
  * (`sqliteTransaction(store)` from `drizzle-idempotency/sqlite`, `libsqlTransaction(store)` from
  * `drizzle-idempotency/libsql`, `pgTransaction(store)` from `drizzle-idempotency/pg`,
- * `mysqlTransaction(store)` from `drizzle-idempotency/mysql`); {@link makeIdempotent} and the
- * HTTP layer drive it.
+ * `mysqlTransaction(store)` from `drizzle-idempotency/mysql`). The claim engine's
+ * `Ownership.transact` drives it for `makeIdempotent` and the HTTP layer alike.
  *
  * The key must already be claimed (pending, owned by `owner`) in its own earlier commit, so
  * duplicates see it as in progress instead of waiting on a lock.

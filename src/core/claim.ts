@@ -1,0 +1,154 @@
+import type { ClaimSettings } from './claim-options.js';
+import { isLeased, type Ownership, ownership } from './ownership.js';
+import { KeyStatus } from './status.js';
+import type { IdempotencyRecord, IdempotencyStore } from './store.js';
+import { waitForOwner } from './wait.js';
+
+/**
+ * How often a key that vanished between `reserve` and `get` (released or purged in between) is
+ * claimed again before it counts as in progress: it keeps changing hands, so others own it.
+ */
+const MAX_VANISHED = 3;
+
+/**
+ * What the claim engine decided for a key and a fingerprint. The HTTP layer maps each to an answer
+ * or a problem, `makeIdempotent` to a result or an error; both share the codes of `ErrorCode`.
+ *
+ * - `acquired`: the caller owns the key and runs the work under its {@link Ownership};
+ * - `replay`: the key's answer is stored and within its retention: send it, run nothing;
+ * - `expired`: the key's answer is past its retention but not purged: neither replayed nor run;
+ * - `mismatch`: the key holds another fingerprint's row: nothing runs;
+ * - `inProgress`: another owner still works on it (or its answer was not recorded and it waits for
+ *   an operator) once any wait ran out. `record` is the row as last seen (`null` when none was
+ *   read), `leaseUntil` when its lease lapses at the latest (`null` without a lease).
+ */
+export type Claim =
+  | { readonly status: 'acquired'; readonly ownership: Ownership }
+  | { readonly status: 'replay'; readonly record: IdempotencyRecord<unknown> }
+  | { readonly status: 'expired'; readonly record: IdempotencyRecord<unknown> }
+  | { readonly status: 'mismatch'; readonly record: IdempotencyRecord<unknown> }
+  | {
+      readonly status: 'inProgress';
+      readonly record: IdempotencyRecord<unknown> | null;
+      readonly leaseUntil: number | null;
+    };
+
+// One try at the key: what the store holds for it now. `unrecorded` says waiting is pointless.
+type Attempt =
+  | Extract<Claim, { status: 'acquired' }>
+  | { readonly status: 'settled'; readonly record: IdempotencyRecord<unknown> }
+  | {
+      readonly status: 'inProgress';
+      readonly record: IdempotencyRecord<unknown> | null;
+      readonly leaseUntil: number | null;
+      readonly unrecorded: boolean;
+    };
+
+async function attempt(
+  store: IdempotencyStore<unknown>,
+  key: string,
+  digest: string,
+  now: number,
+  settings: ClaimSettings,
+): Promise<Attempt> {
+  const expires = now + settings.ttlSeconds;
+  if (isLeased(store)) {
+    // One atomic acquire: it reads first, and writes only to insert the key or to take over a
+    // lapsed lease (same fingerprint only), handing out a new fencing token.
+    const got = await store.acquire(key, digest, {
+      expires,
+      now,
+      leaseSeconds: settings.leaseSeconds,
+    });
+    switch (got.status) {
+      case 'acquired': {
+        const owner = { key, digest, attempt: got.attempt };
+        return { status: 'acquired', ownership: ownership(store, owner, got.takenOver, settings) };
+      }
+      case 'inProgress':
+        return {
+          status: 'inProgress',
+          record: null,
+          leaseUntil: got.leaseUntil,
+          unrecorded: got.unrecorded,
+        };
+      default:
+        return { status: 'settled', record: got.record };
+    }
+  }
+  for (let vanished = 0; vanished < MAX_VANISHED; vanished++) {
+    if (await store.reserve(key, digest, expires)) {
+      return { status: 'acquired', ownership: ownership(store, { key, digest }, false, settings) };
+    }
+    const record = await store.get(key);
+    if (record === null) continue;
+    if (record.fingerprint !== digest || record.status === KeyStatus.done) {
+      return { status: 'settled', record };
+    }
+    return { status: 'inProgress', record, leaseUntil: null, unrecorded: false };
+  }
+  return { status: 'inProgress', record: null, leaseUntil: null, unrecorded: false };
+}
+
+// A row that is done or holds another fingerprint, judged at `now`.
+function settle(record: IdempotencyRecord<unknown>, digest: string, now: number): Claim {
+  if (record.fingerprint !== digest) return { status: 'mismatch', record };
+  return { status: record.expires > now ? 'replay' : 'expired', record };
+}
+
+/**
+ * The claim protocol, once for the HTTP layer and `makeIdempotent`: claims `key` for `digest` on
+ * `store`, or says why not. On a store with leases it calls `acquire` (which reads first, so a
+ * replay writes nothing); on one without, `reserve` and then `get`. A key in progress is waited
+ * for up to `waitTimeoutMs` with reads only ({@link waitForOwner}); only a row that is gone or
+ * whose lease lapsed is claimed again, a write.
+ *
+ * ```
+ *  claim ── won ────────────────────────────▶ acquired (run under the Ownership)
+ *    ├─ other fingerprint ──────────────────▶ mismatch
+ *    ├─ done, expires > now ────────────────▶ replay
+ *    ├─ done, expires <= now ───────────────▶ expired
+ *    └─ pending ─ wait (reads) ─┬─ gone or lapsed ─▶ claim again
+ *                               ├─ settled ────────▶ mismatch / replay / expired
+ *                               └─ time is up ─────▶ inProgress
+ * ```
+ *
+ * @returns see {@link Claim}; throws what the store throws
+ */
+export async function claim(
+  store: IdempotencyStore<unknown>,
+  key: string,
+  digest: string,
+  settings: ClaimSettings,
+): Promise<Claim> {
+  const deadline = performance.now() + settings.waitTimeoutMs;
+  for (;;) {
+    const now = settings.now();
+    const found = await attempt(store, key, digest, now, settings);
+    if (found.status === 'acquired') return found;
+    if (found.status === 'settled') return settle(found.record, digest, now);
+    // Marked unrecorded: it waits for an operator, so waiting for it here is pointless.
+    if (found.unrecorded) {
+      return { status: 'inProgress', record: found.record, leaseUntil: found.leaseUntil };
+    }
+    const waited = await waitForOwner({
+      store,
+      key,
+      digest,
+      now: settings.now,
+      deadline,
+      intervalMs: settings.waitIntervalMs,
+      seen: found.record,
+    });
+    if (waited.status === 'inProgress') {
+      // The row as last seen, if the wait looked at it; else what the claim saw.
+      const { record } = waited;
+      return {
+        status: 'inProgress',
+        record,
+        leaseUntil: record === null ? found.leaseUntil : record.leaseUntil,
+      };
+    }
+    if (waited.status !== 'claim') return settle(waited.record, digest, settings.now());
+  }
+}
