@@ -1,9 +1,9 @@
 import { drizzle } from 'drizzle-orm/mysql2';
 import mysql from 'mysql2/promise';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { applyMysqlMigrations, MysqlIdempotencyStore } from '../src/mysql/index.js';
-import { freshMysqlDatabase, type MysqlDatabase, mysqlUrl } from './support/mysql.js';
-import { finishedKey, httpReplays, storeReplays } from './support/replays.js';
+import { applyMysqlMigrations, MysqlIdempotencyStore } from '../../src/mysql/index.js';
+import { freshMysqlDatabase, type MysqlDatabase, mysqlUrl } from '../support/mysql.js';
+import { finishedKey, httpReplays, storeReplays } from '../support/replays.js';
 
 const url = mysqlUrl() as string;
 
