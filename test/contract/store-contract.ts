@@ -239,6 +239,73 @@ export function describeStoreContract(dialect: string, makeHarness: HarnessFacto
       });
     });
 
+    // A store may keep answers it read (the SQLite answer cache): every state an answer leaves is
+    // fetched again after it was replayed, so an answer kept past its row would be caught here.
+    describe('fetch again after a replay', () => {
+      const replayed = async (key: string, expires: number, response: unknown) => {
+        await h.store.reserve(key, 'v1', expires);
+        await h.store.finish(key, 'v1', response);
+        expect(await h.store.fetch(key, 1)).toEqual(response);
+        expect(await h.store.fetch(key, 2)).toEqual(response);
+      };
+
+      it('replays a live answer every time, and nothing from now == expires on', async () => {
+        await replayed('k', 10, { receipt: 1 });
+        expect(await h.store.fetch('k', 9.999)).toEqual({ receipt: 1 });
+        expect(await h.store.fetch('k', 10)).toBeNull();
+        expect(await h.store.fetch('k', 11)).toBeNull();
+      });
+
+      it('answers a pending key with nothing every time, then its answer once finished', async () => {
+        await h.store.reserve('k', 'v1', 10);
+        expect(await h.store.fetch('k', 1)).toBeNull();
+        expect(await h.store.fetch('k', 1)).toBeNull();
+        await h.store.finish('k', 'v1', { receipt: 1 });
+        expect(await h.store.fetch('k', 1)).toEqual({ receipt: 1 });
+      });
+
+      it('replays nothing of a purged answer, even to a clock behind the purge, then the next answer', async () => {
+        await replayed('k', 10, { receipt: 1 });
+        expect(await h.store.purge(10)).toEqual(['k']);
+        expect(await h.store.fetch('k', 5)).toBeNull();
+        expect(await h.store.reserve('k', 'v2', 20)).toBe(true);
+        expect(await h.store.fetch('k', 5)).toBeNull();
+        await h.store.finish('k', 'v2', { receipt: 2 });
+        expect(await h.store.fetch('k', 5)).toEqual({ receipt: 2 });
+        expect(await h.store.fetch('k', 6)).toEqual({ receipt: 2 });
+      });
+
+      it('replays nothing of a swept answer, even to a clock behind the sweep, then the next answer', async () => {
+        await replayed('k', 10, { receipt: 1 });
+        expect(await h.store.sweepBatch(10, 10)).toBe(1);
+        expect(await h.store.fetch('k', 5)).toBeNull();
+        expect(await h.store.reserve('k', 'v2', 20)).toBe(true);
+        await h.store.finish('k', 'v2', { receipt: 2 });
+        expect(await h.store.fetch('k', 5)).toEqual({ receipt: 2 });
+      });
+
+      it('replays the answer of the run after a release, never an earlier one', async () => {
+        await replayed('k', 10, { receipt: 1 });
+        expect(await h.store.purge(10)).toEqual(['k']);
+        expect(await h.store.reserve('k', 'v2', 20)).toBe(true);
+        expect(await h.store.release('k', 'v2')).toBe(true);
+        expect(await h.store.fetch('k', 5)).toBeNull();
+        expect(await h.store.reserve('k', 'v3', 30)).toBe(true);
+        expect(await h.store.fetch('k', 5)).toBeNull();
+        await h.store.finish('k', 'v3', { receipt: 3 });
+        expect(await h.store.fetch('k', 5)).toEqual({ receipt: 3 });
+        expect(await h.store.fetch('k', 6)).toEqual({ receipt: 3 });
+      });
+
+      it('keeps replaying one answer while another key is purged', async () => {
+        await replayed('short', 10, { receipt: 1 });
+        await replayed('long', 100, { receipt: 2 });
+        expect(await h.store.purge(10)).toEqual(['short']);
+        expect(await h.store.fetch('short', 5)).toBeNull();
+        expect(await h.store.fetch('long', 50)).toEqual({ receipt: 2 });
+      });
+    });
+
     describe('expired', () => {
       it('lists done rows with expires <= now, ascending by id bytes', async () => {
         await h.seed([

@@ -1,4 +1,4 @@
-// Run by test/deno-runtime.test.ts under Deno: the libSQL store on a local file and, when
+// Run by test/runtimes/deno-runtime.test.ts under Deno: the libSQL store on a local file and, when
 // DATABASE_URL is set, the PostgreSQL store over node-postgres, each through one retention cycle
 // and one fenced takeover. Prints one JSON line of what it saw.
 

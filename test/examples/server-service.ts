@@ -1,9 +1,9 @@
 import type { ChildProcess } from 'node:child_process';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import { type ChildResult, spawnTs } from '../support/child.js';
 import { idem } from '../support/cli.js';
+import { until } from '../support/waiting.js';
 
 const MAIN = fileURLToPath(new URL('../../examples/payments/main.ts', import.meta.url));
 const LEASE_SECONDS = 2;
@@ -45,14 +45,6 @@ function startService(idemUrl: string, env: NodeJS.ProcessEnv = {}): Service {
     child.on('close', () => reject(new Error(`the service ended: ${output}`)));
   });
   return { child, url, ended: result };
-}
-
-async function until(predicate: () => Promise<boolean>, what: string): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  while (!(await predicate())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
 }
 
 function pay(url: string, key: string, body: Record<string, unknown>): Promise<Response> {
@@ -113,7 +105,7 @@ export async function exerciseService(db: ServerDatabase): Promise<void> {
     expect(await problemType(reused)).toMatch(/key-reused$/);
 
     const slow = pay(url, 'order-2', { amount: 5, currency: 'usd', delay_ms: 1500 });
-    await until(async () => (await db.keyRow('order-2'))?.status === 'pending', 'order-2 to start');
+    await until(async () => (await db.keyRow('order-2'))?.status === 'pending', 50);
     const duplicate = await pay(url, 'order-2', { amount: 5, currency: 'usd', delay_ms: 1500 });
     expect(duplicate.status).toBe(409);
     expect(await problemType(duplicate)).toMatch(/request-in-progress$/);
@@ -156,7 +148,7 @@ export async function exerciseService(db: ServerDatabase): Promise<void> {
   try {
     const url = await restarted.url;
     const deadline = left?.leaseUntil ?? Number.POSITIVE_INFINITY;
-    await until(async () => Date.now() / 1000 > deadline, 'the dead owner to lose its lease');
+    await until(async () => Date.now() / 1000 > deadline, 50);
     const retry = await pay(url, 'order-3', order3);
     expect(retry.status).toBe(201);
     const charged = (await retry.json()) as { id: string };

@@ -12,10 +12,10 @@ import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/i
 import { SWEEP_NOW, seedBacklog, tally } from '../support/backlog.js';
 import { spawnTs } from '../support/child.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
+import { until } from '../support/waiting.js';
 
 const dir = tempDir('idem-service-');
 const root = fileURLToPath(new URL('../..', import.meta.url));
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('the payments service answers unreadable bodies with problems', () => {
   let store: SqliteIdempotencyStore<unknown>;
@@ -102,14 +102,6 @@ function npm(args: string[], env: NodeJS.ProcessEnv): NpmRun {
   return { child, output: () => output, exit };
 }
 
-async function until(check: () => boolean, what: string, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
-
 // Whether any process is left in the group npm led.
 function groupAlive(pgid: number): boolean {
   try {
@@ -144,16 +136,16 @@ describe('npm start under SIGTERM and SIGINT', () => {
         IDEM_SHUTDOWN_GRACE_MS: '30000',
       });
       try {
-        await until(() => /listening on (http:\S+)/.test(run.output()), 'the service to listen');
+        await until(() => /listening on (http:\S+)/.test(run.output()), 20);
         const url = /listening on (http:\S+)/.exec(run.output())?.[1] ?? '';
         const inFlight = fetch(`${url}/payments`, {
           method: 'POST',
           headers: { 'content-type': 'application/json', 'idempotency-key': 'slow' },
           body: JSON.stringify({ amount: 5, currency: 'EUR', delay_ms: 1500 }),
         });
-        await until(() => keyRow(path, 'slow')?.status === 'pending', 'the request to start');
+        await until(() => keyRow(path, 'slow')?.status === 'pending', 20);
         process.kill(run.child.pid as number, signal);
-        await until(() => run.output().includes('draining'), 'the service to start draining');
+        await until(() => run.output().includes('draining'), 20);
         await expect(fetch(`${url}/payments`)).rejects.toThrow();
 
         const answer = await inFlight;
@@ -161,10 +153,7 @@ describe('npm start under SIGTERM and SIGINT', () => {
         expect(await answer.json()).toMatchObject({ amount: 5, currency: 'EUR' });
         expect(await run.exit).toBe(0);
         expect(keyRow(path, 'slow')?.status).toBe('done');
-        await until(
-          () => !groupAlive(run.child.pid as number),
-          'every process of npm start to end',
-        );
+        await until(() => !groupAlive(run.child.pid as number), 20);
       } finally {
         if (groupAlive(run.child.pid as number))
           process.kill(-(run.child.pid as number), 'SIGKILL');
@@ -183,13 +172,13 @@ describe('npm run idem -- sweep under SIGTERM', () => {
       {},
     );
     try {
-      await until(() => tally(path).expired < backlog, 'the first batch');
+      await until(() => tally(path).expired < backlog, 20);
       process.kill(run.child.pid as number, 'SIGTERM');
       await run.exit;
       const summary = /\{.*"stoppedBy".*\}/.exec(run.output())?.[0] ?? '{}';
       expect(JSON.parse(summary)).toMatchObject({ stoppedBy: 'signal' });
       expect(tally(path).expired).toBeGreaterThan(0);
-      await until(() => !groupAlive(run.child.pid as number), 'every process of npm run to end');
+      await until(() => !groupAlive(run.child.pid as number), 20);
     } finally {
       if (groupAlive(run.child.pid as number)) process.kill(-(run.child.pid as number), 'SIGKILL');
     }
@@ -243,7 +232,7 @@ describe('the payments service killed mid-request', () => {
 
     const first = start(path);
     const lost = pay(await first.url).catch((error: unknown) => error);
-    await until(() => lease(path)?.status === 'pending', 'the first request to start');
+    await until(() => lease(path)?.status === 'pending', 20);
     first.child.kill('SIGKILL');
     expect(await lost).toBeInstanceOf(Error);
 
@@ -251,7 +240,7 @@ describe('the payments service killed mid-request', () => {
     try {
       const url = await second.url;
       const deadline = lease(path)?.lease_until ?? Number.POSITIVE_INFINITY;
-      await until(() => Date.now() / 1000 > deadline, 'the dead owner to lose its lease');
+      await until(() => Date.now() / 1000 > deadline, 20);
       const retry = await pay(url);
       expect(retry.status).toBe(201);
       const payment = (await retry.json()) as { id: string };

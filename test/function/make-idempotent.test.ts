@@ -11,7 +11,7 @@ import { openLibsqlStore } from '../../src/libsql/index.js';
 import { countedStore } from '../support/counted-store.js';
 import { type StoreFactory, storeFactories } from '../support/store-factories.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
-import { deferred, until } from '../support/waiting.js';
+import { deferred, until, watched } from '../support/waiting.js';
 
 interface Order {
   readonly id: string;
@@ -158,11 +158,13 @@ describe.each(factories)('makeIdempotent on $name', (factory) => {
     );
     const first = slow('k');
     await until(() => runs === 1);
-    const second = slow('k');
-    // The second call read the row twice: it is waiting, not replaying a finished call.
-    await until(() => counted.calls('get') >= 2);
+    const second = watched(slow('k'));
+    // The second call reads the row again and again without answering: it is waiting, not
+    // replaying a finished call, and its result comes only once the first is released.
+    await until(() => counted.calls('get') >= 3 || second.settled());
+    expect(second.settled()).toBe(false);
     gate.resolve('first');
-    expect(await Promise.all([first, second])).toEqual(['first', 'first']);
+    expect(await Promise.all([first, second.promise])).toEqual(['first', 'first']);
     expect(runs).toBe(1);
   });
 
@@ -179,27 +181,33 @@ describe.each(factories)('makeIdempotent on $name', (factory) => {
     );
     const first = slow('k').catch((e: unknown) => e);
     await until(() => runs === 1);
-    const second = slow('k');
-    await until(() => counted.calls('get') >= 2);
+    const second = watched(slow('k'));
+    // In the wait when the first call fails: the run it then makes is the wait's.
+    await until(() => counted.calls('get') >= 3 || second.settled());
+    expect(second.settled()).toBe(false);
     gate.reject(new Error('boom'));
     expect(await first).toEqual(new Error('boom'));
-    expect(await second).toBe('second');
+    expect(await second.promise).toBe('second');
     expect(runs).toBe(2);
   });
 
   it('gives up waiting after its budget with CallInProgressError', async () => {
+    const counted = countedStore(store);
     const gate = deferred<string>();
     let runs = 0;
+    // Long enough that the claim before the wait never spends the whole budget on a busy machine.
     const slow = makeIdempotent(
       (_id: string) => {
         runs += 1;
         return gate.promise;
       },
-      { store, key: (id) => id, wait: { timeoutMs: 30, intervalMs: 10 } },
+      { store: counted.store, key: (id) => id, wait: { timeoutMs: 300, intervalMs: 10 } },
     );
     const first = slow('k');
     await until(() => runs === 1);
     await expect(slow('k')).rejects.toBeInstanceOf(CallInProgressError);
+    // It waited (read the row) before giving up, rather than refusing at once.
+    expect(counted.calls('get')).toBeGreaterThanOrEqual(1);
     gate.resolve('x');
     await first;
     expect(runs).toBe(1);

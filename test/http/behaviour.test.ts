@@ -18,7 +18,7 @@ import {
 } from '../support/http-servers.js';
 import { nestServerKinds } from '../support/nest-servers.js';
 import { type StoreFactory, storeFactories } from '../support/store-factories.js';
-import { until } from '../support/waiting.js';
+import { until, watched } from '../support/waiting.js';
 
 /** Fields of a request body that steer the test handler. */
 interface Control {
@@ -372,12 +372,14 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
       const url = await start({ wait: { timeoutMs: 10_000, intervalMs: 10 } }, counted.store);
       const first = send(url, 'k1', { gate: true });
       await until(async () => (await store.get('k1'))?.status === 'pending');
-      const second = send(url, 'k1', { gate: true });
-      // The second request claimed once and then read the row twice: it is waiting, not replaying.
-      await until(() => counted.calls('get') >= 2);
+      const second = watched(send(url, 'k1', { gate: true }));
+      // The second request claimed once and then read the row again and again without answering:
+      // it is waiting, not replaying; its answer comes only once the first is released.
+      await until(() => counted.calls('get') >= 3 || second.settled());
+      expect(second.settled()).toBe(false);
       expect(counted.calls('acquire')).toBe(2);
       gate.open();
-      const [a, b] = await Promise.all([first, second]);
+      const [a, b] = await Promise.all([first, second.promise]);
       expect(a.status).toBe(201);
       expect(b.status).toBe(201);
       expect(b.headers.get('idempotent-replayed')).toBe('true');

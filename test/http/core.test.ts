@@ -8,7 +8,9 @@ import {
 } from '../../src/http/index.js';
 import { SchemaMismatchError } from '../../src/index.js';
 import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/index.js';
+import { countedStore } from '../support/counted-store.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
+import { until, watched } from '../support/waiting.js';
 
 const dir = tempDir('idem-core-');
 const request: IdempotentRequest = {
@@ -150,12 +152,20 @@ describe('idempotent core', () => {
   });
 
   it('lets a waiting duplicate run once the owner released the key after a failure', async () => {
-    const layer = idempotent(store, { now: () => 0, wait: { timeoutMs: 10_000, intervalMs: 10 } });
+    const counted = countedStore(store);
+    const layer = idempotent(counted.store, {
+      now: () => 0,
+      wait: { timeoutMs: 10_000, intervalMs: 10 },
+    });
     const owner = await layer.begin(request);
     if (owner.action !== 'run') throw new Error(`expected to run, got ${owner.action}`);
-    const waiter = layer.begin(request);
+    const waiter = watched(layer.begin(request));
+    // The duplicate reads the row again and again without answering: it is in the wait when the
+    // owner fails, so the claim it then makes is the wait's, not a first look at a free key.
+    await until(() => counted.calls('get') >= 2 || waiter.settled());
+    expect(waiter.settled()).toBe(false);
     await owner.execution.fail(new Error('boom'));
-    const next = await waiter;
+    const next = await waiter.promise;
     expect(next.action).toBe('run');
     expect(store.get('k1')?.status).toBe('pending');
   });

@@ -14,7 +14,7 @@ import {
 } from '../../src/http/index.js';
 import type { LeasedIdempotencyStore } from '../../src/index.js';
 import { type StoreFactory, storeFactories } from '../support/store-factories.js';
-import { deferred } from '../support/waiting.js';
+import { deferred, until } from '../support/waiting.js';
 
 const request: IdempotentRequest = {
   method: 'POST',
@@ -22,8 +22,6 @@ const request: IdempotentRequest = {
   headers: { 'idempotency-key': 'k1' },
   body: { amount: 1 },
 };
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The real store in every way but `finish`, which fails as when the database goes away. */
 function finishFails(store: LeasedIdempotencyStore<unknown>): LeasedIdempotencyStore<unknown> {
@@ -275,12 +273,13 @@ function describeLeases(factory: StoreFactory): void {
     it('keeps the key of a live handler running three times its lease (Express, real clock)', async () => {
       const leaseSeconds = 1;
       let runs = 0;
+      // The handler stays in flight until the test has seen its key outlive three leases.
+      const gate = deferred();
       const app = express();
       app.use(express.json());
       app.post('/pay', expressIdempotency(store, { leaseSeconds }), async (req, res) => {
         runs += 1;
-        const until = Date.now() + 3.2 * leaseSeconds * 1000;
-        while (Date.now() < until) await sleep(50);
+        await gate.promise;
         res.status(201).json({ paid: req.body });
       });
       const server: Server = app.listen(0, '127.0.0.1');
@@ -294,20 +293,23 @@ function describeLeases(factory: StoreFactory): void {
         });
       try {
         const slow = send();
-        // Wait by condition until the handler has held its key past two whole leases.
-        let record = await store.get('slow');
-        while (record === null) {
-          await sleep(20);
-          record = await store.get('slow');
-        }
-        const token = record.attempt;
-        const started = Date.now() / 1000;
-        while (Date.now() / 1000 < started + 2 * leaseSeconds) await sleep(50);
+        await until(async () => (await store.get('slow')) !== null);
+        const { attempt: token, leaseUntil: claimed } = (await store.get('slow')) as {
+          attempt: number;
+          leaseUntil: number;
+        };
+        // A renewal sets the lease to its own time plus one lease: one past claimed + 3 leases
+        // was made more than three leases after the claim, by a handler still running.
+        await until(
+          async () => ((await store.get('slow'))?.leaseUntil ?? 0) > claimed + 3 * leaseSeconds,
+          50,
+        );
         const duplicate = await send();
         expect(duplicate.status).toBe(409);
         expect(Number(duplicate.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
         expect(await store.get('slow')).toMatchObject({ status: 'pending', attempt: token });
 
+        gate.resolve();
         const answer = await slow;
         expect(answer.status).toBe(201);
         expect(await store.get('slow')).toMatchObject({ status: 'done', attempt: token });
@@ -315,6 +317,7 @@ function describeLeases(factory: StoreFactory): void {
         expect(retry.headers.get('idempotent-replayed')).toBe('true');
         expect(runs).toBe(1);
       } finally {
+        gate.resolve();
         server.closeAllConnections();
         await new Promise((resolve) => server.close(resolve));
       }

@@ -15,7 +15,7 @@ import { applyPgMigrations, PgIdempotencyStore, pgTransaction } from '../../src/
 import { openSqliteStore, sqliteTransaction } from '../../src/sqlite/index.js';
 import { fileUrl } from '../support/libsql-harness.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
-import { deferred } from '../support/waiting.js';
+import { deferred, until } from '../support/waiting.js';
 
 const dir = tempDir('idem-http-tx-');
 
@@ -243,16 +243,9 @@ describe('honoTransaction on libSQL: the transaction holds the write lock, write
         libsqlTransaction(counting),
         async (_c, tx) => {
           await tx.run(sql`INSERT INTO payments (amount) VALUES (5)`);
-          // Outlive several heartbeat periods (a third of the lease each) inside the transaction.
-          const start = Date.now();
-          await new Promise<void>((resolve) => {
-            const check = setInterval(() => {
-              if (Date.now() - start > 500) {
-                clearInterval(check);
-                resolve();
-              }
-            }, 20);
-          });
+          // Stay in the transaction, holding the write lock, until several renewals have been
+          // sent (one per heartbeat, a third of the lease each): they queue behind the lock.
+          await until(() => renewals >= 3);
           return { status: 201, body: { amount: 5 } };
         },
         { leaseSeconds: 0.15 },

@@ -9,6 +9,7 @@ import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/i
 import { failingFinish } from '../support/failing-store.js';
 import { type OtelHarness, otelHarness } from '../support/otel.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
+import { until } from '../support/waiting.js';
 
 const dir = tempDir('idem-observe-requests-');
 let otel: OtelHarness;
@@ -69,8 +70,7 @@ describe('requestTelemetry', () => {
       });
       return { status: 201 };
     });
-    while ((store.get('k8')?.status ?? null) !== 'pending')
-      await new Promise((r) => setTimeout(r, 5));
+    await until(() => store.get('k8')?.status === 'pending');
     expect((await layer.handle(request('k8', {}), created)).response.status).toBe(409);
     release();
     await first;

@@ -5,7 +5,7 @@ import { openSqliteStore } from '../../src/sqlite/index.js';
 import { underBun } from './bun-harness.js';
 import { fileUrl } from './libsql-harness.js';
 import { mysqlHarness, mysqlUrl } from './mysql.js';
-import { serverHarness, serverUrl } from './pg.js';
+import { pgliteHarness, serverHarness, serverUrl } from './pg.js';
 import { freshDbPath, tempDir } from './temp.js';
 
 /** A fresh, empty store of one dialect, for the HTTP tests. */
@@ -15,11 +15,13 @@ export interface StoreFactory {
 }
 
 /**
- * Every dialect the HTTP layer is tested on: a SQLite file through better-sqlite3 and through
- * libSQL, the real PostgreSQL server whenever `DATABASE_URL` is set and the real MySQL server
+ * Every dialect the HTTP and function layers are tested on: a SQLite file through better-sqlite3
+ * and through libSQL, PostgreSQL in process through PGlite (so the PostgreSQL store runs without a
+ * server), the real PostgreSQL server whenever `DATABASE_URL` is set and the real MySQL server
  * whenever `MYSQL_URL` is set (CI sets both; if one is set but unreachable, the tests fail rather
- * than skip). Call it at the top level of a test file: it makes a temporary directory and a pool
- * that are cleaned up when the file ends. A dialect is one more entry.
+ * than skip). Call it at the top level of a test file: it makes a temporary directory, a PGlite
+ * database and a pool, created on first use and cleaned up when the file ends. A dialect is one
+ * more entry.
  */
 export function storeFactories(): StoreFactory[] {
   const dir = tempDir('idem-http-');
@@ -28,7 +30,8 @@ export function storeFactories(): StoreFactory[] {
     url === undefined ? [] : [{ name: 'PostgreSQL server', open: serverHarness(url) }];
   const mysql = mysqlUrl();
   if (mysql !== undefined) server.push({ name: 'MySQL server', open: mysqlHarness(mysql) });
-  // Under Bun, better-sqlite3 does not load: bun:sqlite is its SQLite there.
+  // Under Bun, better-sqlite3 does not load: bun:sqlite is its SQLite there. The run under Bun is
+  // about bun:sqlite, so PGlite (the same store as under Node) stays out of it.
   if (underBun) {
     return [
       {
@@ -56,6 +59,7 @@ export function storeFactories(): StoreFactory[] {
         return { store, close: async () => store.close() };
       },
     },
+    { name: 'PGlite', open: pgliteHarness() },
     ...server,
   ];
 }

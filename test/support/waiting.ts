@@ -26,3 +26,23 @@ export async function until(
 ): Promise<void> {
   while (!(await condition())) await new Promise((resolve) => setTimeout(resolve, intervalMs));
 }
+
+/** A promise under watch, for a test to prove a call has not answered yet. */
+export interface Watched<T> {
+  readonly promise: Promise<T>;
+  /** Whether the promise has settled, fulfilled or rejected. */
+  settled(): boolean;
+}
+
+/**
+ * Watches `promise` without handling it for the caller: `settled()` turns true once it settles,
+ * and `promise` is the same promise, still to be awaited.
+ */
+export function watched<T>(promise: Promise<T>): Watched<T> {
+  let settled = false;
+  const mark = () => {
+    settled = true;
+  };
+  promise.then(mark, mark);
+  return { promise, settled: () => settled };
+}

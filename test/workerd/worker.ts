@@ -1,4 +1,4 @@
-// A Cloudflare Worker over a D1 binding, bundled by test/workerd.test.ts as wrangler bundles one
+// A Cloudflare Worker over a D1 binding, bundled by test/runtimes/workerd.test.ts as wrangler bundles one
 // and run in workerd through Miniflare. It imports every runtime-neutral entry (a throw at load
 // would stop the Worker from starting), and runs the store, the leases, the transactional form and
 // the Hono and Fetch middleware on D1, answering what it observed. The imports name the source so

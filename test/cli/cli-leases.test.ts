@@ -1,0 +1,154 @@
+import { describe, expect, it } from 'vitest';
+import { openSqliteStore } from '../../src/sqlite/index.js';
+import { tokenOf } from '../contract/lease-contract.js';
+import { idem, jsonLine } from '../support/cli.js';
+import { readRows } from '../support/sqlite-harness.js';
+import { freshDbPath, tempDir } from '../support/temp.js';
+
+const dir = tempDir('idem-cli-leases-');
+
+// The fencing tokens the seeded rows were acquired with, by file and key.
+const tokens = new Map<string, number>();
+
+// live (lease to 130), lapsed (to 101), unrecorded, unleased, and a done row, judged at now = 110.
+function seeded(): string {
+  const path = freshDbPath(dir);
+  const store = openSqliteStore(path);
+  const acquire = (key: string, digest: string, leaseSeconds: number) => {
+    const token = tokenOf(store.acquire(key, digest, { expires: 1000, now: 100, leaseSeconds }));
+    tokens.set(`${path}:${key}`, token);
+    return token;
+  };
+  acquire('a-live', 'fa', 30);
+  acquire('b-lapsed', 'fb', 1);
+  store.markUnrecorded('c-unrecorded', 'fc', acquire('c-unrecorded', 'fc', 30));
+  store.reserve('d-unleased', 'fd', 1000);
+  store.finish('e-done', 'fe', { ok: true }, acquire('e-done', 'fe', 30));
+  store.close();
+  return path;
+}
+
+const tokenAt = (path: string, key: string) => tokens.get(`${path}:${key}`);
+
+describe.concurrent('idem pending', () => {
+  it('--json prints an array of the pending rows with their lease state', async () => {
+    const path = seeded();
+    const result = await idem(['pending', '--db', path, '--now', '110', '--json']);
+    expect(result.code).toBe(0);
+    expect(JSON.parse(result.stdout)).toEqual([
+      {
+        key: 'a-live',
+        fingerprint: 'fa',
+        expires: 1000,
+        leaseUntil: 130,
+        attempt: tokenAt(path, 'a-live'),
+        state: 'live',
+      },
+      {
+        key: 'b-lapsed',
+        fingerprint: 'fb',
+        expires: 1000,
+        leaseUntil: 101,
+        attempt: tokenAt(path, 'b-lapsed'),
+        state: 'lapsed',
+      },
+      {
+        key: 'c-unrecorded',
+        fingerprint: 'fc',
+        expires: 1000,
+        leaseUntil: null,
+        attempt: tokenAt(path, 'c-unrecorded'),
+        state: 'unrecorded',
+      },
+      {
+        key: 'd-unleased',
+        fingerprint: 'fd',
+        expires: 1000,
+        leaseUntil: null,
+        attempt: 1,
+        state: 'unleased',
+      },
+    ]);
+    const stale = await idem([
+      'pending',
+      '--db',
+      path,
+      '--now',
+      '110',
+      '--stale',
+      '--limit',
+      '1',
+      '--json',
+    ]);
+    expect(JSON.parse(stale.stdout).map((row: { key: string }) => row.key)).toEqual(['b-lapsed']);
+    const human = await idem(['pending', '--db', path, '--now', '110']);
+    expect(human.stdout).toMatch(
+      new RegExp(
+        `^b-lapsed {2}lapsed {2}token ${tokenAt(path, 'b-lapsed')} {2}lease ended 9s ago`,
+        'm',
+      ),
+    );
+    expect(human.stdout.trim().split('\n')).toHaveLength(4);
+  });
+
+  it('idem stats counts lapsed and unrecorded rows', async () => {
+    const path = seeded();
+    const stats = await idem(['stats', '--db', path, '--now', '110', '--json']);
+    expect(jsonLine(stats)).toMatchObject({ pending: 4, done: 1, lapsed: 1, unrecorded: 1 });
+    const human = await idem(['stats', '--db', path, '--now', '110']);
+    expect(human.stdout).toMatch(/^lapsed\s+1\b/m);
+    expect(human.stdout).toMatch(/^unrecorded\s+1\b/m);
+  });
+
+  it('refuses a --limit out of range with exit 2', async () => {
+    const result = await idem(['pending', '--db', seeded(), '--limit', '0']);
+    expect(result.code).toBe(2);
+  });
+});
+
+describe.concurrent('idem release', () => {
+  it('deletes one pending row with --yes (exit 0), whatever its lease', async () => {
+    const path = seeded();
+    for (const key of ['a-live', 'c-unrecorded']) {
+      const result = await idem(['release', key, '--yes', '--db', path]);
+      expect(result.code).toBe(0);
+      expect(result.stdout).toBe(`released ${key}\n`);
+    }
+    expect(readRows(path).map((row) => row.id)).toEqual(['b-lapsed', 'd-unleased', 'e-done']);
+  });
+
+  it('asks for --yes and changes nothing without it (exit 2)', async () => {
+    const path = seeded();
+    const before = readRows(path);
+    const result = await idem(['release', 'a-live', '--db', path]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('--yes');
+    expect(readRows(path)).toEqual(before);
+  });
+
+  it('refuses a done row, a missing key and another fingerprint (exit 1), changing nothing', async () => {
+    const path = seeded();
+    const before = readRows(path);
+    for (const [args, message] of [
+      [['e-done'], 'is done'],
+      [['nope'], 'no row'],
+      [['b-lapsed', '--fingerprint', 'other'], 'another fingerprint'],
+    ] as const) {
+      const result = await idem(['release', ...args, '--yes', '--db', path]);
+      expect(result.code).toBe(1);
+      expect(result.stderr).toContain(message);
+      expect(result.stderr).toContain('nothing changed');
+    }
+    expect(readRows(path)).toEqual(before);
+    const precise = await idem([
+      'release',
+      'b-lapsed',
+      '--fingerprint',
+      'fb',
+      '--yes',
+      '--db',
+      path,
+    ]);
+    expect(precise.code).toBe(0);
+  });
+});

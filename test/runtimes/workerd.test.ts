@@ -1,0 +1,227 @@
+import { builtinModules } from 'node:module';
+import { join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { readMigrationFiles } from 'drizzle-orm/migrator';
+import { build, type Plugin } from 'esbuild';
+import { Miniflare } from 'miniflare';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildAndPack, installedManifest, repoRoot, scratchApp } from '../package/scratch-app.js';
+import { tempDir } from '../support/temp.js';
+
+const WORKER = fileURLToPath(new URL('../workerd/worker.ts', import.meta.url));
+
+// The worker names the source (so tsc checks it); here each source entry becomes the packed
+// package's subpath that builds it ('src/http/hono.ts' → 'drizzle-idempotency/hono'), so what
+// runs in workerd is the package as published.
+function packagedEntries(app: string): Plugin {
+  const { exports } = installedManifest(app);
+  const subpathOf = new Map<string, string>();
+  for (const [subpath, target] of Object.entries(exports)) {
+    const file = JSON.stringify(target).match(/\.\/dist\/([^"]+)\.js"/)?.[1];
+    if (file !== undefined) subpathOf.set(file, subpath);
+  }
+  return {
+    name: 'packaged-entries',
+    setup(bundle) {
+      bundle.onResolve({ filter: /\/src\// }, async (args) => {
+        if (args.importer !== WORKER) return undefined;
+        const source = relative(join(repoRoot, 'src'), join(args.resolveDir, args.path));
+        const subpath = subpathOf.get(source.replace(/\.js$/, ''));
+        if (subpath === undefined) return { errors: [{ text: `${source} is no package entry` }] };
+        const name = `drizzle-idempotency${subpath.slice(1)}`;
+        const resolved = await bundle.resolve(name, { kind: 'import-statement', resolveDir: app });
+        return resolved.errors.length > 0 ? { errors: resolved.errors } : { path: resolved.path };
+      });
+    },
+  };
+}
+
+// What wrangler does for a Worker with nodejs_compat: one ES module, the workerd/worker/browser
+// export conditions, and Node's built-ins left to the runtime.
+async function bundleWorker(app: string): Promise<string> {
+  const result = await build({
+    entryPoints: [WORKER],
+    bundle: true,
+    write: false,
+    format: 'esm',
+    target: 'es2022',
+    platform: 'neutral',
+    conditions: ['workerd', 'worker', 'browser'],
+    mainFields: ['browser', 'module', 'main'],
+    external: ['node:*', ...builtinModules],
+    plugins: [packagedEntries(app)],
+    logLevel: 'silent',
+  });
+  const [output] = result.outputFiles;
+  if (output === undefined) throw new Error('esbuild wrote no bundle');
+  return output.text;
+}
+
+let mf: Miniflare;
+
+beforeAll(async () => {
+  const work = tempDir('idem-workerd-');
+  const app = await scratchApp(join(work, 'app'), await buildAndPack(work));
+  mf = new Miniflare({
+    modules: true,
+    script: await bundleWorker(app),
+    compatibilityDate: '2026-04-01',
+    compatibilityFlags: ['nodejs_compat'],
+    d1Databases: ['DB'],
+  });
+  await mf.ready;
+}, 600_000);
+
+afterAll(async () => {
+  await mf?.dispose();
+});
+
+type DispatchInit = Parameters<Miniflare['dispatchFetch']>[1];
+
+async function call(path: string, init?: DispatchInit) {
+  return mf.dispatchFetch(`http://worker${path}`, init);
+}
+
+async function json(path: string): Promise<unknown> {
+  const response = await call(path);
+  const text = await response.text();
+  if (response.status !== 200) throw new Error(`${path} answered ${response.status}: ${text}`);
+  return JSON.parse(text);
+}
+
+describe('in workerd (Miniflare), bundled as wrangler bundles a Worker', () => {
+  it('loads every runtime-neutral entry, no stub', async () => {
+    const entries = (await json('/entries')) as Record<string, number>;
+    expect(Object.keys(entries).sort()).toEqual(
+      [
+        '.',
+        './d1',
+        './fetch',
+        './function',
+        './hono',
+        './http',
+        './libsql',
+        './mysql',
+        './observe',
+        './pg',
+      ].sort(),
+    );
+    for (const count of Object.values(entries)) expect(count).toBeGreaterThan(0);
+  });
+
+  it('applies the migrations once, however often and concurrently applyD1Migrations runs', async () => {
+    const { journal, columns } = (await json('/migrate')) as {
+      journal: { created_at: number }[];
+      columns: string[];
+    };
+    const committed = readMigrationFiles({ migrationsFolder: join(repoRoot, 'drizzle', 'sqlite') });
+    expect(journal.map((row) => row.created_at)).toEqual(
+      committed.map((migration) => migration.folderMillis),
+    );
+    expect(columns.sort()).toEqual([
+      'attempt',
+      'expires',
+      'fingerprint',
+      'id',
+      'lease_until',
+      'response',
+      'status',
+      'unrecorded',
+    ]);
+  });
+
+  it('keeps the store contract on D1', async () => {
+    expect(await json('/contract')).toEqual({
+      reserveNew: true,
+      reserveAgain: false,
+      finishOtherDigest: false,
+      finish: true,
+      finishAgain: false,
+      fetchLive: { receipt: 1, text: 'é\u{1F600}' },
+      fetchAtExpiry: null,
+      fetchMissing: null,
+      reservePendingPast: true,
+      // Ascending by id bytes: upper case before lower case.
+      expired: ['B', 'a', 'a2', 'b', 'c'],
+      purgeTwo: ['B', 'a'],
+      purgeRest: ['a2', 'b', 'c'],
+      countsAfterPurge: { pending: 1, done: 0 },
+      reserveAfterPurge: true,
+      sweepTwo: 2,
+      leftAfterSweep: ['s3'],
+      sweepRest: 1,
+      counts: { pending: 2, done: 0 },
+      pendingKept: expect.objectContaining({ key: 'p', status: 'pending', expires: 1 }),
+      badLimit: 'InvalidLimitError',
+    });
+  });
+
+  it('gives exactly one of 10 concurrent acquires the key', async () => {
+    const outcomes = (await json('/race?key=race-1')) as string[];
+    expect(outcomes.filter((outcome) => outcome === 'acquired')).toHaveLength(1);
+    expect(outcomes.filter((outcome) => outcome === 'inProgress')).toHaveLength(9);
+  });
+
+  it('refuses the finish of an owner whose lapsed lease was taken over', async () => {
+    expect(await json('/fence?key=fence-1')).toEqual({
+      first: 'acquired',
+      second: 'acquired',
+      takenOver: true,
+      tokenRaised: true,
+      staleFinish: false,
+      currentFinish: true,
+      answer: { by: 'second' },
+    });
+  });
+
+  it('renews, hands a key to the operator and releases it, and refuses a foreign table', async () => {
+    expect(await json('/leases')).toEqual({
+      acquired: 'acquired',
+      renew: true,
+      renewWrongAttempt: false,
+      beforeLapse: 'inProgress',
+      markUnrecorded: true,
+      stale: ['l'],
+      stats: { pending: 1, done: 0, expired: 0, stalePending: 0, lapsed: 0, unrecorded: 1 },
+      releasePending: 'released',
+      releaseAgain: 'missing',
+      foreign: 'SchemaMismatchError',
+    });
+  });
+
+  it('commits the handler batch and the answer together, and neither behind a lost fence', async () => {
+    expect(await json('/transaction?key=tx-1')).toEqual({
+      once: { credited: 7 },
+      replay: { credited: 7 },
+      taker: 'acquired',
+      lost: { committed: false },
+      ledger: [{ id: 'tx-1', amount: 7 }],
+      staleRow: 'pending',
+    });
+  });
+
+  describe.each(['/hono/pay', '/fetch/pay'])('the middleware at %s', (path) => {
+    const pay = (key: string, body: unknown) =>
+      call(path, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'idempotency-key': `"${key}"` },
+        body: JSON.stringify(body),
+      });
+
+    it('replays the first answer byte for byte, marked, and answers 422 to another body', async () => {
+      const key = `pay-${path}`;
+      const first = await pay(key, { amount: 5 });
+      const firstBody = new Uint8Array(await first.arrayBuffer());
+      expect(first.status).toBe(201);
+      expect(first.headers.get('idempotent-replayed')).toBeNull();
+      const again = await pay(key, { amount: 5 });
+      expect(again.status).toBe(201);
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(new Uint8Array(await again.arrayBuffer())).toEqual(firstBody);
+      const other = await pay(key, { amount: 6 });
+      expect(other.status).toBe(422);
+      expect(other.headers.get('content-type')).toContain('application/problem+json');
+      await other.arrayBuffer();
+    });
+  });
+});
