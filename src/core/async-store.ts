@@ -1,4 +1,4 @@
-import { type KeyStatementsOf, KeyStore } from './key-store.js';
+import { type KeyStatementsOf, KeyStore, type Mode } from './key-store.js';
 import type { LeasedIdempotencyStore } from './store.js';
 
 export {
@@ -26,8 +26,11 @@ export class AsyncIdempotencyStore<T = unknown>
   extends KeyStore<T, 'async'>
   implements LeasedIdempotencyStore<T>
 {
-  /** @param statements - the dialect's statements, see {@link KeyStatements} */
-  constructor(statements: KeyStatements) {
+  /**
+   * @param statements - the dialect's statements, see {@link KeyStatements}; those of a
+   * synchronous driver (answering plain values) serve too, behind this promise API
+   */
+  constructor(statements: KeyStatements | KeyStatementsOf<Mode>) {
     super(statements, 'async');
   }
 }

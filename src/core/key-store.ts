@@ -27,7 +27,7 @@ import type {
   ReleasePendingResult,
   StatusCounts,
 } from './store.js';
-import { isThenable } from './thenable.js';
+import { andThen as then } from './thenable.js';
 import {
   assertDigest,
   assertIntegerOption,
@@ -166,14 +166,6 @@ export function readPendingOptions(options: PendingKeysOptions): PendingQuery {
   return { now: options.now, stale: Boolean(options.stale), limit, prefix: pendingPrefix(options) };
 }
 
-/**
- * Runs `next` on `value` once it is there: at once for a plain value, after it settles for a
- * promise. The one step that lets a single body of each operation serve both modes.
- */
-function then<A, B>(value: MaybePromise<A>, next: (value: A) => MaybePromise<B>): MaybePromise<B> {
-  return isThenable(value) ? (value as Promise<A>).then(next) : next(value as A);
-}
-
 const isOne = (changed: number): boolean => changed === 1;
 
 /**
@@ -204,7 +196,7 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
    * @param statements - the dialect's statements, see {@link KeyStatementsOf}
    * @param mode - whether `statements` answer plain values or promises
    */
-  constructor(statements: KeyStatementsOf<M>, mode: M) {
+  constructor(statements: KeyStatementsOf<M> | KeyStatementsOf<Mode>, mode: M) {
     this.#statements = statements as KeyStatementsOf<Mode>;
     this.#run = RUNNERS[mode] as <R>(body: () => MaybePromise<R>) => Answer<M, R>;
   }
