@@ -1,4 +1,15 @@
-import { and, type Column, eq, lte, type SQL, type SQLWrapper, sql } from 'drizzle-orm';
+import {
+  and,
+  type Column,
+  eq,
+  gt,
+  isNull,
+  lte,
+  or,
+  type SQL,
+  type SQLWrapper,
+  sql,
+} from 'drizzle-orm';
 import { KeyStatus } from './status.js';
 
 /** The columns of a keys table that the stores' conditions read, on any dialect. */
@@ -23,6 +34,51 @@ export function expiredAnswer(
   now: Bound<number>,
 ): SQL {
   return and(eq(keys.status, KeyStatus.done), lte(keys.expires, now)) as SQL;
+}
+
+/**
+ * The done row of `key` whose answer may still be replayed at `now` (`expires > now`): what
+ * `fetch` reads.
+ */
+export function liveAnswer(
+  keys: Pick<KeyColumns, 'id' | 'status' | 'expires'>,
+  key: Bound<string>,
+  now: Bound<number>,
+): SQL {
+  return and(eq(keys.id, key), eq(keys.status, KeyStatus.done), gt(keys.expires, now)) as SQL;
+}
+
+/**
+ * Among pending rows, those that need an operator's look at `now`: marked unrecorded, their lease
+ * lapsed, or without a lease and past their retention deadline (see `isStale`). What
+ * `pendingKeys({ stale: true })` lists.
+ */
+export function stalePending(
+  keys: Pick<KeyColumns, 'unrecorded' | 'expires'> & { readonly leaseUntil: Column },
+  now: Bound<number>,
+): SQL {
+  return or(
+    eq(keys.unrecorded, true),
+    lte(keys.leaseUntil, now),
+    and(isNull(keys.leaseUntil), lte(keys.expires, now)),
+  ) as SQL;
+}
+
+/**
+ * The pending row of `key` an operator releases, whatever its lease and token: of `fingerprint`
+ * when that is not NULL, of any fingerprint when it is. `fingerprint` is a placeholder bound to a
+ * text or NULL (typed where the dialect needs a NULL typed, e.g. `::text` on PostgreSQL).
+ */
+export function releasablePending(
+  keys: Pick<KeyColumns, 'id' | 'fingerprint' | 'status'>,
+  key: Bound<string>,
+  fingerprint: SQLWrapper,
+): SQL {
+  return and(
+    eq(keys.id, key),
+    eq(keys.status, KeyStatus.pending),
+    sql`${keys.fingerprint} = coalesce(${fingerprint}, ${keys.fingerprint})`,
+  ) as SQL;
 }
 
 /**

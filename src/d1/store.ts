@@ -1,14 +1,12 @@
-import { AsyncIdempotencyStore, type KeyStatements, type StatsRow } from '../core/async-store.js';
-import type { KeyRow } from '../core/record.js';
-import type { AcquireOptions, AcquireResult, LeasedIdempotencyStore } from '../core/store.js';
-import { compileQueries } from '../libsql/store.js';
+import { AsyncIdempotencyStore } from '../core/async-store.js';
+import type { LeasedIdempotencyStore } from '../core/store.js';
+import { sqliteQueries } from '../sqlite-family/queries.js';
 import {
-  type AnyD1Database,
-  type BoundStatement,
-  type D1DatabaseLike,
-  prepare,
-  rowsOf,
-} from './client.js';
+  type SqliteDriver,
+  type SqliteStatement,
+  sqliteStatements,
+} from '../sqlite-family/statements.js';
+import { type AnyD1Database, type D1DatabaseLike, prepare, rowsOf } from './client.js';
 import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 
 /** Options of {@link D1IdempotencyStore}. */
@@ -20,79 +18,20 @@ export interface D1StoreOptions {
   readonly table?: SqliteKeysTable;
 }
 
-type Queries = ReturnType<typeof compileQueries>;
-
-// The compiled text depends on the table alone, so a store built per request compiles nothing.
-const compiled = new WeakMap<SqliteKeysTable, Queries>();
-
-function queriesFor(db: AnyD1Database, table: SqliteKeysTable): Queries {
-  let queries = compiled.get(table);
-  if (queries === undefined) {
-    queries = compileQueries(db, table);
-    compiled.set(table, queries);
-  }
-  return queries;
-}
-
 // D1 has no interactive transaction: every operation is one statement, or one `batch` (which D1
 // runs as a single transaction) when the write and the read of what it left must see one state.
-function d1Statements(client: D1DatabaseLike, queries: Queries): KeyStatements {
-  const all = async <Row>(statement: BoundStatement): Promise<Row[]> =>
-    rowsOf<Row>(await prepare(client, statement).all());
-  const changed = async (statement: BoundStatement): Promise<number> =>
-    (await prepare(client, statement).run()).meta.changes ?? 0;
-  const batch = (statements: BoundStatement[]) =>
-    client.batch(statements.map((statement) => prepare(client, statement)));
+// No checkpoint after a sweep: D1 manages its own storage and refuses wal_checkpoint.
+function d1Driver(client: D1DatabaseLike): SqliteDriver<'async'> {
+  const all = async (statement: SqliteStatement): Promise<unknown[]> =>
+    rowsOf(await prepare(client, statement).all());
   return {
-    reserve: (id, fingerprint, expires) =>
-      changed(queries.reserve.bind({ id, fingerprint, expires })),
-    finish: (id, fingerprint, response) =>
-      changed(queries.finish.bind({ id, fingerprint, response })),
-    finishFenced: (id, fingerprint, response, attempt) =>
-      changed(queries.finishFenced.bind({ id, fingerprint, response, attempt })),
-    release: (id, fingerprint) => changed(queries.release.bind({ id, fingerprint })),
-    releaseFenced: (id, fingerprint, attempt) =>
-      changed(queries.releaseFenced.bind({ id, fingerprint, attempt })),
-    renew: (id, fingerprint, attempt, leaseUntil) =>
-      changed(queries.renew.bind({ id, fingerprint, attempt, leaseUntil })),
-    markUnrecorded: (id, fingerprint, attempt) =>
-      changed(queries.markUnrecorded.bind({ id, fingerprint, attempt })),
-    acquire: async (id, fingerprint, { expires, now, leaseUntil, token }) => {
-      const [won, existing] = await batch([
-        queries.acquire.bind({ id, fingerprint, expires, leaseUntil, token, now }),
-        queries.get.bind({ id }),
-      ]);
-      const [owned] = rowsOf<{ attempt: number }>(won);
-      if (owned !== undefined) return { attempt: owned.attempt };
-      const [row] = rowsOf<KeyRow>(existing);
-      if (row === undefined) throw new Error('D1 lost the row acquire conflicted with');
-      return { row };
+    read: all,
+    returning: all,
+    changes: async (statement) => (await prepare(client, statement).run()).meta.changes ?? 0,
+    writeThenRead: async (write, read) => {
+      const [written, left] = await client.batch([prepare(client, write), prepare(client, read)]);
+      return [rowsOf(written), rowsOf(left)];
     },
-    pendingKeys: ({ now, stale, limit, prefix }) =>
-      all<KeyRow>(
-        stale
-          ? queries.stalePendingKeys.bind({ now, limit, prefix })
-          : queries.pendingKeys.bind({ limit, prefix }),
-      ),
-    releasePending: async (id, fingerprint) => {
-      const [deleted, left] = await batch([
-        queries.releasePending.bind({ id, fingerprint: fingerprint ?? null }),
-        queries.get.bind({ id }),
-      ]);
-      if (rowsOf(deleted).length === 1) return { released: true };
-      return { released: false, row: rowsOf<KeyRow>(left)[0] };
-    },
-    fetch: async (id, now) => {
-      const [row] = await all<{ response: unknown }>(queries.fetch.bind({ id, now }));
-      return typeof row?.response === 'string' ? row.response : null;
-    },
-    get: async (id) => (await all<KeyRow>(queries.get.bind({ id })))[0],
-    expired: (now, limit) => all<{ id: string }>(queries.expired.bind({ now, limit })),
-    purge: (now, limit) => all<{ id: string }>(queries.purge.bind({ now, limit })),
-    // No checkpoint after the batch: D1 manages its own storage and refuses wal_checkpoint.
-    sweepBatch: (now, limit) => changed(queries.sweepBatch.bind({ now, limit })),
-    counts: () => all<{ status: string; count: number }>(queries.counts.bind({})),
-    stats: (now) => all<StatsRow>(queries.stats.bind({ now })),
   };
 }
 
@@ -136,26 +75,12 @@ export class D1IdempotencyStore<T = unknown>
    * @param options - see {@link D1StoreOptions}
    */
   constructor(db: AnyD1Database, options: D1StoreOptions = {}) {
-    super(d1Statements(db.$client, queriesFor(db, options.table ?? defaultKeys)));
+    super(sqliteStatements(d1Driver(db.$client), sqliteQueries(db, options.table ?? defaultKeys)));
     this.#db = db;
   }
 
   /** The drizzle database the store runs on. */
   get db(): AnyD1Database {
     return this.#db;
-  }
-
-  /**
-   * {@inheritDoc LeasedIdempotencyStore.acquire}
-   *
-   * The insert-or-take-over statement and the read of what is there run in one `batch`, so the
-   * row read is the one the statement left.
-   */
-  override acquire(
-    key: string,
-    digest: string,
-    options: AcquireOptions,
-  ): Promise<AcquireResult<T>> {
-    return super.acquire(key, digest, options);
   }
 }

@@ -1,4 +1,4 @@
-import { and, asc, eq, gt, inArray, isNotNull, isNull, lte, or, type SQL, sql } from 'drizzle-orm';
+import { and, asc, eq, inArray, isNotNull, lte, type SQL, sql } from 'drizzle-orm';
 import type { MySql2Database } from 'drizzle-orm/mysql2';
 import { AsyncIdempotencyStore, type KeyStatements } from '../core/async-store.js';
 import type { DeploymentReport } from '../core/deployment.js';
@@ -6,7 +6,9 @@ import {
   expiredAnswer,
   idStartsWith,
   leaseHolderRow,
+  liveAnswer,
   ownerRow,
+  stalePending,
   takeoverToken,
 } from '../core/key-conditions.js';
 import type { KeyRow } from '../core/record.js';
@@ -82,9 +84,7 @@ function prepareQueries(db: AnyMysqlDatabase, keys: MysqlKeysTable) {
       db
         .select({ response: keys.response })
         .from(keys)
-        .where(
-          and(eq(keys.id, p('id')), eq(keys.status, KeyStatus.done), gt(keys.expires, p('now'))),
-        ),
+        .where(liveAnswer(keys, p('id'), p('now'))),
       ['id', 'now'],
       'rows',
     ),
@@ -174,7 +174,7 @@ function prepareQueries(db: AnyMysqlDatabase, keys: MysqlKeysTable) {
     expired: db
       .select({ id: keys.id })
       .from(keys)
-      .where(and(eq(keys.status, KeyStatus.done), lte(keys.expires, p('now'))))
+      .where(expiredAnswer(keys, p('now')))
       .orderBy(asc(keys.id))
       .limit(p('limit'))
       .prepare(),
@@ -306,13 +306,6 @@ function mysqlStatements(
       return { row: await readRow(queries, id) };
     },
     pendingKeys: async ({ now, stale, limit, prefix }) => {
-      // What an operator should look at: a lapsed lease, an unrecorded row, or a row without a
-      // lease past its retention deadline (see isStale).
-      const needsLook = or(
-        eq(keys.unrecorded, true),
-        lte(keys.leaseUntil, now),
-        and(isNull(keys.leaseUntil), lte(keys.expires, now)),
-      );
       const rows = await db
         .select()
         .from(keys)
@@ -320,7 +313,7 @@ function mysqlStatements(
           and(
             eq(keys.status, KeyStatus.pending),
             idStartsWith(keys, prefix),
-            stale ? needsLook : undefined,
+            stale ? stalePending(keys, now) : undefined,
           ),
         )
         .orderBy(asc(keys.id))

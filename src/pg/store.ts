@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { and, asc, eq, gt, inArray, isNull, lte, or, sql } from 'drizzle-orm';
+import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { AsyncIdempotencyStore, type KeyStatements } from '../core/async-store.js';
 import type { DeploymentReport } from '../core/deployment.js';
@@ -9,7 +9,10 @@ import {
   idStartsWith,
   leaseHolderRow,
   leaseTakeover,
+  liveAnswer,
   ownerRow,
+  releasablePending,
+  stalePending,
 } from '../core/key-conditions.js';
 import { primaryOf, replicasOf } from '../core/replicas.js';
 import { KeyStatus } from '../core/status.js';
@@ -105,11 +108,7 @@ function prepareQueries(
         .limit(p('limit'))
         .for('update', { skipLocked: true }),
     );
-  const fetchWhere = and(
-    eq(keys.id, p('id')),
-    eq(keys.status, KeyStatus.done),
-    gt(keys.expires, p('now')),
-  );
+  const fetchWhere = liveAnswer(keys, p('id'), p('now'));
   const isPending = eq(keys.status, KeyStatus.pending);
   const ownedBy = leaseHolderRow(keys, p('id'), p('fingerprint'), p('attempt'));
   // Under the columns' own names, so drizzle's path and the direct one give rows of one shape.
@@ -184,30 +183,14 @@ function prepareQueries(
     ),
     stalePendingKeys: prepare(
       'stale_pending_keys',
-      pendingList(
-        and(
-          isPending,
-          idStartsWith(keys, p('prefix')),
-          or(
-            eq(keys.unrecorded, true),
-            lte(keys.leaseUntil, p('now')),
-            and(isNull(keys.leaseUntil), lte(keys.expires, p('now'))),
-          ),
-        ),
-      ),
+      pendingList(and(isPending, idStartsWith(keys, p('prefix')), stalePending(keys, p('now')))),
     ),
     // The operator's release: whatever the lease and the attempt.
     releasePending: prepare(
       'release_pending',
       db
         .delete(keys)
-        .where(
-          and(
-            eq(keys.id, p('id')),
-            isPending,
-            sql`${keys.fingerprint} = coalesce(${p('fingerprint')}::text, ${keys.fingerprint})`,
-          ),
-        )
+        .where(releasablePending(keys, p('id'), sql`${p('fingerprint')}::text`))
         .returning({ id: keys.id }),
     ),
     // The per-request operations skip drizzle's per-call work where the driver allows it (see
@@ -305,9 +288,7 @@ function replicaFetch(
     replica
       .select({ response: keys.response })
       .from(keys)
-      .where(
-        and(eq(keys.id, p('id')), eq(keys.status, KeyStatus.done), gt(keys.expires, p('now'))),
-      ),
+      .where(liveAnswer(keys, p('id'), p('now'))),
     ['id', 'now'],
     mode,
   );

@@ -1,0 +1,442 @@
+import { InvalidOptionError, StoreClosedError } from './errors.js';
+import { nextFencingToken } from './fencing-token.js';
+import { parseResponse, serializeResponse } from './json.js';
+import {
+  acquiredOutcome,
+  assertAttempt,
+  existingOutcome,
+  leaseDeadline,
+  pendingLimit,
+  pendingPrefix,
+  readOutcome,
+  toPendingKey,
+} from './lease.js';
+import { compareKeys } from './order.js';
+import { holdsOwnAnswer, type KeyRow, toRecord } from './record.js';
+import { RETENTION_CYCLE } from './retention-cycle.js';
+import { countByStatus, KeyStatus } from './status.js';
+import type {
+  AcquireOptions,
+  AcquireResult,
+  IdempotencyRecord,
+  LeasedIdempotencyStore,
+  LeaseStats,
+  MaybePromise,
+  PendingKey,
+  PendingKeysOptions,
+  ReleasePendingResult,
+  StatusCounts,
+} from './store.js';
+import { andThen as then } from './thenable.js';
+import {
+  assertDigest,
+  assertIntegerOption,
+  assertKey,
+  assertLimit,
+  assertTime,
+  DEFAULT_LIMIT,
+  MAX_BATCH_SIZE,
+} from './validation.js';
+
+/**
+ * How a store answers: `'sync'` with plain values (better-sqlite3, bun:sqlite, a Durable Object's
+ * SQLite), `'async'` with promises (libSQL, D1, PostgreSQL, MySQL).
+ */
+export type Mode = 'sync' | 'async';
+
+/** A `T` as a store of mode `M` answers it: `T` itself when `'sync'`, a promise of it when `'async'`. */
+export type Answer<M extends Mode, T> = M extends 'sync' ? T : Promise<T>;
+
+/**
+ * What a dialect's `acquire` statements found: the fencing token of the row they inserted (the
+ * fresh token they were given) or took over (another one), or else the row as it stands
+ * (`undefined` when it was deleted in between, so the key is new again and the store tries once
+ * more).
+ */
+export type AcquireStep =
+  | { readonly attempt: number | string }
+  | { readonly row: KeyRow | undefined };
+
+/**
+ * What a dialect's `releasePending` statements found: the pending row deleted, or else the row of
+ * the key as the delete left it (`undefined` when there is none).
+ */
+export type PendingRelease =
+  | { readonly released: true }
+  | { readonly released: false; readonly row: KeyRow | undefined };
+
+/** The checked options of `pendingKeys`. */
+export interface PendingQuery {
+  /** The moment lease states are judged at. */
+  readonly now: number;
+  /** Only the rows that need an operator's look. */
+  readonly stale: boolean;
+  /** At most this many rows. */
+  readonly limit: number;
+  /** Only ids starting with this text; `''` for all. */
+  readonly prefix: string;
+}
+
+/** A `GROUP BY status` row of the `stats` statement; counts as the driver gives them. */
+export interface StatsRow {
+  readonly status: string;
+  /** All rows of the status. */
+  readonly count: number | string;
+  /** The rows with `expires <= now`. */
+  readonly past: number | string;
+  /** The rows not marked unrecorded whose lease ended by `now`. */
+  readonly lapsed: number | string | null;
+  /** The rows marked unrecorded. */
+  readonly unrecorded: number | string | null;
+}
+
+/**
+ * One dialect's statements, run as they are: the values are already checked and the store is
+ * open. A write answers the number of rows it changed; a read, the rows as the driver gives them;
+ * each as mode `M` answers (see {@link Answer}). The dialect keeps what is its own here (how it
+ * runs a statement, retries a deadlock victim, holds its write lock, caches answers or checkpoints
+ * its log); {@link KeyStore} checks the arguments and reads the answers.
+ *
+ * @typeParam M - whether the statements answer plain values or promises
+ */
+export interface KeyStatementsOf<M extends Mode> {
+  /** Inserts `key` as pending unless it exists. */
+  reserve(key: string, digest: string, expires: number): Answer<M, number>;
+  /** Stores the serialized `response` on the pending row of `key` and `digest`. */
+  finish(key: string, digest: string, response: string): Answer<M, number>;
+  /** As `finish`, only while the row carries `attempt`. */
+  finishFenced(key: string, digest: string, response: string, attempt: number): Answer<M, number>;
+  /** Deletes the pending row of `key` and `digest`. */
+  release(key: string, digest: string): Answer<M, number>;
+  /** As `release`, only while the row carries `attempt` and is not marked unrecorded. */
+  releaseFenced(key: string, digest: string, attempt: number): Answer<M, number>;
+  /** Moves the lease of the owner holding `attempt` to `leaseUntil`. */
+  renew(key: string, digest: string, attempt: number, leaseUntil: number): Answer<M, number>;
+  /** Marks the pending row held with `attempt` as unrecorded and drops its lease. */
+  markUnrecorded(key: string, digest: string, attempt: number): Answer<M, number>;
+  /**
+   * Inserts the key with the fencing token `token`, or takes over its lapsed lease with the token
+   * `takeoverToken` computes from the row's and `token`, or reads what is there.
+   */
+  acquire(
+    key: string,
+    digest: string,
+    lease: {
+      readonly expires: number;
+      readonly now: number;
+      readonly leaseUntil: number;
+      readonly token: number;
+    },
+  ): Answer<M, AcquireStep>;
+  /** The pending rows, ascending by key. */
+  pendingKeys(query: PendingQuery): Answer<M, readonly KeyRow[]>;
+  /** Deletes the pending row of `key` (of `fingerprint` when given), whatever its lease. */
+  releasePending(key: string, fingerprint: string | undefined): Answer<M, PendingRelease>;
+  /** The stored answer of the done row of `key` with `expires > now`, as text. */
+  fetch(key: string, now: number): Answer<M, string | null | undefined>;
+  /** The row of `key`. */
+  get(key: string): Answer<M, KeyRow | undefined>;
+  /** The ids of done rows with `expires <= now`, ascending, at most `limit`. */
+  expired(now: number, limit: number): Answer<M, readonly { readonly id: string }[]>;
+  /** Deletes what `expired` would list and answers the ids it deleted, in any order. */
+  purge(now: number, limit: number): Answer<M, readonly { readonly id: string }[]>;
+  /** Deletes up to `batchSize` expired answers in index order; the number deleted. */
+  sweepBatch(now: number, batchSize: number): Answer<M, number>;
+  /** The `GROUP BY status` counts. */
+  counts(): Answer<M, readonly { readonly status: string; readonly count: number | string }[]>;
+  /** The `GROUP BY status` counts at `now`. */
+  stats(now: number): Answer<M, readonly StatsRow[]>;
+  /** Called once by the first `close()`. */
+  close?(): unknown;
+  /** Checks the options of `pendingKeys`; {@link readPendingOptions} when not given. */
+  readPendingOptions?(options: PendingKeysOptions): PendingQuery;
+}
+
+/**
+ * Checks the options of `pendingKeys`, the same on every dialect: an object, `now` a finite time,
+ * `stale` a boolean (`false` when not given), `limit` within range (100 when not given), `prefix`
+ * a well-formed string (`''` when not given). Nothing is read loosely: `stale: 'no'` would
+ * otherwise list the stale rows only.
+ *
+ * @throws {@link InvalidOptionError} for options that are not an object, or a `stale` that is not
+ * a boolean
+ * @throws {@link InvalidTimeError} for a `now` that is not a finite number
+ * @throws {@link InvalidLimitError} for a `limit` out of range
+ */
+export function readPendingOptions(options: PendingKeysOptions): PendingQuery {
+  if (typeof options !== 'object' || options === null) {
+    throw new InvalidOptionError('pendingKeys takes { now, stale?, limit?, prefix? }');
+  }
+  const { now, stale = false } = options;
+  assertTime(now, 'now');
+  if (typeof stale !== 'boolean') {
+    throw new InvalidOptionError(`stale must be a boolean, got ${typeof stale}`);
+  }
+  return { now, stale, limit: pendingLimit(options.limit), prefix: pendingPrefix(options) };
+}
+
+const isOne = (changed: number): boolean => changed === 1;
+
+/**
+ * How an operation's body is run: a synchronous store runs it as it is; an asynchronous one runs
+ * it in an `async` function, so a bad argument rejects the returned promise instead of throwing.
+ */
+const RUNNERS: { readonly [M in Mode]: <R>(body: () => MaybePromise<R>) => MaybePromise<R> } = {
+  sync: (body) => body(),
+  async: async (body) => body(),
+};
+
+/**
+ * A {@link LeasedIdempotencyStore} over one dialect's {@link KeyStatementsOf | statements}, in
+ * either mode. Each operation checks its arguments, in the same order on every dialect, then
+ * refuses to run on a closed store, then runs the dialect's statements and turns their answer into
+ * the result; so every dialect, synchronous or not, throws the same typed errors and answers
+ * alike. Use it through {@link SyncIdempotencyStore} or {@link AsyncIdempotencyStore}.
+ *
+ * @typeParam T - the type of the stored responses
+ * @typeParam M - whether the store answers plain values or promises
+ */
+export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
+  readonly #statements: KeyStatementsOf<Mode>;
+  readonly #run: <R>(body: () => MaybePromise<R>) => Answer<M, R>;
+  #closed = false;
+
+  /**
+   * @param statements - the dialect's statements, see {@link KeyStatementsOf}
+   * @param mode - whether `statements` answer plain values or promises
+   */
+  constructor(statements: KeyStatementsOf<M> | KeyStatementsOf<Mode>, mode: M) {
+    this.#statements = statements as KeyStatementsOf<Mode>;
+    this.#run = RUNNERS[mode] as <R>(body: () => MaybePromise<R>) => Answer<M, R>;
+  }
+
+  #open(): KeyStatementsOf<Mode> {
+    if (this.#closed) throw new StoreClosedError();
+    return this.#statements;
+  }
+
+  #checkKey(key: unknown): asserts key is string {
+    assertKey(key);
+  }
+
+  #checkDigest(digest: unknown): asserts digest is string {
+    assertDigest(digest);
+  }
+
+  /** {@inheritDoc IdempotencyStore.reserve} */
+  reserve(key: string, digest: string, expires: number): Answer<M, boolean> {
+    return this.#run(() => {
+      this.#checkKey(key);
+      this.#checkDigest(digest);
+      assertTime(expires, 'expires');
+      return then(this.#open().reserve(key, digest, expires), isOne);
+    });
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.finish} */
+  finish(key: string, digest: string, response: T, attempt?: number): Answer<M, boolean> {
+    return this.#run(() => {
+      this.#checkKey(key);
+      this.#checkDigest(digest);
+      if (attempt !== undefined) assertAttempt(attempt);
+      const text = serializeResponse(response);
+      const statements = this.#open();
+      if (attempt === undefined) return then(statements.finish(key, digest, text), isOne);
+      return then(statements.finishFenced(key, digest, text, attempt), (changed) =>
+        changed === 1
+          ? true
+          : then(statements.get(key), (row) => holdsOwnAnswer(row, digest, attempt, text)),
+      );
+    });
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.acquire} */
+  acquire(key: string, digest: string, options: AcquireOptions): Answer<M, AcquireResult<T>> {
+    return this.#run(() => {
+      this.#checkKey(key);
+      this.#checkDigest(digest);
+      const leaseUntil = leaseDeadline(options);
+      const statements = this.#open();
+      return then(
+        statements.get(key),
+        (row) =>
+          readOutcome<T>(row, digest, options.now) ??
+          this.#claim(statements, key, digest, options.expires, options.now, leaseUntil),
+      );
+    });
+  }
+
+  // The statement either owns the row or leaves it as it was; what is there is then read. A row
+  // deleted in between (released, purged) makes the key new again: try once more.
+  #claim(
+    statements: KeyStatementsOf<Mode>,
+    key: string,
+    digest: string,
+    expires: number,
+    now: number,
+    leaseUntil: number,
+  ): MaybePromise<AcquireResult<T>> {
+    const token = nextFencingToken();
+    return then(statements.acquire(key, digest, { expires, now, leaseUntil, token }), (step) => {
+      if ('attempt' in step) return acquiredOutcome<T>(step.attempt, token, leaseUntil);
+      if (step.row !== undefined) return existingOutcome<T>(step.row, digest);
+      return this.#claim(statements, key, digest, expires, now, leaseUntil);
+    });
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.renew} */
+  renew(key: string, digest: string, attempt: number, leaseUntil: number): Answer<M, boolean> {
+    return this.#run(() => {
+      this.#checkKey(key);
+      this.#checkDigest(digest);
+      assertAttempt(attempt);
+      assertTime(leaseUntil, 'leaseUntil');
+      return then(this.#open().renew(key, digest, attempt, leaseUntil), isOne);
+    });
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.markUnrecorded} */
+  markUnrecorded(key: string, digest: string, attempt: number): Answer<M, boolean> {
+    return this.#run(() => {
+      this.#checkKey(key);
+      this.#checkDigest(digest);
+      assertAttempt(attempt);
+      return then(this.#open().markUnrecorded(key, digest, attempt), isOne);
+    });
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.pendingKeys} */
+  pendingKeys(options: PendingKeysOptions): Answer<M, PendingKey[]> {
+    return this.#run(() => {
+      const query = (this.#statements.readPendingOptions ?? readPendingOptions)(options);
+      return then(this.#open().pendingKeys(query), (rows) =>
+        rows.map((row) => toPendingKey(row, query.now)),
+      );
+    });
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.releasePending} */
+  releasePending(key: string, fingerprint?: string): Answer<M, ReleasePendingResult> {
+    return this.#run(() => {
+      this.#checkKey(key);
+      if (fingerprint !== undefined) this.#checkDigest(fingerprint);
+      return then(this.#open().releasePending(key, fingerprint), (found) => {
+        if (found.released) return 'released';
+        if (found.row === undefined) return 'missing';
+        return found.row.status === KeyStatus.done ? 'done' : 'mismatch';
+      });
+    });
+  }
+
+  /** {@inheritDoc IdempotencyStore.fetch} */
+  fetch(key: string, now: number): Answer<M, T | null> {
+    return this.#run(() => {
+      this.#checkKey(key);
+      assertTime(now, 'now');
+      return then(this.#open().fetch(key, now), (text) =>
+        text == null ? null : parseResponse<T>(text),
+      );
+    });
+  }
+
+  /** {@inheritDoc IdempotencyStore.expired} */
+  expired(now: number, limit: number = DEFAULT_LIMIT): Answer<M, string[]> {
+    return this.#run(() => {
+      assertLimit(limit);
+      assertTime(now, 'now');
+      return then(this.#open().expired(now, limit), (rows) => rows.map((row) => row.id));
+    });
+  }
+
+  /** {@inheritDoc IdempotencyStore.purge} */
+  purge(now: number, limit: number = DEFAULT_LIMIT): Answer<M, string[]> {
+    return this.#run(() => {
+      assertLimit(limit);
+      assertTime(now, 'now');
+      return then(this.#open().purge(now, limit), (rows) =>
+        rows.map((row) => row.id).sort(compareKeys),
+      );
+    });
+  }
+
+  /** {@inheritDoc IdempotencyStore.counts} */
+  counts(): Answer<M, StatusCounts> {
+    return this.#run(() => then(this.#open().counts(), countByStatus));
+  }
+
+  /** {@inheritDoc IdempotencyStore.sweepBatch} */
+  sweepBatch(now: number, batchSize: number): Answer<M, number> {
+    return this.#run(() => {
+      assertIntegerOption(batchSize, 'batchSize', 1, MAX_BATCH_SIZE);
+      assertTime(now, 'now');
+      return this.#open().sweepBatch(now, batchSize);
+    });
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.stats} */
+  stats(now: number): Answer<M, LeaseStats> {
+    return this.#run(() => {
+      assertTime(now, 'now');
+      return then(this.#open().stats(now), (rows) => {
+        const past = countByStatus(rows.map((row) => ({ status: row.status, count: row.past })));
+        const pending = rows.find((row) => row.status === KeyStatus.pending);
+        return {
+          ...countByStatus(rows),
+          expired: past.done,
+          stalePending: past.pending,
+          lapsed: Number(pending?.lapsed ?? 0),
+          unrecorded: Number(pending?.unrecorded ?? 0),
+        };
+      });
+    });
+  }
+
+  /** {@inheritDoc LeasedIdempotencyStore.release} */
+  release(key: string, digest: string, attempt?: number): Answer<M, boolean> {
+    return this.#run(() => {
+      this.#checkKey(key);
+      this.#checkDigest(digest);
+      if (attempt !== undefined) assertAttempt(attempt);
+      const statements = this.#open();
+      const changed =
+        attempt === undefined
+          ? statements.release(key, digest)
+          : statements.releaseFenced(key, digest, attempt);
+      return then(changed, isOne);
+    });
+  }
+
+  /** {@inheritDoc IdempotencyStore.get} */
+  get(key: string): Answer<M, IdempotencyRecord<T> | null> {
+    return this.#run(() => {
+      this.#checkKey(key);
+      return then(this.#open().get(key), (row) => (row === undefined ? null : toRecord<T>(row)));
+    });
+  }
+
+  /** {@inheritDoc IdempotencyStore.retentionCycle} */
+  retentionCycle(key: string): Answer<M, boolean> {
+    return this.#run(() => {
+      this.#checkKey(key);
+      const { first, purgeAt, second } = RETENTION_CYCLE;
+      // Each step is this store's own operation, so each answers in this store's mode.
+      const step = <R>(answer: Answer<M, R>) => answer as MaybePromise<R>;
+      return then(step(this.reserve(key, first.digest, first.expires)), () =>
+        then(step(this.finish(key, first.digest, first.response as T)), () =>
+          then(step(this.purge(purgeAt)), () =>
+            step(this.reserve(key, second.digest, second.expires)),
+          ),
+        ),
+      );
+    });
+  }
+
+  /** {@inheritDoc IdempotencyStore.close} */
+  close(): Answer<M, void> {
+    return this.#run(() => {
+      if (this.#closed) return;
+      this.#closed = true;
+      return then(this.#statements.close?.(), () => undefined);
+    });
+  }
+}

@@ -1,0 +1,197 @@
+import { and, asc, eq, inArray, sql } from 'drizzle-orm';
+import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
+import {
+  expiredAnswer,
+  idStartsWith,
+  leaseHolderRow,
+  leaseTakeover,
+  liveAnswer,
+  ownerRow,
+  releasablePending,
+  stalePending,
+} from '../core/key-conditions.js';
+import { KeyStatus } from '../core/status.js';
+import { compileLibsqlStatement } from '../libsql/compile.js';
+import type { SqliteKeysTable } from '../sqlite/schema.js';
+
+/** Any drizzle SQLite database, synchronous or not: only its query builders are used. */
+// biome-ignore lint/suspicious/noExplicitAny: only the builders are used, never the schema
+export type AnySqliteBuilder = BaseSQLiteDatabase<'sync' | 'async', unknown, any>;
+
+const p = sql.placeholder;
+
+function compileQueries(db: AnySqliteBuilder, keys: SqliteKeysTable) {
+  const isExpiredAnswer = expiredAnswer(keys, p('now'));
+  const ownPending = ownerRow(keys, p('id'), p('fingerprint'));
+  const ownedBy = leaseHolderRow(keys, p('id'), p('fingerprint'), p('attempt'));
+  const isPending = eq(keys.status, KeyStatus.pending);
+  const pendingRows = (where: ReturnType<typeof and>) =>
+    db.select().from(keys).where(where).orderBy(asc(keys.id)).limit(p('limit'));
+  const expiredIds = (order: ReturnType<typeof asc>[]) =>
+    db
+      .select({ id: keys.id })
+      .from(keys)
+      .where(isExpiredAnswer)
+      .orderBy(...order)
+      .limit(p('limit'));
+  const pendingRow = {
+    id: p('id'),
+    fingerprint: p('fingerprint'),
+    status: KeyStatus.pending,
+    expires: p('expires'),
+  };
+  return {
+    reserve: compileLibsqlStatement(db.insert(keys).values(pendingRow).onConflictDoNothing(), [
+      'id',
+      'fingerprint',
+      'expires',
+    ]),
+    // One statement: inserts a missing key with a fresh fencing token, or takes over a pending row
+    // of the same fingerprint whose lease lapsed, raising its token; returns no row otherwise. A
+    // row without a lease (NULL) never compares as lapsed.
+    acquire: compileLibsqlStatement(
+      db
+        .insert(keys)
+        .values({ ...pendingRow, leaseUntil: p('leaseUntil'), attempt: p('token') })
+        .onConflictDoUpdate({ target: keys.id, ...leaseTakeover(keys, p('now')) })
+        .returning({ attempt: keys.attempt }),
+      ['id', 'fingerprint', 'expires', 'leaseUntil', 'token', 'now'],
+    ),
+    finish: compileLibsqlStatement(
+      db
+        .update(keys)
+        .set({ status: KeyStatus.done, response: sql<string>`${p('response')}` })
+        .where(ownPending),
+      ['id', 'fingerprint', 'response'],
+    ),
+    finishFenced: compileLibsqlStatement(
+      db
+        .update(keys)
+        .set({ status: KeyStatus.done, response: sql<string>`${p('response')}` })
+        .where(ownerRow(keys, p('id'), p('fingerprint'), p('attempt'))),
+      ['id', 'fingerprint', 'response', 'attempt'],
+    ),
+    renew: compileLibsqlStatement(
+      db
+        .update(keys)
+        .set({ leaseUntil: sql<number>`${p('leaseUntil')}` })
+        .where(ownedBy),
+      ['id', 'fingerprint', 'attempt', 'leaseUntil'],
+    ),
+    releaseFenced: compileLibsqlStatement(db.delete(keys).where(ownedBy), [
+      'id',
+      'fingerprint',
+      'attempt',
+    ]),
+    markUnrecorded: compileLibsqlStatement(
+      db
+        .update(keys)
+        .set({ unrecorded: true, leaseUntil: null })
+        .where(ownerRow(keys, p('id'), p('fingerprint'), p('attempt'))),
+      ['id', 'fingerprint', 'attempt'],
+    ),
+    pendingKeys: compileLibsqlStatement(
+      pendingRows(and(isPending, idStartsWith(keys, p('prefix')))),
+      ['limit', 'prefix'],
+    ),
+    stalePendingKeys: compileLibsqlStatement(
+      pendingRows(and(isPending, idStartsWith(keys, p('prefix')), stalePending(keys, p('now')))),
+      ['now', 'limit', 'prefix'],
+    ),
+    // The operator's release: whatever the lease and the attempt.
+    releasePending: compileLibsqlStatement(
+      db
+        .delete(keys)
+        .where(releasablePending(keys, p('id'), p('fingerprint')))
+        .returning({ id: keys.id }),
+      ['id', 'fingerprint'],
+    ),
+    // The deadline comes along for a store that caches answers until it.
+    fetch: compileLibsqlStatement(
+      db
+        .select({ response: keys.response, expires: keys.expires })
+        .from(keys)
+        .where(liveAnswer(keys, p('id'), p('now'))),
+      ['id', 'now'],
+    ),
+    get: compileLibsqlStatement(
+      db
+        .select()
+        .from(keys)
+        .where(eq(keys.id, p('id'))),
+      ['id'],
+    ),
+    release: compileLibsqlStatement(db.delete(keys).where(ownPending), ['id', 'fingerprint']),
+    expired: compileLibsqlStatement(expiredIds([asc(keys.id)]), ['now', 'limit']),
+    // The candidates are chosen and deleted by one statement, so nothing can change in between;
+    // the predicate is still repeated on each deleted row, so only rows that are expired answers
+    // at that moment go, and RETURNING reports what was deleted, not what was selected. The unary
+    // `+` keeps SQLite looking each candidate up by primary key instead of scanning the retention
+    // index for the repeated predicate.
+    purge: compileLibsqlStatement(
+      db
+        .delete(keys)
+        .where(
+          and(
+            inArray(keys.id, expiredIds([asc(keys.id)])),
+            sql`+${keys.status} = ${KeyStatus.done}`,
+            sql`+${keys.expires} <= ${p('now')}`,
+          ),
+        )
+        .returning({ id: keys.id }),
+      ['now', 'limit'],
+    ),
+    // ORDER BY (expires, id) follows the (status, expires, id) index, so SQLite walks it from the
+    // start of the range without sorting the backlog: each batch costs O(batchSize).
+    sweepBatch: compileLibsqlStatement(
+      db.delete(keys).where(inArray(keys.id, expiredIds([asc(keys.expires), asc(keys.id)]))),
+      ['now', 'limit'],
+    ),
+    counts: compileLibsqlStatement(
+      db
+        .select({ status: keys.status, count: sql<number>`count(*)`.as('count') })
+        .from(keys)
+        .groupBy(keys.status),
+      [],
+    ),
+    stats: compileLibsqlStatement(
+      db
+        .select({
+          status: keys.status,
+          count: sql<number>`count(*)`.as('count'),
+          past: sql<number>`count(*) filter (where ${keys.expires} <= ${p('now')})`.as('past'),
+          lapsed:
+            sql<number>`count(*) filter (where ${keys.unrecorded} = 0 and ${keys.leaseUntil} <= ${p('now')})`.as(
+              'lapsed',
+            ),
+          unrecorded: sql<number>`count(*) filter (where ${keys.unrecorded} = 1)`.as('unrecorded'),
+        })
+        .from(keys)
+        .groupBy(keys.status),
+      ['now'],
+    ),
+  };
+}
+
+/** The statements of every SQLite-family store, compiled to text once per table. */
+export type SqliteQueries = ReturnType<typeof compileQueries>;
+
+// drizzle writes the same SQL for every SQLite driver, and the text depends on the table alone: a
+// store built per request (a Worker's) compiles nothing.
+const compiled = new WeakMap<SqliteKeysTable, SqliteQueries>();
+
+/**
+ * The statements of the SQLite-family stores (better-sqlite3, libSQL, D1, bun:sqlite, …) over
+ * `keys`, compiled by drizzle once per table and kept: every runtime runs the same text.
+ *
+ * @param db - any drizzle SQLite database; only its query builders are used
+ * @param keys - the keys table
+ */
+export function sqliteQueries(db: AnySqliteBuilder, keys: SqliteKeysTable): SqliteQueries {
+  let queries = compiled.get(keys);
+  if (queries === undefined) {
+    queries = compileQueries(db, keys);
+    compiled.set(keys, queries);
+  }
+  return queries;
+}

@@ -1,0 +1,192 @@
+import type { Answer, KeyStatementsOf, Mode, StatsRow } from '../core/key-store.js';
+import type { KeyRow } from '../core/record.js';
+import type { MaybePromise } from '../core/store.js';
+import { andThen } from '../core/thenable.js';
+import type { SqliteQueries } from './queries.js';
+
+/** A compiled statement with its arguments in order, as `SqliteQueries`' `bind` gives it. */
+export interface SqliteStatement {
+  /** The SQL text drizzle wrote. */
+  readonly sql: string;
+  /** The values of its `?` parameters, in order. */
+  readonly args: readonly unknown[];
+}
+
+/**
+ * How one SQLite runtime runs a statement: all that differs between better-sqlite3, libSQL, D1,
+ * bun:sqlite or a Durable Object's SQLite. Rows come back as plain objects under the column
+ * names. A synchronous driver (`M = 'sync'`) answers values; an asynchronous one, promises.
+ *
+ * @typeParam M - whether the driver answers plain values or promises
+ * @example
+ * ```ts
+ * // bun:sqlite, synchronous
+ * const driver: SqliteDriver<'sync'> = {
+ *   read: (s) => db.prepare(s.sql).all(...s.args),
+ *   returning: (s) => db.prepare(s.sql).all(...s.args),
+ *   changes: (s) => db.prepare(s.sql).run(...s.args).changes,
+ *   writeThenRead: (write, read) => pair.immediate(write, read),
+ * };
+ * ```
+ */
+export interface SqliteDriver<M extends Mode> {
+  /** Runs a read; its rows. */
+  read(statement: SqliteStatement): Answer<M, readonly unknown[]>;
+  /** Runs a write with `RETURNING`; the rows it returned. */
+  returning(statement: SqliteStatement): Answer<M, readonly unknown[]>;
+  /** Runs a write; the number of rows it changed. */
+  changes(statement: SqliteStatement): Answer<M, number>;
+  /**
+   * Runs a write with `RETURNING`, then a read, as one atomic unit that holds the write lock from
+   * the start (a `write` batch, a D1 `batch`, an `IMMEDIATE` transaction): the read sees the row
+   * the write left, with no other writer in between. The rows of each.
+   */
+  writeThenRead(
+    write: SqliteStatement,
+    read: SqliteStatement,
+  ): Answer<M, readonly [readonly unknown[], readonly unknown[]]>;
+  /**
+   * Copies the write-ahead log back into the database, called after a sweep batch deleted rows.
+   * A batch rewrites pages all over the file; left in the WAL, they would be copied back by
+   * whichever commit crosses the auto-checkpoint threshold, usually a request's. Absent where the
+   * platform manages its storage (D1 and Durable Objects refuse `wal_checkpoint`).
+   */
+  checkpoint?(): unknown;
+  /** Called once by the store's first `close()`. */
+  close?(): unknown;
+}
+
+const fresh = (rows: readonly unknown[]) => rows[0] as KeyRow | undefined;
+
+/**
+ * The statements of a SQLite-family store: the shared compiled `queries`, each run by `driver`.
+ * A new SQLite runtime is a driver and a call of this function, not a new store.
+ *
+ * @param driver - how the runtime runs a statement, see {@link SqliteDriver}
+ * @param queries - from `sqliteQueries(db, table)`
+ * @returns statements in the driver's mode, for {@link SyncIdempotencyStore} or
+ * {@link AsyncIdempotencyStore}
+ * @throws Error from `acquire` if the atomic unit read no row after a conflict: a driver whose
+ * `writeThenRead` is not atomic
+ */
+export function sqliteStatements<M extends Mode>(
+  driver: SqliteDriver<M>,
+  queries: SqliteQueries,
+): KeyStatementsOf<M> {
+  // Written once over either mode: each answer is a value or a promise of it.
+  const run = driver as unknown as SqliteDriver<Mode>;
+  const statements: KeyStatementsOf<Mode> = {
+    reserve: (id, fingerprint, expires) =>
+      run.changes(queries.reserve.bind({ id, fingerprint, expires })),
+    finish: (id, fingerprint, response) =>
+      run.changes(queries.finish.bind({ id, fingerprint, response })),
+    finishFenced: (id, fingerprint, response, attempt) =>
+      run.changes(queries.finishFenced.bind({ id, fingerprint, response, attempt })),
+    release: (id, fingerprint) => run.changes(queries.release.bind({ id, fingerprint })),
+    releaseFenced: (id, fingerprint, attempt) =>
+      run.changes(queries.releaseFenced.bind({ id, fingerprint, attempt })),
+    renew: (id, fingerprint, attempt, leaseUntil) =>
+      run.changes(queries.renew.bind({ id, fingerprint, attempt, leaseUntil })),
+    markUnrecorded: (id, fingerprint, attempt) =>
+      run.changes(queries.markUnrecorded.bind({ id, fingerprint, attempt })),
+    acquire: (id, fingerprint, { expires, now, leaseUntil, token }) =>
+      andThen(
+        run.writeThenRead(
+          queries.acquire.bind({ id, fingerprint, expires, leaseUntil, token, now }),
+          queries.get.bind({ id }),
+        ),
+        ([won, existing]) => {
+          const owned = won[0] as { attempt: number } | undefined;
+          if (owned !== undefined) return { attempt: owned.attempt };
+          const row = fresh(existing);
+          if (row === undefined) throw new Error('SQLite lost the row acquire conflicted with');
+          return { row };
+        },
+      ),
+    pendingKeys: ({ now, stale, limit, prefix }) =>
+      run.read(
+        stale
+          ? queries.stalePendingKeys.bind({ now, limit, prefix })
+          : queries.pendingKeys.bind({ limit, prefix }),
+      ) as MaybePromise<readonly KeyRow[]>,
+    // The verdict is about the row the delete saw: the read runs in the same atomic unit.
+    releasePending: (id, fingerprint) =>
+      andThen(
+        run.writeThenRead(
+          queries.releasePending.bind({ id, fingerprint: fingerprint ?? null }),
+          queries.get.bind({ id }),
+        ),
+        ([deleted, left]) =>
+          deleted.length === 1
+            ? { released: true as const }
+            : { released: false as const, row: fresh(left) },
+      ),
+    fetch: (id, now) =>
+      andThen(run.read(queries.fetch.bind({ id, now })), (rows) => {
+        const text = (rows[0] as { response?: unknown } | undefined)?.response;
+        return typeof text === 'string' ? text : null;
+      }),
+    get: (id) => andThen(run.read(queries.get.bind({ id })), fresh),
+    expired: (now, limit) =>
+      run.read(queries.expired.bind({ now, limit })) as MaybePromise<readonly { id: string }[]>,
+    purge: (now, limit) =>
+      run.returning(queries.purge.bind({ now, limit })) as MaybePromise<readonly { id: string }[]>,
+    sweepBatch: (now, limit) =>
+      andThen(run.changes(queries.sweepBatch.bind({ now, limit })), (deleted) =>
+        deleted > 0 && run.checkpoint !== undefined
+          ? andThen(run.checkpoint(), () => deleted)
+          : deleted,
+      ),
+    counts: () =>
+      run.read(queries.counts.bind({})) as MaybePromise<
+        readonly { status: string; count: number }[]
+      >,
+    stats: (now) => run.read(queries.stats.bind({ now })) as MaybePromise<readonly StatsRow[]>,
+    close: () => run.close?.(),
+  };
+  return statements as KeyStatementsOf<M>;
+}
+
+/**
+ * The part of a synchronous SQLite connection the family's statements use: better-sqlite3's and
+ * bun:sqlite's `Database` both have it.
+ */
+export interface SyncSqliteConnection {
+  prepare(sql: string): {
+    run(...args: unknown[]): { readonly changes: number | bigint };
+    all(...args: unknown[]): unknown[];
+  };
+  transaction<A extends unknown[], R>(body: (...args: A) => R): { immediate(...args: A): R };
+}
+
+/**
+ * The driver of a synchronous connection (better-sqlite3, bun:sqlite): each statement text is
+ * prepared once and reused, and the write and the read of what it left run in one IMMEDIATE
+ * transaction (a savepoint inside an open one), so they see one state whatever another process
+ * does. The runtime adds its checkpoint and close.
+ *
+ * @param connection - the open connection
+ */
+export function syncSqliteDriver(
+  connection: SyncSqliteConnection,
+): Pick<SqliteDriver<'sync'>, 'read' | 'returning' | 'changes' | 'writeThenRead'> {
+  const prepared = new Map<string, ReturnType<SyncSqliteConnection['prepare']>>();
+  const on = (sql: string) => {
+    let statement = prepared.get(sql);
+    if (statement === undefined) {
+      statement = connection.prepare(sql);
+      prepared.set(sql, statement);
+    }
+    return statement;
+  };
+  const all = (statement: SqliteStatement): unknown[] => on(statement.sql).all(...statement.args);
+  const pair = connection.transaction(
+    (write: SqliteStatement, read: SqliteStatement) => [all(write), all(read)] as const,
+  );
+  return {
+    read: all,
+    returning: all,
+    changes: (statement) => Number(on(statement.sql).run(...statement.args).changes),
+    writeThenRead: (write, read) => pair.immediate(write, read),
+  };
+}
