@@ -3,7 +3,6 @@ import { and, asc, inArray, lte, sql } from 'drizzle-orm';
 import type { BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
 import { getTableConfig } from 'drizzle-orm/sqlite-core';
 import { AnswerCache } from '../core/answer-cache.js';
-import { readPendingOptions } from '../core/async-store.js';
 import { closeHook } from '../core/close-option.js';
 import type { DeploymentReport } from '../core/deployment.js';
 import { expiredAnswer } from '../core/key-conditions.js';
