@@ -112,8 +112,8 @@ function durableSqliteStatements(driver: DurableSqliteDriver, queries: Queries):
  *
  * The keys live in the Durable Object, so they are as local as its other state: a key is
  * deduplicated among the requests routed to that object. Build the store once, in the object's
- * constructor, after `applyDurableSqliteMigrations(db)`. `close()` only stops the store: the
- * storage belongs to the object.
+ * constructor (building it sends nothing), with `applyDurableSqliteMigrations(db)` run there under
+ * `ctx.blockConcurrencyWhile`. `close()` only stops the store: the storage belongs to the object.
  *
  * @typeParam T - the type of the stored responses
  * @example
