@@ -1,61 +1,13 @@
-import { builtinModules } from 'node:module';
-import { join, relative } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
-import { build, type Plugin } from 'esbuild';
 import { Miniflare } from 'miniflare';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildAndPack, installedManifest, repoRoot, scratchApp } from '../package/scratch-app.js';
+import { buildAndPack, repoRoot, scratchApp } from '../package/scratch-app.js';
 import { tempDir } from '../support/temp.js';
+import { bundleWorker } from '../support/worker-bundle.js';
 
 const WORKER = fileURLToPath(new URL('../workerd/worker.ts', import.meta.url));
-
-// The worker names the source (so tsc checks it); here each source entry becomes the packed
-// package's subpath that builds it ('src/http/hono.ts' → 'drizzle-idempotency/hono'), so what
-// runs in workerd is the package as published.
-function packagedEntries(app: string): Plugin {
-  const { exports } = installedManifest(app);
-  const subpathOf = new Map<string, string>();
-  for (const [subpath, target] of Object.entries(exports)) {
-    const file = JSON.stringify(target).match(/\.\/dist\/([^"]+)\.js"/)?.[1];
-    if (file !== undefined) subpathOf.set(file, subpath);
-  }
-  return {
-    name: 'packaged-entries',
-    setup(bundle) {
-      bundle.onResolve({ filter: /\/src\// }, async (args) => {
-        if (args.importer !== WORKER) return undefined;
-        const source = relative(join(repoRoot, 'src'), join(args.resolveDir, args.path));
-        const subpath = subpathOf.get(source.replace(/\.js$/, ''));
-        if (subpath === undefined) return { errors: [{ text: `${source} is no package entry` }] };
-        const name = `drizzle-idempotency${subpath.slice(1)}`;
-        const resolved = await bundle.resolve(name, { kind: 'import-statement', resolveDir: app });
-        return resolved.errors.length > 0 ? { errors: resolved.errors } : { path: resolved.path };
-      });
-    },
-  };
-}
-
-// What wrangler does for a Worker with nodejs_compat: one ES module, the workerd/worker/browser
-// export conditions, and Node's built-ins left to the runtime.
-async function bundleWorker(app: string): Promise<string> {
-  const result = await build({
-    entryPoints: [WORKER],
-    bundle: true,
-    write: false,
-    format: 'esm',
-    target: 'es2022',
-    platform: 'neutral',
-    conditions: ['workerd', 'worker', 'browser'],
-    mainFields: ['browser', 'module', 'main'],
-    external: ['node:*', ...builtinModules],
-    plugins: [packagedEntries(app)],
-    logLevel: 'silent',
-  });
-  const [output] = result.outputFiles;
-  if (output === undefined) throw new Error('esbuild wrote no bundle');
-  return output.text;
-}
 
 let mf: Miniflare;
 
@@ -64,7 +16,7 @@ beforeAll(async () => {
   const app = await scratchApp(join(work, 'app'), await buildAndPack(work));
   mf = new Miniflare({
     modules: true,
-    script: await bundleWorker(app),
+    script: await bundleWorker(WORKER, app),
     compatibilityDate: '2026-04-01',
     compatibilityFlags: ['nodejs_compat'],
     d1Databases: ['DB'],

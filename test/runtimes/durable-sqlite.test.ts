@@ -1,0 +1,196 @@
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { readMigrationFiles } from 'drizzle-orm/migrator';
+import { Miniflare } from 'miniflare';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildAndPack, repoRoot, scratchApp } from '../package/scratch-app.js';
+import { tempDir } from '../support/temp.js';
+import { bundleWorker } from '../support/worker-bundle.js';
+
+const WORKER = fileURLToPath(new URL('../workerd/durable-worker.ts', import.meta.url));
+
+let mf: Miniflare;
+
+beforeAll(async () => {
+  const work = tempDir('idem-durable-');
+  const app = await scratchApp(join(work, 'app'), await buildAndPack(work));
+  mf = new Miniflare({
+    modules: true,
+    script: await bundleWorker(WORKER, app),
+    compatibilityDate: '2026-04-01',
+    compatibilityFlags: ['nodejs_compat'],
+    durableObjects: { ACCOUNTS: { className: 'Account', useSQLite: true } },
+  });
+  await mf.ready;
+}, 600_000);
+
+afterAll(async () => {
+  await mf?.dispose();
+});
+
+type DispatchInit = Parameters<Miniflare['dispatchFetch']>[1];
+
+async function call(path: string, init?: DispatchInit) {
+  return mf.dispatchFetch(`http://worker${path}`, init);
+}
+
+async function json(path: string): Promise<unknown> {
+  const response = await call(path);
+  const text = await response.text();
+  if (response.status !== 200) throw new Error(`${path} answered ${response.status}: ${text}`);
+  return JSON.parse(text);
+}
+
+const committedMigrations = () =>
+  readMigrationFiles({ migrationsFolder: join(repoRoot, 'drizzle', 'sqlite') }).map(
+    (migration) => migration.folderMillis,
+  );
+
+describe('in a SQLite Durable Object in workerd (Miniflare), bundled as wrangler bundles a Worker', () => {
+  it('loads drizzle-idempotency/durable-sqlite in the object, no stub', async () => {
+    expect(await json('/objects/entry/entry')).toEqual([
+      'DurableSqliteIdempotencyStore',
+      'applyDurableSqliteMigrations',
+      'durableSqliteTransaction',
+      'keys',
+      'sqliteKeysTable',
+    ]);
+  });
+
+  it('applies the migrations once, however often and concurrently they run, and refuses a foreign table', async () => {
+    const { journal, defaultJournal, columns, foreign } = (await json(
+      '/objects/migrate/migrate',
+    )) as {
+      journal: { created_at: number }[];
+      defaultJournal: { created_at: number }[];
+      columns: string[];
+      foreign: string;
+    };
+    expect(journal.map((row) => row.created_at)).toEqual(committedMigrations());
+    // The object's constructor applied them to the default table at its start.
+    expect(defaultJournal.map((row) => row.created_at)).toEqual(committedMigrations());
+    expect(columns.sort()).toEqual([
+      'attempt',
+      'expires',
+      'fingerprint',
+      'id',
+      'lease_until',
+      'response',
+      'status',
+      'unrecorded',
+    ]);
+    expect(foreign).toBe('SchemaMismatchError');
+  });
+
+  it('keeps the store contract', async () => {
+    expect(await json('/objects/contract/contract')).toEqual({
+      reserveNew: true,
+      reserveAgain: false,
+      finishOtherDigest: false,
+      finish: true,
+      finishAgain: false,
+      fetchLive: { receipt: 1, text: 'é\u{1F600}' },
+      fetchAtExpiry: null,
+      fetchMissing: null,
+      reservePendingPast: true,
+      // Ascending by id bytes: upper case before lower case.
+      expired: ['B', 'a', 'a2', 'b', 'c'],
+      purgeTwo: ['B', 'a'],
+      purgeRest: ['a2', 'b', 'c'],
+      countsAfterPurge: { pending: 1, done: 0 },
+      reserveAfterPurge: true,
+      sweepTwo: 2,
+      leftAfterSweep: ['s3'],
+      sweepRest: 1,
+      sweepNone: 0,
+      counts: { pending: 2, done: 0 },
+      pendingKept: expect.objectContaining({ key: 'p', status: 'pending', expires: 1 }),
+      releaseOther: false,
+      release: true,
+      releaseAgain: false,
+      badLimit: 'InvalidLimitError',
+    });
+  });
+
+  it('gives exactly one of 10 concurrent acquires sent to the same object the key', async () => {
+    const outcomes = (await json('/race/race-object?key=race-1')) as string[];
+    expect(outcomes).toHaveLength(10);
+    expect(outcomes.filter((outcome) => outcome === 'acquired')).toHaveLength(1);
+    expect(outcomes.filter((outcome) => outcome === 'inProgress')).toHaveLength(9);
+  });
+
+  it('takes over a lapsed lease with a higher token and refuses the stale owner', async () => {
+    expect(await json('/objects/fence/fence?key=fence-1')).toEqual({
+      first: 'acquired',
+      beforeLapse: 'inProgress',
+      second: 'takenOver',
+      tokenRaised: true,
+      staleFinish: false,
+      staleRelease: false,
+      currentFinish: true,
+      // The owner's own answer is already there: a repeated fenced finish says so.
+      currentFinishAgain: true,
+      answer: { by: 'second' },
+      replay: 'done',
+    });
+  });
+
+  it('renews, marks unrecorded, lists and releases for the operator', async () => {
+    expect(await json('/objects/leases/leases')).toEqual({
+      acquired: 'acquired',
+      renew: true,
+      renewWrongAttempt: false,
+      beforeLapse: 'inProgress',
+      otherDigest: 'mismatch',
+      markUnrecorded: true,
+      stale: ['l'],
+      stats: { pending: 1, done: 0, expired: 0, stalePending: 0, lapsed: 0, unrecorded: 1 },
+      releasePendingOther: 'mismatch',
+      releasePending: 'released',
+      releaseAgain: 'missing',
+    });
+  });
+
+  it('commits the handler writes and the answer together, and nothing behind a lost fence or a throw', async () => {
+    const seen = (await json('/objects/transaction/transaction?key=tx-1')) as Record<
+      string,
+      unknown
+    >;
+    expect(seen).toEqual({
+      once: { credited: 7 },
+      replay: { credited: 7 },
+      taker: 'takenOver',
+      lost: { committed: false },
+      thrown: 'Error: the handler failed',
+      asynchronous: 'InvalidOptionError',
+      ledger: [{ id: 'tx-1', amount: 7 }],
+      staleRow: 'pending',
+      failingRow: expect.objectContaining({ key: 'tx-1-throws', status: 'pending' }),
+    });
+  });
+
+  describe('the Fetch middleware inside the object, behind a Hono route', () => {
+    const pay = (body: unknown, key = 'pay-1') =>
+      call('/accounts/acme/pay', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'idempotency-key': `"${key}"` },
+        body: JSON.stringify(body),
+      });
+
+    it('replays the first answer byte for byte, marked, commits one ledger row, and answers 422 to another body', async () => {
+      const first = await pay({ amount: 5 });
+      const firstBody = new Uint8Array(await first.arrayBuffer());
+      expect(first.status).toBe(201);
+      expect(first.headers.get('idempotent-replayed')).toBeNull();
+      const again = await pay({ amount: 5 });
+      expect(again.status).toBe(201);
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(new Uint8Array(await again.arrayBuffer())).toEqual(firstBody);
+      const other = await pay({ amount: 6 });
+      expect(other.status).toBe(422);
+      expect(other.headers.get('content-type')).toContain('application/problem+json');
+      await other.arrayBuffer();
+      expect(await json('/accounts/acme/ledger')).toEqual([{ amount: 5 }]);
+    });
+  });
+});
