@@ -307,8 +307,11 @@ function libsqlStatements(
       // A batch rewrites pages all over the file. Left in the WAL, they would be copied back by
       // whichever connection's commit crosses the auto-checkpoint threshold, usually a request's
       // reserve. Copying them here keeps that cost on the sweeper. PASSIVE never waits for other
-      // connections; outside WAL mode it does nothing.
-      if (deleted > 0) await client.execute('PRAGMA wal_checkpoint(PASSIVE)');
+      // connections; outside WAL mode it does nothing. A remote server owns its WAL (Turso
+      // refuses the PRAGMA), so it is left to the server there.
+      if (deleted > 0 && client.protocol === 'file') {
+        await client.execute('PRAGMA wal_checkpoint(PASSIVE)');
+      }
       return deleted;
     },
     counts: async () =>
