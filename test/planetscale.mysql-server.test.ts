@@ -19,7 +19,7 @@ import {
 import type { HarnessFactory } from './contract/harness.js';
 import { describeLeaseContract } from './contract/lease-contract.js';
 import { describeStoreContract } from './contract/store-contract.js';
-import { mysqlUrl, readMysqlRows, seedMysqlRows } from './support/mysql.js';
+import { mysqlHarness, mysqlUrl, readMysqlRows, seedMysqlRows } from './support/mysql.js';
 import { uniqueName } from './support/pg.js';
 import {
   type PlanetscaleEndpoint,
@@ -99,6 +99,11 @@ describeStoreContract(
   planetscaleHarness(mysqlKeysTable('idem_keys')),
 );
 describeLeaseContract('PlanetScale driver', planetscaleHarness());
+// The same option over mysql2, as for a self-hosted Vitess.
+describeStoreContract(
+  'MySQL server, mysql2 with vitess: true',
+  mysqlHarness(url, { vitess: true }),
+);
 
 describe('what the PlanetScale driver gives the store', () => {
   let s: Served;
