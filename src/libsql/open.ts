@@ -11,6 +11,24 @@ export interface OpenLibsqlStoreOptions extends LibsqlMigrationOptions {
    * Default 5000.
    */
   readonly busyTimeoutMs?: number;
+  /**
+   * The auth token of a remote database (Turso's database token, or the JWT a `sqld` server
+   * checks), sent as a bearer token. Only for `libsql:`, `http(s):` and `ws(s):` URLs.
+   */
+  readonly authToken?: string;
+}
+
+const REMOTE = /^(libsql|https?|wss?):\/\//;
+
+// A remote URL as shown in an error: its origin, never a token in its query string.
+function shown(url: string): string {
+  if (!REMOTE.test(url)) return url;
+  try {
+    const { protocol, host } = new URL(url);
+    return `${protocol}//${host}`;
+  } catch {
+    return 'the remote database';
+  }
 }
 
 function errorCode(error: unknown): string | undefined {
@@ -18,7 +36,8 @@ function errorCode(error: unknown): string | undefined {
   return typeof code === 'string' ? code : undefined;
 }
 
-function describeFailure(url: string, error: unknown): DatabaseOpenError {
+function describeFailure(target: string, error: unknown): DatabaseOpenError {
+  const url = shown(target);
   const code = errorCode(error);
   if (code === 'SQLITE_NOTADB') {
     return new DatabaseOpenError(`cannot open ${url}: the file is not a SQLite database`, error);
@@ -33,16 +52,20 @@ function describeFailure(url: string, error: unknown): DatabaseOpenError {
 }
 
 /**
- * Opens (creating if needed) a local SQLite file through libSQL as an idempotency store: WAL
- * journal, a busy timeout on every connection of the client, then the migrations. `close()`
- * closes the client.
+ * Opens a libSQL database as an idempotency store, then applies the migrations; `close()` closes
+ * the client. A local `file:` URL is created if needed and set to the WAL journal, with a busy
+ * timeout on every connection of the client. A remote one — Turso (`libsql://…`), or any `sqld`
+ * server over `http(s)://` or `ws(s)://` — is opened with `options.authToken`; its server owns
+ * the journal, so no PRAGMA is sent to it, and the store's sweep leaves the WAL checkpoint to it
+ * (Turso refuses `PRAGMA wal_checkpoint`).
  *
  * `options.table` names another keys table (see `sqliteKeysTable`).
  *
- * Only local `file:` URLs are opened here (they work offline); an in-memory database is refused,
- * because libSQL gives it a single connection that one open transaction would hold.
+ * An in-memory database is refused, because libSQL gives it a single connection that one open
+ * transaction would hold.
  *
- * @param url - a `file:` URL, e.g. `file:./idempotency.db` or `file:///var/lib/app/idem.db`
+ * @param url - a `file:` URL, e.g. `file:./idempotency.db` or `file:///var/lib/app/idem.db`, or a
+ *   remote one, e.g. `libsql://my-db-my-org.turso.io`
  * @param options - see {@link OpenLibsqlStoreOptions}
  * @typeParam T - the type of the stored responses
  * @example
@@ -54,8 +77,9 @@ function describeFailure(url: string, error: unknown): DatabaseOpenError {
  *   await store.close();
  * }
  * ```
- * @throws {@link DatabaseOpenError} for a URL that is not a local file, a missing directory, a
- * file that is not a database, or a file that cannot be written
+ * @throws {@link DatabaseOpenError} for a URL that is neither a local file nor a remote libSQL
+ * one, a missing directory, a file that is not a database, a file that cannot be written, or a
+ * remote server that cannot be reached or refuses the token
  * @throws {@link SchemaMismatchError} when a foreign `keys` table is in the way
  */
 export async function openLibsqlStore<T = unknown>(
@@ -65,10 +89,14 @@ export async function openLibsqlStore<T = unknown>(
   const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
   assertIntegerOption(busyTimeoutMs, 'busyTimeoutMs', 0, 2 ** 31 - 1);
   const table = options.table === undefined ? {} : { table: options.table };
-  if (typeof url !== 'string' || !url.startsWith('file:')) {
+  const remote = typeof url === 'string' && REMOTE.test(url);
+  if (typeof url !== 'string' || !(remote || url.startsWith('file:'))) {
     throw new DatabaseOpenError(
-      `the database URL must be a local file: URL such as file:./idempotency.db, got ${typeof url === 'string' ? JSON.stringify(url) : typeof url}`,
+      `the database URL must be a local file: URL such as file:./idempotency.db or a libsql:, http(s): or ws(s): URL, got ${typeof url === 'string' ? JSON.stringify(shown(url)) : typeof url}`,
     );
+  }
+  if (options.authToken !== undefined && typeof options.authToken !== 'string') {
+    throw new DatabaseOpenError(`authToken must be a string, got ${typeof options.authToken}`);
   }
   if (/^file::memory:|[?&]mode=memory(&|$)/.test(url)) {
     throw new DatabaseOpenError(
@@ -83,7 +111,12 @@ export async function openLibsqlStore<T = unknown>(
   ]);
   let client: Client;
   try {
-    client = createClient({ url, timeout: busyTimeoutMs });
+    client = remote
+      ? createClient({
+          url,
+          ...(options.authToken === undefined ? {} : { authToken: options.authToken }),
+        })
+      : createClient({ url, timeout: busyTimeoutMs });
   } catch (error) {
     throw describeFailure(url, error);
   }
@@ -93,7 +126,7 @@ export async function openLibsqlStore<T = unknown>(
     const db = drizzle(client);
     await applyLibsqlMigrations(db, table);
     // WAL is a property of the file, so setting it once serves every connection of the client.
-    await client.execute('PRAGMA journal_mode = WAL');
+    if (!remote) await client.execute('PRAGMA journal_mode = WAL');
     return new LibsqlIdempotencyStore<T>(db, { onClose: () => client.close(), ...table });
   } catch (error) {
     client.close();

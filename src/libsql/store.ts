@@ -58,7 +58,10 @@ function libsqlDriver(client: Client, onClose: (() => unknown) | undefined): Sql
       const [written, read] = await writeBatch([first, then]);
       return [rowsOf(written), rowsOf(read)];
     },
-    checkpoint: () => client.execute('PRAGMA wal_checkpoint(PASSIVE)'),
+    // A remote server owns its WAL (Turso refuses the PRAGMA): only a local file is checkpointed.
+    ...(client.protocol === 'file'
+      ? { checkpoint: () => client.execute('PRAGMA wal_checkpoint(PASSIVE)') }
+      : {}),
     close: () => onClose?.(),
   };
 }

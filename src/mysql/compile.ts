@@ -12,9 +12,30 @@ export interface MysqlQuery<R> {
 /** What a compiled query resolves to: the rows of a select, or the header of a write. */
 export type MysqlAnswer = 'rows' | 'header';
 
-/** What mysql2 answers for an INSERT, UPDATE or DELETE. */
+/** What an INSERT, UPDATE or DELETE answers, whatever the driver. */
 export interface WriteHeader {
   readonly affectedRows: number;
+  /** The statement's `LAST_INSERT_ID()`; 0 when it set none. */
+  readonly insertId: number;
+}
+
+/**
+ * The write header of what drizzle answered for a write: mysql2's `[ResultSetHeader, fields]`
+ * (or the header alone, from the driver directly), or the PlanetScale serverless driver's
+ * executed query, which counts in `rowsAffected` and gives `insertId` as a string.
+ *
+ * @param result - what the write resolved to
+ */
+export function writeHeader(result: unknown): WriteHeader {
+  const header = (Array.isArray(result) ? result[0] : result) as {
+    readonly affectedRows?: number;
+    readonly rowsAffected?: number;
+    readonly insertId?: number | string;
+  };
+  return {
+    affectedRows: Number(header.affectedRows ?? header.rowsAffected ?? 0),
+    insertId: Number(header.insertId ?? 0),
+  };
 }
 
 /** Runs one compiled query with its placeholder values. */
@@ -73,10 +94,10 @@ export function compileMysqlStatement<K extends string, R>(
   const client = directMysqlClient(db);
   if (client === undefined) {
     const prepared = query.prepare();
-    // drizzle answers a select with its mapped rows and a write with mysql2's [header, fields].
+    // drizzle answers a select with its mapped rows and a write with the driver's own shape.
     return async (values) => {
       const result = await prepared.execute(values);
-      return (answer === 'rows' ? result : (result as [R])[0]) as R;
+      return (answer === 'rows' ? result : writeHeader(result)) as R;
     };
   }
   return async (values) => {
@@ -85,6 +106,6 @@ export function compileMysqlStatement<K extends string, R>(
       text,
       slots.map((slot) => ('name' in slot ? record[slot.name] : slot.value)),
     );
-    return result as R;
+    return (answer === 'rows' ? result : writeHeader(result)) as R;
   };
 }

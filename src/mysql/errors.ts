@@ -6,14 +6,27 @@ export const ER_DUP_ENTRY = 1062;
 /** The transaction was chosen as a deadlock victim and rolled back as a whole. */
 export const ER_LOCK_DEADLOCK = 1213;
 
+// PlanetScale's serverless driver has no errno field: Vitess writes the number into the message,
+// as in "Duplicate entry 'k' for key 'PRIMARY' (errno 1062) (sqlstate 23000)".
+const VITESS_ERRNO = /\(errno (\d+)\)/;
+
+function vitessErrno(error: Error): number | undefined {
+  if (error.name !== 'DatabaseError') return undefined;
+  const found = VITESS_ERRNO.exec(error.message);
+  return found?.[1] === undefined ? undefined : Number(found[1]);
+}
+
 /**
  * The MySQL error number behind `error`, looking through drizzle's `DrizzleQueryError` (which
- * keeps the driver's error in `cause`), or `undefined` when there is none.
+ * keeps the driver's error in `cause`), or `undefined` when there is none: mysql2's `errno`, or
+ * the `(errno N)` of a PlanetScale serverless driver's `DatabaseError`.
  */
 export function mysqlErrno(error: unknown): number | undefined {
   for (let current = error; current instanceof Error; current = current.cause) {
     const errno = (current as { errno?: unknown }).errno;
     if (typeof errno === 'number') return errno;
+    const written = vitessErrno(current);
+    if (written !== undefined) return written;
   }
   return undefined;
 }

@@ -30,13 +30,16 @@ function normalType(columnType: string): string {
   return type.replace(/^(tinyint|smallint|mediumint|int|bigint)\(\d+\)/, '$1');
 }
 
-/** Runs a statement and returns its rows (mysql2 answers `[rows, fields]`). */
+/**
+ * Runs a statement and returns its rows: mysql2 answers `[rows, fields]`, PlanetScale's
+ * serverless driver an object holding `rows`.
+ */
 export async function queryRows<Row>(
   db: Pick<AnyMysqlDatabase, 'execute'>,
   statement: SQL,
 ): Promise<Row[]> {
-  const [rows] = (await db.execute(statement)) as unknown as [Row[]];
-  return rows;
+  const result = (await db.execute(statement)) as unknown as [Row[]] | { rows: Row[] };
+  return Array.isArray(result) ? result[0] : result.rows;
 }
 
 interface ColumnInfo {

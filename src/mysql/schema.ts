@@ -26,11 +26,13 @@ export const MYSQL_MAX_TEXT_BYTES = MAX_KEY_BYTES;
 // Keys and fingerprints are compared and ordered as bytes. VARBINARY is the one type that does
 // so on MySQL and MariaDB alike: the `utf8mb4_bin` collation is PAD SPACE on MariaDB (so 'k' and
 // 'k ' would be one key) and the NO PAD ones have different names on each server. The driver
-// reads VARBINARY as a Buffer; the store only ever writes well-formed UTF-8, so decoding it gives
-// back the exact string.
-const utf8Bytes = customType<{ data: string; driverData: Buffer | string }>({
+// reads VARBINARY as bytes (mysql2 a Buffer, PlanetScale's serverless driver a plain Uint8Array,
+// whose toString would list the numbers); the store only ever writes well-formed UTF-8, so
+// decoding the bytes gives back the exact string.
+const utf8 = new TextDecoder();
+const utf8Bytes = customType<{ data: string; driverData: Uint8Array | string }>({
   dataType: () => `varbinary(${MYSQL_MAX_TEXT_BYTES})`,
-  fromDriver: (value) => (typeof value === 'string' ? value : value.toString('utf8')),
+  fromDriver: (value) => (typeof value === 'string' ? value : utf8.decode(value)),
 });
 
 // The stored answer, as UTF-8 whatever the table's default character set (often latin1), and up

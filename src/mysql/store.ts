@@ -16,7 +16,7 @@ import { primaryOf } from '../core/replicas.js';
 import { KeyStatus } from '../core/status.js';
 import type { AcquireOptions, AcquireResult, LeasedIdempotencyStore } from '../core/store.js';
 import { retentionIndexName } from '../core/table-name.js';
-import { compileMysqlStatement, type WriteHeader } from './compile.js';
+import { compileMysqlStatement, type WriteHeader, writeHeader } from './compile.js';
 import { checkMysqlDeployment } from './deployment.js';
 import { ER_DUP_ENTRY, mysqlErrno, retryDeadlocks } from './errors.js';
 import {
@@ -37,13 +37,21 @@ export interface MysqlStoreOptions extends MysqlTableOptions {
    * connection alone: a store built over your database never ends your pool.
    */
   readonly onClose?: () => unknown;
+  /**
+   * `true` when the server is Vitess (PlanetScale): the purge and the sweep then lock their
+   * candidates with a plain `FOR UPDATE`, without `SKIP LOCKED`, and read without `FORCE INDEX`,
+   * neither of which Vitess accepts. Parallel purgers then wait for each other's rows instead of
+   * skipping them. Default `false`.
+   */
+  readonly vitess?: boolean;
 }
 
 const p = sql.placeholder;
 
-// drizzle answers a write in a transaction with mysql2's [header, fields].
+// drizzle answers a write with the driver's own shape (mysql2's [header, fields], PlanetScale's
+// executed query).
 function affected(result: unknown): number {
-  return (result as [WriteHeader])[0].affectedRows;
+  return writeHeader(result).affectedRows;
 }
 
 function prepareQueries(db: AnyMysqlDatabase, keys: MysqlKeysTable) {
@@ -140,7 +148,7 @@ function prepareQueries(db: AnyMysqlDatabase, keys: MysqlKeysTable) {
     // answer (its insertId), so no second read can see another owner's.
     takeOver: compileMysqlStatement<
       'id' | 'fingerprint' | 'expires' | 'leaseUntil' | 'token' | 'now',
-      WriteHeader & { readonly insertId: number }
+      WriteHeader
     >(
       db,
       db
@@ -202,6 +210,7 @@ interface MysqlContext {
   readonly table: MysqlKeysTable;
   readonly retentionIndex: string;
   readonly onClose: (() => unknown) | undefined;
+  readonly vitess: boolean;
 }
 
 // Locks up to `limit` expired answers (skipping rows other transactions hold), deletes them with
@@ -212,7 +221,7 @@ interface MysqlContext {
 const RETENTION_RETRY = { attempts: 20, backoffMs: 5 };
 
 function deleteExpired(
-  { db, table: keys, retentionIndex }: MysqlContext,
+  { db, table: keys, retentionIndex, vitess }: MysqlContext,
   now: number,
   limit: number,
   order: 'id' | 'index',
@@ -227,11 +236,11 @@ function deleteExpired(
             .select({ id: keys.id })
             // Index order reads the start of the retention index range and stops after `limit`
             // rows: no batch sorts the backlog, so a sweep stays linear in it.
-            .from(keys, order === 'index' ? { forceIndex: retentionIndex } : undefined)
+            .from(keys, order === 'index' && !vitess ? { forceIndex: retentionIndex } : undefined)
             .where(isExpiredAnswer)
             .orderBy(...orderBy)
             .limit(limit)
-            .for('update', { skipLocked: true });
+            .for('update', vitess ? undefined : { skipLocked: true });
           if (candidates.length === 0) return candidates;
           const ids = candidates.map((row) => row.id);
           const result = await tx.delete(keys).where(and(inArray(keys.id, ids), isExpiredAnswer));
@@ -409,6 +418,7 @@ export class MysqlIdempotencyStore<T = unknown>
       table,
       retentionIndex: retentionIndexName(name),
       onClose: options.onClose,
+      vitess: options.vitess === true,
     };
     super(mysqlStatements(context, prepareQueries(db, table)));
     this.#db = db;

@@ -47,7 +47,7 @@ describe('openLibsqlStore', () => {
     again.close();
   });
 
-  it('refuses bad options and URLs that are not local files before creating anything', async () => {
+  it('refuses bad options, URLs that are not libSQL ones and unreachable servers before creating anything', async () => {
     const path = freshDbPath(dir);
     await expect(openLibsqlStore(fileUrl(path), { busyTimeoutMs: -1 })).rejects.toBeInstanceOf(
       InvalidOptionError,

@@ -27,6 +27,7 @@ describe('the libSQL store types', () => {
     expectTypeOf<LibsqlIdempotencyStore<Receipt>>().toExtend<LeasedIdempotencyStore<Receipt>>();
     expectTypeOf<OpenLibsqlStoreOptions>().toEqualTypeOf<{
       readonly busyTimeoutMs?: number;
+      readonly authToken?: string;
       readonly table?: SqliteKeysTable;
     }>();
     const store = await openLibsqlStore<Receipt>(fileUrl(freshDbPath(dir)));

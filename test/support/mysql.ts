@@ -101,11 +101,16 @@ export async function seedMysqlRows(
  * A harness over the server at `url`: one migrated database per test file, emptied before each
  * test and dropped when the file ends (creating and migrating one per test would cost more than
  * the test itself). With `viaDrizzle`, the store's database has a logger, which makes the store
- * run every statement through drizzle instead of sending its hot ones to mysql2 directly.
+ * run every statement through drizzle instead of sending its hot ones to mysql2 directly; with
+ * `vitess`, the store sends what Vitess accepts (see `MysqlStoreOptions.vitess`).
  */
 export function mysqlHarness(
   url: string,
-  options: { readonly viaDrizzle?: boolean; readonly table?: MysqlKeysTable } = {},
+  options: {
+    readonly viaDrizzle?: boolean;
+    readonly table?: MysqlKeysTable;
+    readonly vitess?: boolean;
+  } = {},
 ): HarnessFactory {
   const table = options.table ?? keys;
   const name = getTableConfig(table).name;
@@ -122,7 +127,7 @@ export function mysqlHarness(
     await db.execute(sql`DELETE FROM ${sql.identifier(name)}`);
     const store = new MysqlIdempotencyStore(
       options.viaDrizzle ? drizzle(pool, { logger: { logQuery: () => undefined } }) : db,
-      { table },
+      { table, vitess: options.vitess },
     );
     return {
       store,

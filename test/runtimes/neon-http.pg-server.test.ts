@@ -1,0 +1,265 @@
+import { neon, neonConfig } from '@neondatabase/serverless';
+import { sql } from 'drizzle-orm';
+import { drizzle } from 'drizzle-orm/neon-http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeIdempotent } from '../../src/function/index.js';
+import { quoteIdentifier } from '../../src/pg/identifier.js';
+import {
+  type AnyNeonHttpDatabase,
+  applyNeonHttpMigrations,
+  applyPgMigrations,
+  neonHttpTransaction,
+  PgIdempotencyStore,
+  pgKeysTable,
+} from '../../src/pg/index.js';
+import { queryRows } from '../../src/pg/migrate.js';
+import type { HarnessFactory } from '../contract/harness.js';
+import { describeLeaseContract } from '../contract/lease-contract.js';
+import { describeStoreContract } from '../contract/store-contract.js';
+import { type NeonEndpoint, startNeonEndpoint } from '../support/neon-endpoint.js';
+import { freshServerSchema, readPgRows, seedPgRows, serverUrl, uniqueName } from '../support/pg.js';
+
+// Collected only when DATABASE_URL is set (see vitest.config.ts).
+const url = serverUrl() as string;
+
+// The driver's own HTTP transport, answered on 127.0.0.1 by an endpoint that runs the SQL on the
+// real server; the host in the connection string is never reached.
+let endpoint: NeonEndpoint | undefined;
+async function neonDb(): Promise<AnyNeonHttpDatabase> {
+  endpoint ??= await startNeonEndpoint(url);
+  neonConfig.fetchEndpoint = endpoint.url;
+  return drizzle(neon('postgresql://app:secret@ep-serverless.neon.invalid/test'));
+}
+afterAll(async () => endpoint?.close());
+
+function neonHarness(name: string): HarnessFactory {
+  const schema = uniqueName('serverless_neon');
+  const table = pgKeysTable(name, { schema });
+  let migrated: Promise<AnyNeonHttpDatabase> | undefined;
+  afterAll(async () => {
+    if (migrated) {
+      await (await migrated).execute(sql.raw(`DROP SCHEMA ${quoteIdentifier(schema)} CASCADE`));
+    }
+  });
+  return async () => {
+    migrated ??= neonDb().then(async (db) => {
+      await applyNeonHttpMigrations(db, { table });
+      return db;
+    });
+    const db = await migrated;
+    await db.execute(sql.raw(`DELETE FROM ${quoteIdentifier(schema)}.${quoteIdentifier(name)}`));
+    const store = new PgIdempotencyStore(db, { table });
+    return {
+      store,
+      rows: () => readPgRows(db, schema, name),
+      seed: (rows) => seedPgRows(db, schema, rows, name),
+      close: () => store.close(),
+    };
+  };
+}
+
+describeStoreContract('neon-http', neonHarness('keys'));
+describeStoreContract('neon-http, table renamed', neonHarness('idem_keys'));
+describeLeaseContract('neon-http', neonHarness('keys'));
+
+describe('applyNeonHttpMigrations', () => {
+  const journal = async (db: AnyNeonHttpDatabase, schema: string, name = 'keys') =>
+    queryRows<{ created_at: string }>(
+      db,
+      sql.raw(
+        `SELECT created_at FROM ${quoteIdentifier(schema)}.${quoteIdentifier(`__idempotency_migrations${name === 'keys' ? '' : `_${name}`}`)} ORDER BY created_at`,
+      ),
+    );
+
+  it('migrates a fresh schema in one batch, then only reads: the same journal as applyPgMigrations', async () => {
+    const db = await neonDb();
+    const fresh = await freshServerSchema(url);
+    const reference = await freshServerSchema(url);
+    try {
+      await fresh.pool.query(`DROP SCHEMA ${quoteIdentifier(fresh.schema)}`);
+      const served = { ...endpoint?.served };
+      await applyNeonHttpMigrations(db, { schema: fresh.schema });
+      expect((endpoint?.served.batches ?? 0) - (served.batches ?? 0)).toBe(1);
+      const after = { ...endpoint?.served };
+      await applyNeonHttpMigrations(db, { schema: fresh.schema });
+      expect(endpoint?.served.batches).toBe(after.batches);
+      await applyPgMigrations(reference.db, { schema: reference.schema });
+      expect(await journal(db, fresh.schema)).toEqual(await journal(db, reference.schema));
+      // The node-postgres migrator finds nothing to do on what neon-http made.
+      await applyPgMigrations(fresh.db, { schema: fresh.schema });
+      expect((await journal(db, fresh.schema)).length).toBe(
+        (await journal(db, reference.schema)).length,
+      );
+    } finally {
+      await fresh.pool.query(`DROP SCHEMA IF EXISTS ${quoteIdentifier(fresh.schema)} CASCADE`);
+      await fresh.pool.end();
+      await reference.drop();
+    }
+  });
+
+  it('lets three instances migrate at once: each migration is recorded once', async () => {
+    const db = await neonDb();
+    const fresh = await freshServerSchema(url);
+    try {
+      const table = pgKeysTable('idem_keys', { schema: fresh.schema });
+      await Promise.all([1, 2, 3].map(() => applyNeonHttpMigrations(db, { table })));
+      const rows = await journal(db, fresh.schema, 'idem_keys');
+      expect(new Set(rows.map((row) => row.created_at)).size).toBe(rows.length);
+      expect(rows.length).toBeGreaterThan(0);
+      const store = new PgIdempotencyStore(db, { table });
+      expect(await store.reserve('k', 'd', Date.now() / 1000 + 60)).toBe(true);
+    } finally {
+      await fresh.drop();
+    }
+  });
+
+  it('refuses a foreign table of the same name before writing', async () => {
+    const db = await neonDb();
+    const fresh = await freshServerSchema(url);
+    try {
+      await fresh.pool.query(`CREATE TABLE ${quoteIdentifier(fresh.schema)}.keys (id int)`);
+      await expect(applyNeonHttpMigrations(db, { schema: fresh.schema })).rejects.toThrow(
+        /cannot be used as an idempotency store/,
+      );
+      const [found] = await queryRows<{ found: boolean }>(
+        db,
+        sql`SELECT to_regclass(${`${fresh.schema}.__idempotency_migrations`}) IS NOT NULL AS found`,
+      );
+      expect(found?.found).toBe(false);
+    } finally {
+      await fresh.drop();
+    }
+  });
+});
+
+describe('neonHttpTransaction', () => {
+  const schema = uniqueName('serverless_neontx');
+  const table = pgKeysTable('idem_keys', { schema });
+  const effects = `${quoteIdentifier(schema)}.effects`;
+  let db: AnyNeonHttpDatabase;
+  let store: PgIdempotencyStore;
+  const now = () => Date.now() / 1000;
+  const effectRows = async () =>
+    queryRows<{ id: string; amount: number }>(
+      db,
+      sql.raw(`SELECT id, amount FROM ${effects} ORDER BY id`),
+    );
+  const lease = async (key: string) => {
+    const acquired = await store.acquire(key, 'd', {
+      expires: now() + 600,
+      now: now(),
+      leaseSeconds: 30,
+    });
+    if (acquired.status !== 'acquired') throw new Error(`not acquired: ${acquired.status}`);
+    return { key, digest: 'd', attempt: acquired.attempt };
+  };
+  const credit = (id: string, amount: number) =>
+    db.execute(sql`INSERT INTO ${sql.raw(effects)} (id, amount) VALUES (${id}, ${amount})`);
+
+  beforeAll(async () => {
+    db = await neonDb();
+    await applyNeonHttpMigrations(db, { table });
+    await db.execute(sql.raw(`CREATE TABLE ${effects} (id text PRIMARY KEY, amount int NOT NULL)`));
+    store = new PgIdempotencyStore(db, { table });
+  });
+  afterAll(async () => {
+    await db.execute(sql.raw(`DROP SCHEMA ${quoteIdentifier(schema)} CASCADE`));
+  });
+
+  it('commits the handler’s writes and the answer together, in one batch', async () => {
+    const owner = await lease('t-commit');
+    const before = endpoint?.served.batches ?? 0;
+    const outcome = await neonHttpTransaction(store).run(
+      owner,
+      (tx) => {
+        tx.add(credit('t-commit', 7));
+        return { credited: 7 };
+      },
+      JSON.stringify,
+    );
+    expect(outcome).toEqual({ committed: true, result: { credited: 7 } });
+    expect(endpoint?.served.batches).toBe(before + 1);
+    expect(await effectRows()).toContainEqual({ id: 't-commit', amount: 7 });
+    const row = await store.get('t-commit');
+    expect(row?.status).toBe('done');
+    expect(row?.response).toEqual({ credited: 7 });
+  });
+
+  it('commits nothing when the fence no longer matches (the lease was taken over)', async () => {
+    const owner = await lease('t-fenced');
+    // A takeover meanwhile: the row's fencing token moved on.
+    await db.execute(sql`UPDATE ${table} SET attempt = attempt + 1 WHERE id = ${'t-fenced'}`);
+    const outcome = await neonHttpTransaction(store).run(
+      owner,
+      (tx) => {
+        tx.add(credit('t-fenced', 9));
+        return { credited: 9 };
+      },
+      JSON.stringify,
+    );
+    expect(outcome).toEqual({ committed: false });
+    expect((await effectRows()).some((row) => row.id === 't-fenced')).toBe(false);
+    const row = await store.get('t-fenced');
+    expect(row?.status).toBe('pending');
+  });
+
+  it('commits nothing when the key was released meanwhile', async () => {
+    const owner = await lease('t-released');
+    await store.releasePending('t-released');
+    const outcome = await neonHttpTransaction(store).run(
+      owner,
+      (tx) => {
+        tx.add(credit('t-released', 3));
+        return 'ok';
+      },
+      JSON.stringify,
+    );
+    expect(outcome).toEqual({ committed: false });
+    expect((await effectRows()).some((row) => row.id === 't-released')).toBe(false);
+    expect(await store.get('t-released')).toBeNull();
+  });
+
+  it('rethrows a failing statement of the handler and leaves the key pending, nothing committed', async () => {
+    await credit('t-taken', 1);
+    const owner = await lease('t-dup');
+    await expect(
+      neonHttpTransaction(store).run(
+        owner,
+        (tx) => {
+          tx.add(credit('t-dup', 2), credit('t-taken', 2));
+          return 'never';
+        },
+        JSON.stringify,
+      ),
+    ).rejects.toThrow();
+    expect((await effectRows()).some((row) => row.id === 't-dup')).toBe(false);
+    expect((await store.get('t-dup'))?.status).toBe('pending');
+  });
+
+  it('drives makeIdempotent: the effect once, the answer replayed', async () => {
+    let runs = 0;
+    const pay = makeIdempotent(
+      async (tx, message: { id: string; amount: number }) => {
+        runs += 1;
+        tx.add(credit(message.id, message.amount));
+        return { credited: message.amount };
+      },
+      { transaction: neonHttpTransaction(store), key: (message) => message.id },
+    );
+    expect(await pay({ id: 't-make', amount: 5 })).toEqual({ credited: 5 });
+    expect(await pay({ id: 't-make', amount: 5 })).toEqual({ credited: 5 });
+    expect(runs).toBe(1);
+    expect((await effectRows()).filter((row) => row.id === 't-make')).toEqual([
+      { id: 't-make', amount: 5 },
+    ]);
+  });
+
+  it('is refused over a driver without batch', async () => {
+    const fresh = await freshServerSchema(url);
+    try {
+      expect(() => neonHttpTransaction(new PgIdempotencyStore(fresh.db))).toThrow(/neon-http/);
+    } finally {
+      await fresh.drop();
+    }
+  });
+});
