@@ -8,9 +8,10 @@ import {
 } from '../core/deployment.js';
 import { SchemaMismatchError } from '../core/errors.js';
 import { type MigrationSession, type MigrationStatements, migrateAsync } from '../core/migrator.js';
+import { DEFAULT_TABLE_NAME } from '../core/table-name.js';
 import { pgMigrations } from '../generated/migrations.js';
 import { quoteIdentifier } from './identifier.js';
-import { type PgTableOptions, resolvePgTable } from './schema.js';
+import { DEFAULT_PG_SCHEMA, type PgTableOptions, resolvePgTable } from './schema.js';
 import type { AnyPgDatabase } from './store.js';
 
 const EXPECTED_COLUMNS: Record<string, string> = {
@@ -111,7 +112,10 @@ export async function assertAdoptablePgKeysTable(
         ORDER BY a.attnum`,
   );
   const [first] = columns;
-  if (first === undefined) return;
+  if (first === undefined) {
+    await assertNotSchemaReading(db, schema, name);
+    return;
+  }
   const persistence = keysTablePersistenceFinding(schema, name, first.persistence);
   if (persistence !== undefined) throw new DeploymentRefusedError([persistence]);
   const problems = keysTableProblems(columns, EXPECTED_COLUMNS, LEASE_COLUMNS);
@@ -124,6 +128,27 @@ export async function assertAdoptablePgKeysTable(
   if (problems.length > 0) {
     throw new SchemaMismatchError(
       `the existing ${schema}.${name} table cannot be used as an idempotency store: ${problems.join('; ')}`,
+    );
+  }
+}
+
+// In 0.1.0 a string given to `pgKeysTable` named the schema; now it names the table. An app
+// that kept `pgKeysTable('billing')` would get a new, empty `public.billing` beside its keys in
+// `billing.keys`, and every key in flight there would run again: refused before anything is made.
+async function assertNotSchemaReading(
+  db: Pick<AnyPgDatabase, 'execute'>,
+  schema: string,
+  name: string,
+): Promise<void> {
+  if (schema !== DEFAULT_PG_SCHEMA || name === DEFAULT_TABLE_NAME) return;
+  const [found] = await queryRows<{ found: boolean }>(
+    db,
+    sql`SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+          WHERE n.nspname = ${name} AND c.relname = ${DEFAULT_TABLE_NAME} AND c.relkind IN ('r', 'p')) AS found`,
+  );
+  if (found?.found) {
+    throw new SchemaMismatchError(
+      `there is no table ${schema}.${name}, but the schema ${name} holds a keys table: pgKeysTable('${name}') now names the table, not the schema (as it did in 0.1.0). For the keys in ${name}.keys use pgKeysTable('keys', { schema: '${name}' }); to start a new table ${schema}.${name}, create it first`,
     );
   }
 }

@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { InvalidOptionError, SchemaMismatchError } from '../../src/index.js';
 import { directNodePgClient } from '../../src/pg/compile.js';
 import { quoteIdentifier } from '../../src/pg/identifier.js';
-import { applyPgMigrations, PgIdempotencyStore } from '../../src/pg/index.js';
+import { applyPgMigrations, PgIdempotencyStore, pgKeysTable } from '../../src/pg/index.js';
+import { queryRows } from '../../src/pg/migrate.js';
 import { readPgRows, sharedPglite, uniqueName } from '../support/pg.js';
 import { inspectSchema } from '../support/pg-inspect.js';
 
@@ -155,6 +156,32 @@ describe('applyPgMigrations (PGlite)', () => {
       InvalidOptionError,
     );
     expect(await db.execute(sql`SELECT count(*)::int AS n FROM pg_namespace`)).toEqual(before);
+  });
+
+  it("refuses pgKeysTable('x') read the 0.1.0 way, as a schema x that already holds the keys", async () => {
+    const db = await database();
+    const schema = uniqueName('old');
+    await applyPgMigrations(db, { schema });
+    const store = new PgIdempotencyStore(db, { table: pgKeysTable('keys', { schema }) });
+    expect(await store.reserve('in-flight', 'd', 100)).toBe(true);
+    // The call kept from 0.1.0 now names a table in public: refused, and nothing is created.
+    await expect(applyPgMigrations(db, { table: pgKeysTable(schema) })).rejects.toThrow(
+      SchemaMismatchError,
+    );
+    const made = await queryRows<{ found: boolean }>(
+      db,
+      sql`SELECT to_regclass(${`public.${schema}`}) IS NOT NULL AS found`,
+    );
+    expect(made).toEqual([{ found: false }]);
+    // The reading it meant still works, and finds the key in flight.
+    await applyPgMigrations(db, { table: pgKeysTable('keys', { schema }) });
+    expect(await store.reserve('in-flight', 'd', 100)).toBe(false);
+    // A table of that name made first is adopted: the refusal guards only the missing table.
+    await db.execute(
+      sql.raw(`CREATE TABLE public.${schema} ${contractColumns('text COLLATE "C"')}`),
+    );
+    await applyPgMigrations(db, { table: pgKeysTable(schema) });
+    await db.execute(sql.raw(`DROP TABLE public.${schema}`));
   });
 
   it('accepts a name of exactly 63 bytes', async () => {
