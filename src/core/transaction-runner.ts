@@ -1,4 +1,5 @@
-import type { IdempotencyStore } from '../core/store.js';
+import { KeyStatus } from './status.js';
+import type { IdempotencyStore } from './store.js';
 
 /** The call that owns a key: its key, its payload fingerprint and, with leases, its attempt. */
 export interface KeyOwner {
@@ -8,6 +9,28 @@ export interface KeyOwner {
   readonly digest: string;
   /** The fencing token of the claim, on stores with leases. */
   readonly attempt?: number;
+}
+
+/**
+ * Whether the key's row is still the pending row `owner` claimed. A runner without an interactive
+ * transaction (a batch with a guard statement) asks after a failed batch: the guard failed when the
+ * row is no longer the owner's, and any other failure (one of the handler's statements) left it the
+ * owner's pending row, so that error is the handler's to see.
+ *
+ * @param store - the store whose table the runner records in
+ * @param owner - the claim the batch ran for
+ */
+export async function ownsPendingRow(
+  store: Pick<IdempotencyStore<unknown>, 'get'>,
+  owner: KeyOwner,
+): Promise<boolean> {
+  const row = await store.get(owner.key);
+  return (
+    row !== null &&
+    row.status === KeyStatus.pending &&
+    row.fingerprint === owner.digest &&
+    (owner.attempt === undefined || row.attempt === owner.attempt)
+  );
 }
 
 /** What {@link TransactionRunner.run} committed. */

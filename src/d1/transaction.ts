@@ -1,6 +1,6 @@
 import { ownerRow } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
-import type { TransactionRunner } from '../core/transaction-runner.js';
+import { ownsPendingRow, type TransactionRunner } from '../core/transaction-runner.js';
 import { type AnyD1Database, type BoundStatement, prepare } from './client.js';
 import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 import type { D1IdempotencyStore } from './store.js';
@@ -105,15 +105,7 @@ export function d1Transaction(
         );
         return { committed: true, result };
       } catch (error) {
-        // The guard failed when the row is no longer the owner's; any other failure (one of the
-        // handler's statements) leaves it the owner's pending row and is the handler's to see.
-        const row = await store.get(owner.key);
-        const owned =
-          row !== null &&
-          row.status === KeyStatus.pending &&
-          row.fingerprint === owner.digest &&
-          (owner.attempt === undefined || row.attempt === owner.attempt);
-        if (!owned) return { committed: false };
+        if (!(await ownsPendingRow(store, owner))) return { committed: false };
         throw error;
       }
     },

@@ -3,7 +3,7 @@ import type { BatchItem } from 'drizzle-orm/batch';
 import { InvalidOptionError } from '../core/errors.js';
 import { ownerRow } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
-import type { TransactionRunner } from '../core/transaction-runner.js';
+import { ownsPendingRow, type TransactionRunner } from '../core/transaction-runner.js';
 import type { AnyNeonHttpDatabase } from './neon-migrate.js';
 import type { PgIdempotencyStore } from './store.js';
 
@@ -85,15 +85,7 @@ export function neonHttpTransaction(
         await db.batch(statements as [BatchItem<'pg'>, ...BatchItem<'pg'>[]]);
         return { committed: true, result };
       } catch (error) {
-        // The guard failed when the row is no longer the owner's; any other failure (one of the
-        // handler's statements) leaves it the owner's pending row and is the handler's to see.
-        const row = await store.get(owner.key);
-        const owned =
-          row !== null &&
-          row.status === KeyStatus.pending &&
-          row.fingerprint === owner.digest &&
-          (owner.attempt === undefined || row.attempt === owner.attempt);
-        if (!owned) return { committed: false };
+        if (!(await ownsPendingRow(store, owner))) return { committed: false };
         throw error;
       }
     },
