@@ -5,7 +5,9 @@ import { httpEndToEnd } from './http.js';
 import { mysqlOps } from './mysql.js';
 import { peers } from './peers.js';
 import { pgOps } from './pg.js';
+import { pgReplay } from './pg-replay.js';
 import { sqliteOps } from './sqlite-ops.js';
+import { sqliteReplay } from './sqlite-replay.js';
 import { sqliteRetention } from './sqlite-retention.js';
 import { sqliteSweepImpact } from './sqlite-sweep-impact.js';
 import { describeMachine } from './support/machine.js';
@@ -31,6 +33,7 @@ const TARGETS: Record<string, Target> = {
   'sqlite.finish.tinyRatio': atLeast(0.9),
   'sqlite.fetch.tinyRatio': atLeast(0.9),
   'sqlite.acquire.vsReserve': atLeast(0.9),
+  'sqlite.replay.ratio': atLeast(0.85),
   'sqlite.purge100.scale': atMost(2),
   'sqlite.purge100.backlogScale': atMost(2),
   'sqlite.sweep.linearity': atMost(2.5),
@@ -42,6 +45,7 @@ const TARGETS: Record<string, Target> = {
   'pg.fetch.ratio': atLeast(0.9),
   'pg.purge100.backlogScale': atMost(2),
   'pg.acquire.vsReserve': atLeast(0.9),
+  'pg.replay.rowWrites': atMost(0),
   'mysql.reserve.ratio': atLeast(0.9),
   'mysql.finish.ratio': atLeast(0.9),
   'mysql.fetch.ratio': atLeast(0.9),
@@ -54,9 +58,11 @@ const TARGETS: Record<string, Target> = {
 
 const GROUPS: Record<string, (size: BenchSize) => Promise<GroupResult>> = {
   'sqlite-ops': sqliteOps,
+  'sqlite-replay': sqliteReplay,
   'sqlite-retention': sqliteRetention,
   'sqlite-sweep-impact': sqliteSweepImpact,
   pg: pgOps,
+  'pg-replay': pgReplay,
   mysql: mysqlOps,
   'function-transactional': functionTransactional,
   peers,
