@@ -5,9 +5,9 @@ import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { tempDir } from '../support/temp.js';
 import {
-  buildAndPack,
   installedManifest,
   node,
+  packedTarball,
   repoRoot,
   scratchApp,
   writeFiles,
@@ -15,13 +15,13 @@ import {
 
 const run = promisify(execFile);
 
-// One build and one tarball for the whole file: the build is the slow part.
+// The one tarball the whole test run shares (see packedTarball): the build is the slow part.
 let work: string;
 let tarball: string;
 
 beforeAll(async () => {
   work = tempDir('idem-install-');
-  tarball = await buildAndPack(work);
+  tarball = await packedTarball();
 }, 600_000);
 
 // A NestJS project as `nest new` made them for years: CommonJS, TypeScript's node10 resolution

@@ -4,21 +4,21 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { freshServerDatabase, serverUrl } from '../support/pg.js';
 import { tempDir } from '../support/temp.js';
 import {
-  buildAndPack,
   installedManifest,
   node,
+  packedTarball,
   repoRoot,
   scratchApp,
   writeFiles,
 } from './scratch-app.js';
 
-// One build and one tarball for the whole file: the build is the slow part.
+// The one tarball the whole test run shares (see packedTarball): the build is the slow part.
 let app: string;
 let packageDir: string;
 
 beforeAll(async () => {
   const work = tempDir('idem-pack-');
-  const tarball = await buildAndPack(work);
+  const tarball = await packedTarball();
   app = await scratchApp(join(work, 'app'), tarball);
   packageDir = join(app, 'node_modules', 'drizzle-idempotency');
 }, 600_000);

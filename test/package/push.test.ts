@@ -6,7 +6,7 @@ import { beforeAll, describe, expect, it, type TestContext } from 'vitest';
 import { freshServerDatabase, serverUrl } from '../support/pg.js';
 import { loadV010Schema } from '../support/pg-journal-suite.js';
 import { tempDir } from '../support/temp.js';
-import { buildAndPack, node, scratchApp, writeFiles } from './scratch-app.js';
+import { node, packedTarball, scratchApp, writeFiles } from './scratch-app.js';
 
 // drizzle-kit push against databases the library migrated and filled, from the packed package in
 // a scratch application: every setup of docs/drizzle-app.md "drizzle-kit push" keeps every row.
@@ -15,7 +15,7 @@ let kitProblem: string | undefined;
 
 beforeAll(async () => {
   const work = tempDir('idem-push-');
-  app = await scratchApp(join(work, 'app'), await buildAndPack(work));
+  app = await scratchApp(join(work, 'app'), await packedTarball());
   try {
     await node(app, [kit(), '--version']);
   } catch (error) {

@@ -1,6 +1,20 @@
 import { execFile } from 'node:child_process';
-import { cpSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { createHash } from 'node:crypto';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 
@@ -32,15 +46,15 @@ const BUILD_INPUTS = [
   'LICENSE',
 ];
 
-/**
- * Builds the package from a copy of this checkout in `work` and packs it with `npm pack`, as a
- * release would. Resolves with the tarball's path.
- */
-export async function buildAndPack(work: string): Promise<string> {
+const BUILD_TREES = ['src', 'drizzle', 'docs'];
+
+// Builds the package from a copy of this checkout in `work` and packs it with `npm pack`, as a
+// release would. Resolves with the tarball's path.
+async function buildAndPack(work: string): Promise<string> {
   const tree = join(work, 'tree');
   mkdirSync(tree);
   for (const file of BUILD_INPUTS) cpSync(join(repoRoot, file), join(tree, file));
-  for (const dir of ['src', 'drizzle', 'docs']) {
+  for (const dir of BUILD_TREES) {
     cpSync(join(repoRoot, dir), join(tree, dir), { recursive: true });
   }
   symlinkSync(devModules, join(tree, 'node_modules'), 'dir');
@@ -52,7 +66,95 @@ export async function buildAndPack(work: string): Promise<string> {
   );
   const [packed] = JSON.parse(stdout) as { filename: string }[];
   if (packed === undefined) throw new Error(`npm pack printed no tarball: ${stdout}`);
+  rmSync(tree, { recursive: true, force: true });
   return join(work, packed.filename);
+}
+
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true, recursive: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => join(entry.parentPath, entry.name));
+}
+
+// What the build reads, hashed: the same checkout gets the same tarball, any edit a new one.
+function buildInputsKey(): string {
+  const hash = createHash('sha256');
+  const files = [
+    ...BUILD_INPUTS.map((file) => join(repoRoot, file)),
+    ...BUILD_TREES.flatMap((dir) => filesUnder(join(repoRoot, dir))),
+  ].sort();
+  for (const file of files) {
+    hash.update(relative(repoRoot, file)).update('\0').update(readFileSync(file)).update('\0');
+  }
+  return hash.digest('hex').slice(0, 16);
+}
+
+// Takes the build lock, a directory (made atomically) holding its owner's pid. A lock whose
+// owner is gone (a test run killed mid-build) is removed, and the caller tries again.
+function tryLock(lock: string): boolean {
+  try {
+    mkdirSync(lock);
+    writeFileSync(join(lock, 'pid'), String(process.pid));
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  }
+  const pid = Number(existsSync(join(lock, 'pid')) ? readFileSync(join(lock, 'pid'), 'utf8') : 0);
+  if (pid > 0 && !isAlive(pid)) rmSync(lock, { recursive: true, force: true });
+  return false;
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+// Tarballs of earlier checkouts' states, left by earlier runs: those a day old go.
+function pruneOldTarballs(keep: string): void {
+  for (const name of readdirSync(tmpdir())) {
+    const path = join(tmpdir(), name);
+    if (!name.startsWith('idem-packed-') || path === keep || name.endsWith('.lock')) continue;
+    if (Date.now() - statSync(path).mtimeMs > DAY_MS)
+      rmSync(path, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The package as a release would pack it from this checkout as it is now: built once and shared
+ * by every test file that asks, across the test run's worker processes, since the build is the
+ * slow part. Keyed by a hash of what the build reads, so an edit gets a build of its own, and
+ * guarded by a lock so parallel files wait for the one build instead of each making its own.
+ * Each caller installs the tarball in a scratch app of its own ({@link scratchApp}).
+ */
+export async function packedTarball(): Promise<string> {
+  const home = join(tmpdir(), `idem-packed-${buildInputsKey()}`);
+  const done = join(home, 'tarball');
+  const lock = `${home}.lock`;
+  for (;;) {
+    if (existsSync(done)) return readFileSync(done, 'utf8');
+    if (tryLock(lock)) {
+      try {
+        // Another file may have finished the build between the look above and the lock.
+        if (existsSync(done)) continue;
+        rmSync(home, { recursive: true, force: true });
+        mkdirSync(home);
+        const tarball = await buildAndPack(home);
+        writeFileSync(`${done}.tmp`, tarball);
+        renameSync(`${done}.tmp`, done);
+        pruneOldTarballs(home);
+      } finally {
+        rmSync(lock, { recursive: true, force: true });
+      }
+    } else {
+      await sleep(500);
+    }
+  }
 }
 
 /**

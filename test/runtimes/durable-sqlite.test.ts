@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { Miniflare } from 'miniflare';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildAndPack, repoRoot, scratchApp } from '../package/scratch-app.js';
+import { packedTarball, repoRoot, scratchApp } from '../package/scratch-app.js';
 import { tempDir } from '../support/temp.js';
 import { bundleWorker } from '../support/worker-bundle.js';
 
@@ -13,7 +13,7 @@ let mf: Miniflare;
 
 beforeAll(async () => {
   const work = tempDir('idem-durable-');
-  const app = await scratchApp(join(work, 'app'), await buildAndPack(work));
+  const app = await scratchApp(join(work, 'app'), await packedTarball());
   mf = new Miniflare({
     modules: true,
     script: await bundleWorker(WORKER, app),
