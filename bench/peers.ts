@@ -13,18 +13,30 @@ import { type BenchRedis, type RedisDurability, startRedis } from './support/red
 import type { BenchSize, GroupResult, Metric } from './support/report.js';
 import { benchDir, freshStoreFile } from './support/sqlite-files.js';
 
-// Long enough for every cycle of a run; the benchmark's Redis is its own and is stopped after.
-const TTL_SECONDS = 3600;
+/**
+ * How long every side keeps a key, in seconds: long enough for every cycle of a run; the
+ * benchmark's Redis is its own and is stopped after.
+ */
+export const TTL_SECONDS = 3600;
 
-type Cycle = (key: string) => Promise<void>;
+/** One full request cycle on `key`: the first request, the work, the answer, the replayed retry. */
+export type Cycle = (key: string) => Promise<void>;
 type Synchronous = 'NORMAL' | 'FULL';
 
 // The request every cycle sends, the answer its first execution returns (about 1 KB, the same
 // object on every side), and the "work": nothing, but async, so requests in flight interleave as
 // they do in a server.
-const body = { amount: 4200, currency: 'EUR', customer: 'cus_123', items: [{ sku: 'a', qty: 2 }] };
-const answer = answerOfSize(1024, 1);
-const noop = () => new Promise<void>((resolve) => setImmediate(resolve));
+/** The request body every cycle sends. */
+export const body = {
+  amount: 4200,
+  currency: 'EUR',
+  customer: 'cus_123',
+  items: [{ sku: 'a', qty: 2 }],
+};
+/** The answer every cycle's first execution returns, about 1 KB. */
+export const answer = answerOfSize(1024, 1);
+/** The cycles' work: nothing, but asynchronous. */
+export const noop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 function expectReplay(replayed: unknown): void {
   check((replayed as { id?: unknown } | null | undefined)?.id === answer.id, 'replay');
@@ -87,7 +99,7 @@ export function bareSqliteCycle(path: string, synchronous: Synchronous) {
 }
 
 /** `@node-idempotency/core` on its Redis adapter: onRequest, work, onResponse, then the retry. */
-async function nodeIdempotencyCycle(url: string) {
+export async function nodeIdempotencyCycle(url: string) {
   const storage = new RedisStorageAdapter({ url });
   await storage.connect();
   const idempotency = new Idempotency(storage, { cacheTTLMS: TTL_SECONDS * 1000 });

@@ -1,11 +1,14 @@
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { d1Ops } from './d1.js';
 import { functionTransactional } from './function-transactional.js';
 import { httpEndToEnd } from './http.js';
 import { mysqlOps } from './mysql.js';
 import { peers } from './peers.js';
 import { pgOps } from './pg.js';
+import { pgPeers } from './pg-peers.js';
 import { pgReplay } from './pg-replay.js';
+import { pgbouncerOps } from './pgbouncer.js';
 import { sqliteOps } from './sqlite-ops.js';
 import { sqliteReplay } from './sqlite-replay.js';
 import { sqliteRetention } from './sqlite-retention.js';
@@ -67,6 +70,9 @@ const GROUPS: Record<string, (size: BenchSize) => Promise<GroupResult>> = {
   'function-transactional': functionTransactional,
   peers,
   http: httpEndToEnd,
+  d1: d1Ops,
+  pgbouncer: pgbouncerOps,
+  'pg-peers': pgPeers,
 };
 
 function format(value: number): string {

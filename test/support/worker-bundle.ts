@@ -32,9 +32,10 @@ function packagedEntries(worker: string, app: string): Plugin {
 /**
  * Bundles the Worker at `worker` against the package installed in `app`, as wrangler does for a
  * Worker with nodejs_compat: one ES module, the workerd/worker/browser export conditions, and
- * Node's built-ins (and `cloudflare:` modules) left to the runtime.
+ * Node's built-ins (and `cloudflare:` modules) left to the runtime. Without `app`, the source it
+ * imports is bundled as it is, for a benchmark of the checkout rather than of the packed package.
  */
-export async function bundleWorker(worker: string, app: string): Promise<string> {
+export async function bundleWorker(worker: string, app?: string): Promise<string> {
   const result = await build({
     entryPoints: [worker],
     bundle: true,
@@ -45,7 +46,7 @@ export async function bundleWorker(worker: string, app: string): Promise<string>
     conditions: ['workerd', 'worker', 'browser'],
     mainFields: ['browser', 'module', 'main'],
     external: ['node:*', 'cloudflare:*', ...builtinModules],
-    plugins: [packagedEntries(worker, app)],
+    plugins: app === undefined ? [] : [packagedEntries(worker, app)],
     logLevel: 'silent',
   });
   const [output] = result.outputFiles;

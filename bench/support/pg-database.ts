@@ -1,0 +1,42 @@
+import pg from 'pg';
+import { quoteIdentifier } from '../../src/pg/identifier.js';
+
+/** The server every PostgreSQL benchmark runs on. */
+export const PG_URL = 'postgres://postgres@127.0.0.1:5432/test';
+
+/** A database a benchmark made for itself on the server, dropped by `drop`. */
+export interface BenchDatabase {
+  /** Its connection string. */
+  readonly url: string;
+  /** Its name, as PgBouncer's configuration names it. */
+  readonly name: string;
+  /** Drops it, ending any connection still open to it. */
+  drop(): Promise<void>;
+}
+
+async function onServer(statement: string): Promise<void> {
+  const client = new pg.Client({ connectionString: PG_URL });
+  await client.connect();
+  try {
+    await client.query(statement);
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * Creates an empty database named `<prefix>_<pid>` beside the server's `test` database, so a
+ * benchmark run's tables and statistics are its own and nothing of it outlives the run.
+ */
+export async function createBenchDatabase(prefix: string): Promise<BenchDatabase> {
+  const name = `${prefix}_${process.pid}`;
+  await onServer(`DROP DATABASE IF EXISTS ${quoteIdentifier(name)} WITH (FORCE)`);
+  await onServer(`CREATE DATABASE ${quoteIdentifier(name)}`);
+  const url = new URL(PG_URL);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    name,
+    drop: () => onServer(`DROP DATABASE IF EXISTS ${quoteIdentifier(name)} WITH (FORCE)`),
+  };
+}
