@@ -54,6 +54,9 @@ describe('runCli, in-process', () => {
       ['sweep', '--db', path, ...now, '--max-seconds', '0'],
       ['sweep', '--db', path, ...now, '--max-seconds', '-1'],
       ['sweep', '--db', path, ...now, '--max-seconds', 'soon'],
+      ['sweep', '--db', path, ...now, '--batch-millis', '0'],
+      ['sweep', '--db', path, ...now, '--batch-millis', '60001'],
+      ['sweep', '--db', path, ...now, '--batch-millis', 'fast'],
       ['migrate', '--db', missing, '--now', '5'],
     ];
     for (const args of cases) {
