@@ -131,6 +131,39 @@ describe('runCli, in-process', () => {
     expect(tally(path)).toEqual({ expired: 0, live: 0, pending: 0, stalePending: 2 });
   });
 
+  it('sweeps by a time budget without --batch, and with --batch-millis under a --batch cap', async () => {
+    const path = freshDbPath(dir);
+    seedBacklog(path, { expired: 250, stalePending: 2 });
+    const byTime = await run([
+      'sweep',
+      '--db',
+      path,
+      '--now',
+      String(SWEEP_NOW),
+      '--max-batches',
+      '1',
+    ]);
+    expect(byTime.code).toBe(ExitCode.ok);
+    // The first batch of a timed sweep has 100 rows.
+    expect(JSON.parse(byTime.stdout)).toMatchObject({ deleted: 100, batches: 1, remaining: 150 });
+    const capped = await run([
+      'sweep',
+      '--db',
+      path,
+      '--now',
+      String(SWEEP_NOW),
+      '--batch',
+      '40',
+      '--batch-millis',
+      '2.5',
+    ]);
+    expect(capped.code).toBe(ExitCode.ok);
+    expect(JSON.parse(capped.stdout)).toMatchObject({ deleted: 150, remaining: 0 });
+    // No batch went above 40 rows: at least four batches for 150 rows.
+    expect(JSON.parse(capped.stdout).batches).toBeGreaterThanOrEqual(4);
+    expect(tally(path)).toEqual({ expired: 0, live: 0, pending: 0, stalePending: 2 });
+  });
+
   it('stops a sweep on SIGINT from its signal source and returns 130', async () => {
     const path = freshDbPath(dir);
     seedBacklog(path, { expired: 50 });
