@@ -79,7 +79,8 @@ export interface SweepOptions {
    * about this long: it shrinks at once after a slow batch, to no fewer than
    * {@link MIN_TIMED_BATCH_SIZE} rows (or `batchSize` if smaller), and grows at most twofold per
    * batch, to no more than `batchSize` (10,000 without it). The time measured is the whole
-   * `sweepBatch` call, so for a store across a network it includes the round trip: there, give a
+   * `sweepBatch` call (on SQLite, the transaction and the checkpoint after it, which holds no write
+   * lock), so for a store across a network it includes the round trip: there, give a
    * larger budget or a fixed `batchSize`. Default {@link DEFAULT_BATCH_MILLIS} when `batchSize` is
    * not given either.
    */
