@@ -37,7 +37,7 @@ const TARGETS: Record<string, Target> = {
   'sqlite.fetch.tinyRatio': atLeast(0.9),
   'sqlite.acquire.vsReserve': atLeast(0.9),
   'sqlite.replay.ratio': atLeast(0.85),
-  'sqlite.purge100.scale': atMost(2),
+  'sqlite.purge100.vsDeleteFloor': atMost(1.2),
   'sqlite.purge100.backlogScale': atMost(2),
   'sqlite.sweep.linearity': atMost(2.5),
   'sqlite.sweep.writerP99.vsIdle': atMost(2),

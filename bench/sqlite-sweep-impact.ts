@@ -1,7 +1,7 @@
 import { copyFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { sweep } from '../src/index.js';
+import { DEFAULT_BATCH_MILLIS, sweep } from '../src/index.js';
 import { openSqliteStore } from '../src/sqlite/index.js';
 import { startChild } from './support/child.js';
 import {
@@ -57,12 +57,13 @@ async function during(run: () => unknown): Promise<Window> {
   return { start, end };
 }
 
-type Side = 'sweep' | 'sweepLarge' | 'sweepNoDoneIndex' | 'delete' | 'idle';
+type Side = 'sweep' | 'sweepFixed' | 'sweepLarge' | 'sweepNoDoneIndex' | 'delete' | 'idle';
 
 /**
  * While a second process reserves a key every millisecond, removes the same expired backlog once
- * by `sweep()` (batches of SWEEP_BATCH), once by `sweep()` in batches of LARGE_SWEEP_BATCH, once
- * by `sweep()` with the partial index of done rows dropped, and once by one `DELETE`, and
+ * by `sweep()` as shipped (batches sized by its time budget), once by `sweep()` in fixed batches
+ * of SWEEP_BATCH, once in fixed batches of LARGE_SWEEP_BATCH, once by `sweep()` as shipped with
+ * the partial index of done rows dropped, and once by one `DELETE`, and
  * compares the p99 latency of the writer's reserves in each window with its p99 in a window of
  * the same round in which nothing else runs. Then sweeps a 100k and a 1M backlog in child
  * processes and reports what each sweep added to its process's RSS.
@@ -76,6 +77,15 @@ export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResu
     const path = freshStoreFile(dir);
     seedKeys(path, total - backlog, 'live');
     const store = openSqliteStore(path);
+    // Every batch's limit and duration as the sweep measured it, for the shipped sweep's windows.
+    const timedBatches: { rows: number; millis: number }[] = [];
+    const sweepTimed = () =>
+      sweep(store, {
+        now: SEEDED_NOW,
+        onBatch: ({ batchSize, batchMillis }) => {
+          timedBatches.push({ rows: batchSize, millis: batchMillis });
+        },
+      });
     const sweepAll = (batchSize: number) => () => sweep(store, { now: SEEDED_NOW, batchSize });
     const singleDelete = () =>
       store.db.$client
@@ -89,15 +99,17 @@ export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResu
       .pluck()
       .get(DONE_INDEX) as string;
     const remove: Record<Side, () => unknown> = {
-      sweep: sweepAll(SWEEP_BATCH),
+      sweep: sweepTimed,
+      sweepFixed: sweepAll(SWEEP_BATCH),
       sweepLarge: sweepAll(LARGE_SWEEP_BATCH),
-      sweepNoDoneIndex: sweepAll(SWEEP_BATCH),
+      sweepNoDoneIndex: () => sweep(store, { now: SEEDED_NOW }),
       delete: singleDelete,
       idle: () => sleep(IDLE_MS),
     };
     const sides = Object.keys(remove) as Side[];
     const samplesOf = (): Record<Side, number[]> => ({
       sweep: [],
+      sweepFixed: [],
       sweepLarge: [],
       sweepNoDoneIndex: [],
       delete: [],
@@ -141,6 +153,10 @@ export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResu
     return {
       metrics: {
         'sqlite.sweep.writerP99.vsIdle': pairedRatio({ ours: p99.sweep, theirs: p99.idle }),
+        'sqlite.sweep.writerP99.fixedBatchVsIdle': pairedRatio({
+          ours: p99.sweepFixed,
+          theirs: p99.idle,
+        }),
         'sqlite.sweep.writerP99.largeBatchVsIdle': pairedRatio({
           ours: p99.sweepLarge,
           theirs: p99.idle,
@@ -159,17 +175,26 @@ export async function sqliteSweepImpact({ quick }: BenchSize): Promise<GroupResu
       },
       details: {
         'sqlite.sweep.writerP99.ms.sweep': median(p99.sweep),
+        'sqlite.sweep.writerP99.ms.sweepFixedBatches': median(p99.sweepFixed),
         'sqlite.sweep.writerP99.ms.sweepLargeBatches': median(p99.sweepLarge),
         'sqlite.sweep.writerP99.ms.sweepWithoutDoneIndex': median(p99.sweepNoDoneIndex),
         'sqlite.sweep.writerP99.ms.singleDelete': median(p99.delete),
         'sqlite.sweep.writerP99.ms.idle': median(p99.idle),
         'sqlite.sweep.window.ms.sweep': median(durations.sweep),
+        'sqlite.sweep.window.ms.sweepFixedBatches': median(durations.sweepFixed),
         'sqlite.sweep.window.ms.sweepLargeBatches': median(durations.sweepLarge),
         'sqlite.sweep.window.ms.sweepWithoutDoneIndex': median(durations.sweepNoDoneIndex),
         'sqlite.sweep.window.ms.singleDelete': median(durations.delete),
         'sqlite.sweep.writerP99.backlog': backlog,
         'sqlite.sweep.writerP99.rounds': rounds,
         'sqlite.sweep.batch': SWEEP_BATCH,
+        'sqlite.sweep.timed.rows.median': median(timedBatches.map((batch) => batch.rows)),
+        'sqlite.sweep.timed.ms.median': median(timedBatches.map((batch) => batch.millis)),
+        'sqlite.sweep.timed.ms.p99': percentile(
+          timedBatches.map((batch) => batch.millis),
+          99,
+        ),
+        'sqlite.sweep.timed.budgetMs': DEFAULT_BATCH_MILLIS,
         'sqlite.sweep.largeBatch': LARGE_SWEEP_BATCH,
         'sqlite.sweep.rss.baselineMb': median(rss.baselines),
         'sqlite.sweep.rss.heapGrowthMb.small': median(rss.heapSmall),

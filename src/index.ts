@@ -68,4 +68,10 @@ export type {
   SweepResult,
   SweepStop,
 } from './sweep.js';
-export { DEFAULT_BATCH_SIZE, sweep } from './sweep.js';
+export {
+  DEFAULT_BATCH_MILLIS,
+  DEFAULT_BATCH_SIZE,
+  MAX_BATCH_MILLIS,
+  MIN_TIMED_BATCH_SIZE,
+  sweep,
+} from './sweep.js';

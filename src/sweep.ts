@@ -10,12 +10,33 @@ import type { IdempotencyStore } from './core/store.js';
 import { assertIntegerOption, assertTime, MAX_BATCH_SIZE } from './core/validation.js';
 
 /**
- * The rows a batch deletes when no `batchSize` is given. Small on purpose: on SQLite a writer that
- * finds a batch holding the lock sleeps in the busy handler's steps (1, 2, 5, 10 … ms) before it
- * tries again, so a batch short enough to end within the first steps costs it a few milliseconds,
- * where one of 500 rows costs it 10–20.
+ * The rows of a sweep's first batch when no `batchSize` is given; later batches are sized by the
+ * time budget ({@link DEFAULT_BATCH_MILLIS}).
  */
 export const DEFAULT_BATCH_SIZE = 100;
+
+/**
+ * The milliseconds a batch aims to take when neither `batchSize` nor `batchMillis` is given. On
+ * SQLite a writer that finds a batch holding the lock sleeps in the busy handler's steps (1, 2, 5,
+ * 10 … ms) before it tries again: a batch that ends within the first steps costs it a few
+ * milliseconds, where one twice as long costs it the next, longer step. How many rows fit in that
+ * time depends on the table (each index a row is deleted from is one more page to write), the
+ * disk and the load, so the sweep measures it instead of fixing a row count.
+ */
+export const DEFAULT_BATCH_MILLIS = 3;
+
+/** The largest `batchMillis` accepted: one minute. */
+export const MAX_BATCH_MILLIS = 60_000;
+
+/**
+ * The fewest rows a batch sized by time shrinks to. Below it a batch's own cost (its transaction,
+ * its commit) dominates, so smaller batches would only add commits without holding the lock less.
+ */
+export const MIN_TIMED_BATCH_SIZE = 10;
+
+// A batch sized by time at most doubles the previous one, so one fast batch (a warm cache, an
+// idle moment) cannot make the next one overshoot the budget by much.
+const MAX_GROWTH = 2;
 
 /** What a sweep needs from a store: any dialect's store provides it. */
 export type SweepableStore = Pick<IdempotencyStore, 'sweepBatch' | 'stats'>;
@@ -32,6 +53,10 @@ export interface SweepProgress {
   readonly backlog: number;
   /** Wall-clock seconds since the sweep started. */
   readonly seconds: number;
+  /** The row limit the batch that just ended ran with. */
+  readonly batchSize: number;
+  /** Milliseconds the batch that just ended took, as the sweep measured it. */
+  readonly batchMillis: number;
 }
 
 /** Options of {@link sweep}. */
@@ -41,8 +66,25 @@ export interface SweepOptions {
    * `expires <= now` is deleted. The same `now` is used for every batch.
    */
   readonly now: number;
-  /** Rows per batch, each batch in its own short transaction: an integer 1–10,000. Default 100. */
+  /**
+   * Rows per batch, each batch in its own short transaction: an integer 1–10,000. Given alone, every
+   * batch has exactly this limit, as with no time budget at all. Given with `batchMillis`, it is the
+   * first batch's limit and the most any batch may have. Without either, the first batch has 100
+   * rows and later ones are sized by a budget of {@link DEFAULT_BATCH_MILLIS} ms.
+   */
   readonly batchSize?: number;
+  /**
+   * The time budget of a batch in milliseconds (a finite number greater than 0, at most 60,000):
+   * after each batch the sweep sizes the next one so that, at the rate just measured, it takes
+   * about this long: it shrinks at once after a slow batch, to no fewer than
+   * {@link MIN_TIMED_BATCH_SIZE} rows (or `batchSize` if smaller), and grows at most twofold per
+   * batch, to no more than `batchSize` (10,000 without it). The time measured is the whole
+   * `sweepBatch` call (on SQLite, the transaction and the checkpoint after it, which holds no write
+   * lock), so for a store across a network it includes the round trip: there, give a
+   * larger budget or a fixed `batchSize`. Default {@link DEFAULT_BATCH_MILLIS} when `batchSize` is
+   * not given either.
+   */
+  readonly batchMillis?: number;
   /** Stop after this many batches (a positive integer). */
   readonly maxBatches?: number;
   /**
@@ -53,13 +95,19 @@ export interface SweepOptions {
   /**
    * Delete nothing; report the backlog in `remaining` and, in `wouldDelete`, how many rows a sweep
    * with the same `batchSize` and `maxBatches` would delete if nothing changed meanwhile.
-   * `maxSeconds` cannot be predicted and is ignored, so `wouldDelete` is an upper bound.
+   * `maxSeconds` and the sizes batches get from a time budget cannot be predicted: `maxSeconds` is
+   * ignored and every batch counted at its largest limit, so `wouldDelete` is an upper bound.
    */
   readonly dryRun?: boolean;
   /** Aborting it stops the sweep once the current batch has committed. */
   readonly signal?: AbortSignal;
   /** Called after each batch (and awaited). An error it throws ends the sweep. */
   readonly onBatch?: (progress: SweepProgress) => void | Promise<void>;
+  /**
+   * A monotonic clock in milliseconds, used to time each batch, `maxSeconds` and `seconds`.
+   * Default `performance.now`. Mostly for tests, which can make the batch times deterministic.
+   */
+  readonly clock?: () => number;
 }
 
 /** Why a sweep ended. */
@@ -78,7 +126,7 @@ export interface SweepResult {
   /** The expired backlog when the sweep started. */
   readonly backlog: number;
   /**
-   * Why the sweep ended: `drained` when a batch found fewer rows than `batchSize` (the backlog was
+   * Why the sweep ended: `drained` when a batch found fewer rows than its limit (the backlog was
    * empty at that moment), otherwise the limit that stopped it, or `dryRun`.
    */
   readonly stoppedBy: SweepStop;
@@ -122,12 +170,59 @@ export function validateSweepOptions(options: SweepOptions): void {
   if (options.onBatch !== undefined && typeof options.onBatch !== 'function') {
     throw new InvalidOptionError('onBatch must be a function');
   }
+  const { batchMillis } = options;
+  if (
+    batchMillis !== undefined &&
+    (typeof batchMillis !== 'number' ||
+      !Number.isFinite(batchMillis) ||
+      batchMillis <= 0 ||
+      batchMillis > MAX_BATCH_MILLIS)
+  ) {
+    throw new InvalidOptionError(
+      `batchMillis must be a finite number greater than 0 and at most ${MAX_BATCH_MILLIS}, got ${String(batchMillis)}`,
+    );
+  }
+  if (options.clock !== undefined && typeof options.clock !== 'function') {
+    throw new InvalidOptionError('clock must be a function');
+  }
+}
+
+/** How a sweep picks each batch's row limit. */
+interface BatchSizing {
+  readonly first: number;
+  /** The largest limit any batch can get: what a dry run counts each batch at. */
+  readonly most: number;
+  /** The limit after a batch of `limit` rows that took `millis`. */
+  readonly next: (limit: number, millis: number) => number;
+}
+
+function batchSizing(options: SweepOptions): BatchSizing {
+  const { batchSize } = options;
+  const budget =
+    options.batchMillis ?? (batchSize === undefined ? DEFAULT_BATCH_MILLIS : undefined);
+  if (budget === undefined) {
+    const fixed = batchSize ?? DEFAULT_BATCH_SIZE;
+    return { first: fixed, most: fixed, next: () => fixed };
+  }
+  const most = batchSize ?? MAX_BATCH_SIZE;
+  const fewest = Math.min(MIN_TIMED_BATCH_SIZE, most);
+  return {
+    first: batchSize ?? DEFAULT_BATCH_SIZE,
+    most,
+    next: (limit, millis) => {
+      // A clock too coarse to see the batch at all reads as "very fast": grow by the most allowed.
+      const fitting = millis > 0 ? Math.floor((limit * budget) / millis) : Number.POSITIVE_INFINITY;
+      return Math.max(fewest, Math.min(most, limit * MAX_GROWTH, fitting));
+    },
+  };
 }
 
 /**
  * Deletes every `done` row with `expires <= now`, batch after batch, each batch one short
  * immediate transaction (so a writer waits for at most one batch), until a batch deletes fewer
- * than `batchSize` rows. Batches walk the `(status, expires, id)` index in its own order, so the
+ * rows than its limit. Unless a fixed `batchSize` is given, each batch's limit comes from the time
+ * the previous batch took, so a batch holds the lock for about `batchMillis` whatever one row
+ * costs on this table and machine. Batches walk the `(status, expires, id)` index in its own order, so the
  * whole sweep costs time linear in the backlog and holds no ids in memory. `pending` rows are
  * never touched, whatever their `expires`.
  *
@@ -135,8 +230,9 @@ export function validateSweepOptions(options: SweepOptions): void {
  * and yields to the event loop between batches so timers and signal handlers can run.
  *
  * ```
- *  stats(now) ─▶ batch ─▶ batch ─▶ … ─▶ batch (< batchSize rows: drained) ─▶ stats(now)
+ *  stats(now) ─▶ batch ─▶ batch ─▶ … ─▶ batch (< its limit: drained) ─▶ stats(now)
  *                      ▲ between batches: signal? maxBatches? maxSeconds? ─▶ stop early
+ *                      ▲ between batches: next limit = rows × batchMillis ÷ ms the batch took
  * ```
  *
  * @param store - any idempotency store (SQLite or Postgres); every call is awaited
@@ -147,8 +243,8 @@ export function validateSweepOptions(options: SweepOptions): void {
  * import { openSqliteStore } from 'drizzle-idempotency/sqlite';
  *
  * const store = openSqliteStore('./idempotency.db');
- * const result = await sweep(store, { now: Date.now() / 1000, batchSize: 500, maxSeconds: 60 });
- * console.log(result); // { deleted: 12000, batches: 24, seconds: 0.41, remaining: 0, … }
+ * const result = await sweep(store, { now: Date.now() / 1000, maxSeconds: 60 });
+ * console.log(result); // { deleted: 12000, batches: 130, seconds: 0.41, remaining: 0, … }
  * store.close();
  * ```
  * @throws {@link InvalidTimeError} or {@link InvalidOptionError} before anything is read, for bad
@@ -158,13 +254,14 @@ export function validateSweepOptions(options: SweepOptions): void {
 export async function sweep(store: SweepableStore, options: SweepOptions): Promise<SweepResult> {
   validateSweepOptions(options);
   const { now, maxBatches, maxSeconds, signal, onBatch } = options;
-  const batchSize = options.batchSize ?? DEFAULT_BATCH_SIZE;
-  const started = performance.now();
-  const elapsed = () => (performance.now() - started) / 1000;
+  const clock = options.clock ?? (() => performance.now());
+  const sizing = batchSizing(options);
+  const started = clock();
+  const elapsed = () => (clock() - started) / 1000;
 
   const backlog = (await store.stats(now)).expired;
   if (options.dryRun === true) {
-    const cap = maxBatches === undefined ? backlog : Math.min(backlog, maxBatches * batchSize);
+    const cap = maxBatches === undefined ? backlog : Math.min(backlog, maxBatches * sizing.most);
     return {
       deleted: 0,
       batches: 0,
@@ -178,17 +275,28 @@ export async function sweep(store: SweepableStore, options: SweepOptions): Promi
 
   let deleted = 0;
   let batches = 0;
+  let batchSize = sizing.first;
   let stoppedBy: SweepStop;
   for (;;) {
     if (signal?.aborted) {
       stoppedBy = 'signal';
       break;
     }
+    const batchStarted = clock();
     const batchDeleted = await store.sweepBatch(now, batchSize);
+    const batchMillis = clock() - batchStarted;
     if (batchDeleted > 0) {
       deleted += batchDeleted;
       batches += 1;
-      await onBatch?.({ batchDeleted, deleted, batches, backlog, seconds: elapsed() });
+      await onBatch?.({
+        batchDeleted,
+        deleted,
+        batches,
+        backlog,
+        seconds: elapsed(),
+        batchSize,
+        batchMillis,
+      });
     }
     if (batchDeleted < batchSize) {
       stoppedBy = 'drained';
@@ -202,6 +310,7 @@ export async function sweep(store: SweepableStore, options: SweepOptions): Promi
       stoppedBy = 'maxSeconds';
       break;
     }
+    batchSize = sizing.next(batchSize, batchMillis);
     // A synchronous store never yields by itself: without this, a SIGINT handler or an abort
     // timer could not run until the whole backlog was gone.
     await nextTurn();

@@ -11,7 +11,10 @@ if (path === undefined || interval === undefined || stopFile === undefined) {
   throw new Error('usage: writer.ts PATH INTERVAL_MS STOP_FILE');
 }
 const intervalMs = Number(interval);
-const store = openSqliteStore(path);
+// The busy handler's steps do not depend on the timeout, only when it gives up: seeding a backlog
+// between windows holds the lock for seconds on a loaded machine, and a writer that gave up there
+// would end the whole group.
+const store = openSqliteStore(path, { busyTimeoutMs: 120_000 });
 const sleeper = new Int32Array(new SharedArrayBuffer(4));
 const scheduled: number[] = [];
 const latencies: number[] = [];

@@ -88,8 +88,10 @@ export function seedKeys(
 export const SEEDED_NOW = 5000;
 
 /**
- * The batch size every benchmarked sweep uses: the library's default, so the figures describe the
- * sweep as shipped. `sqlite-sweep-impact` also measures batches of {@link LARGE_SWEEP_BATCH} beside it.
+ * The library's first batch, and the fixed batch size the shipped sweep had before its batches were
+ * sized by time: `sqlite-sweep-impact` measures fixed batches of it, and of
+ * {@link LARGE_SWEEP_BATCH}, beside the shipped sweep; the RSS children and the plain rowid deletes
+ * use it as their fixed batch.
  */
 export const SWEEP_BATCH = DEFAULT_BATCH_SIZE;
 

@@ -9,6 +9,7 @@ import {
   MAX_BATCH_SIZE,
 } from '../core/validation.js';
 import { assertSchemaName } from '../pg/identifier.js';
+import { MAX_BATCH_MILLIS } from '../sweep.js';
 import { parseKeyWord } from './keys.js';
 
 const INTEGER = /^\d+$/;
@@ -55,6 +56,17 @@ export function parseMaxBatches(text: string): number {
   const max = integer(text);
   usingLibraryCheck(() => assertIntegerOption(max, 'max-batches', 1, Number.MAX_SAFE_INTEGER));
   return max;
+}
+
+/** `--batch-millis MS` of `sweep`: a decimal number of milliseconds, above 0 and at most 60,000. */
+export function parseBatchMillis(text: string): number {
+  const millis = Number(text);
+  if (!DECIMAL.test(text) || millis <= 0 || millis > MAX_BATCH_MILLIS) {
+    throw new InvalidArgumentError(
+      `expected a number of milliseconds greater than 0 and at most ${MAX_BATCH_MILLIS}.`,
+    );
+  }
+  return millis;
 }
 
 /** `--max-seconds S` of `sweep`: a positive decimal number. */

@@ -3,7 +3,7 @@ import manifest from '../../package.json' with { type: 'json' };
 import { DEFAULT_PENDING_LIMIT, MAX_PENDING_LIMIT } from '../core/lease.js';
 import { DEFAULT_LIMIT } from '../core/validation.js';
 import { storedId } from '../http/scope.js';
-import { DEFAULT_BATCH_SIZE } from '../sweep.js';
+import { DEFAULT_BATCH_MILLIS } from '../sweep.js';
 import {
   expiredCommand,
   migrateCommand,
@@ -20,6 +20,7 @@ import { DEFAULT_DB, type LocationFlags, resolveStoreLocation } from './location
 import {
   assertSaneNow,
   parseBatch,
+  parseBatchMillis,
   parseDbPath,
   parseFingerprint,
   parseLimit,
@@ -169,9 +170,16 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
   )
     .addOption(nowOption())
     .addOption(
-      new Option('--batch <n>', 'rows per batch transaction, 1-10000')
-        .argParser(parseBatch)
-        .default(DEFAULT_BATCH_SIZE),
+      new Option(
+        '--batch <n>',
+        'rows per batch transaction, 1-10000: fixed, or the most per batch with --batch-millis',
+      ).argParser(parseBatch),
+    )
+    .addOption(
+      new Option(
+        '--batch-millis <ms>',
+        `time budget of each batch; the rows of the next batch follow the time the last took (default ${DEFAULT_BATCH_MILLIS} ms without --batch)`,
+      ).argParser(parseBatchMillis),
     )
     .addOption(
       new Option('--max-batches <n>', 'stop after this many batches').argParser(parseMaxBatches),

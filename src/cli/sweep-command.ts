@@ -6,7 +6,8 @@ import { sweepBar } from './progress.js';
 
 /** The flags of `idem sweep`. */
 export interface SweepCommandOptions extends TimedOptions {
-  readonly batch: number;
+  readonly batch?: number;
+  readonly batchMillis?: number;
   readonly maxBatches?: number;
   readonly maxSeconds?: number;
   readonly dryRun?: boolean;
@@ -54,6 +55,7 @@ export async function sweepCommand(io: CliIo, options: SweepCommandOptions): Pro
   const sweepOptions: SweepOptions = {
     now: options.now,
     batchSize: options.batch,
+    batchMillis: options.batchMillis,
     maxBatches: options.maxBatches,
     maxSeconds: options.maxSeconds,
     dryRun: options.dryRun ?? false,

@@ -54,6 +54,9 @@ describe('runCli, in-process', () => {
       ['sweep', '--db', path, ...now, '--max-seconds', '0'],
       ['sweep', '--db', path, ...now, '--max-seconds', '-1'],
       ['sweep', '--db', path, ...now, '--max-seconds', 'soon'],
+      ['sweep', '--db', path, ...now, '--batch-millis', '0'],
+      ['sweep', '--db', path, ...now, '--batch-millis', '60001'],
+      ['sweep', '--db', path, ...now, '--batch-millis', 'fast'],
       ['migrate', '--db', missing, '--now', '5'],
     ];
     for (const args of cases) {
@@ -125,6 +128,39 @@ describe('runCli, in-process', () => {
     const result = await run(['sweep', '--db', path, '--now', String(SWEEP_NOW), '--batch', '5']);
     expect(result.code).toBe(ExitCode.ok);
     expect(JSON.parse(result.stdout)).toMatchObject({ deleted: 12, batches: 3, remaining: 0 });
+    expect(tally(path)).toEqual({ expired: 0, live: 0, pending: 0, stalePending: 2 });
+  });
+
+  it('sweeps by a time budget without --batch, and with --batch-millis under a --batch cap', async () => {
+    const path = freshDbPath(dir);
+    seedBacklog(path, { expired: 250, stalePending: 2 });
+    const byTime = await run([
+      'sweep',
+      '--db',
+      path,
+      '--now',
+      String(SWEEP_NOW),
+      '--max-batches',
+      '1',
+    ]);
+    expect(byTime.code).toBe(ExitCode.ok);
+    // The first batch of a timed sweep has 100 rows.
+    expect(JSON.parse(byTime.stdout)).toMatchObject({ deleted: 100, batches: 1, remaining: 150 });
+    const capped = await run([
+      'sweep',
+      '--db',
+      path,
+      '--now',
+      String(SWEEP_NOW),
+      '--batch',
+      '40',
+      '--batch-millis',
+      '2.5',
+    ]);
+    expect(capped.code).toBe(ExitCode.ok);
+    expect(JSON.parse(capped.stdout)).toMatchObject({ deleted: 150, remaining: 0 });
+    // No batch went above 40 rows: at least four batches for 150 rows.
+    expect(JSON.parse(capped.stdout).batches).toBeGreaterThanOrEqual(4);
     expect(tally(path)).toEqual({ expired: 0, live: 0, pending: 0, stalePending: 2 });
   });
 

@@ -59,9 +59,17 @@ describe('sweep', () => {
     expect(tally(path)).toEqual({ expired: 0, live: 0, pending: 0, stalePending: 5 });
   });
 
-  it('uses batches of 100 by default and reports an empty backlog as drained', async () => {
+  it('starts with a batch of 100 by default and reports an empty backlog as drained', async () => {
     const { store } = withSeededStore({ expired: 250 });
-    expect(await sweep(store, { now: SWEEP_NOW })).toMatchObject({ deleted: 250, batches: 3 });
+    const limits: number[] = [];
+    const result = await sweep(store, {
+      now: SWEEP_NOW,
+      onBatch: ({ batchSize }) => {
+        limits.push(batchSize);
+      },
+    });
+    expect(result).toMatchObject({ deleted: 250, remaining: 0, stoppedBy: 'drained' });
+    expect(limits[0]).toBe(100);
     expect(await sweep(store, { now: SWEEP_NOW })).toMatchObject({
       deleted: 0,
       batches: 0,
@@ -167,6 +175,13 @@ describe('sweep', () => {
       [{ now: SWEEP_NOW, dryRun: 'yes' as unknown as boolean }, InvalidOptionError],
       [{ now: SWEEP_NOW, signal: {} as AbortSignal }, InvalidOptionError],
       [{ now: SWEEP_NOW, onBatch: 1 as unknown as () => void }, InvalidOptionError],
+      [{ now: SWEEP_NOW, batchMillis: 0 }, InvalidOptionError],
+      [{ now: SWEEP_NOW, batchMillis: -1 }, InvalidOptionError],
+      [{ now: SWEEP_NOW, batchMillis: Number.NaN }, InvalidOptionError],
+      [{ now: SWEEP_NOW, batchMillis: Number.POSITIVE_INFINITY }, InvalidOptionError],
+      [{ now: SWEEP_NOW, batchMillis: 60_001 }, InvalidOptionError],
+      [{ now: SWEEP_NOW, batchMillis: '3' as unknown as number }, InvalidOptionError],
+      [{ now: SWEEP_NOW, clock: 0 as unknown as () => number }, InvalidOptionError],
     ];
     for (const [options, type] of bad) {
       await expect(sweep(store, options as SweepOptions)).rejects.toBeInstanceOf(type);
