@@ -9,21 +9,14 @@ import { InvalidOptionError } from './core/errors.js';
 import type { IdempotencyStore } from './core/store.js';
 import { assertIntegerOption, assertTime, MAX_BATCH_SIZE } from './core/validation.js';
 
-/**
- * The rows of a sweep's first batch when no `batchSize` is given; later batches are sized by the
- * time budget ({@link DEFAULT_BATCH_MILLIS}).
- */
-export const DEFAULT_BATCH_SIZE = 100;
+export { DEFAULT_BATCH_MILLIS } from './core/validation.js';
 
 /**
- * The milliseconds a batch aims to take when neither `batchSize` nor `batchMillis` is given. On
- * SQLite a writer that finds a batch holding the lock sleeps in the busy handler's steps (1, 2, 5,
- * 10 … ms) before it tries again: a batch that ends within the first steps costs it a few
- * milliseconds, where one twice as long costs it the next, longer step. How many rows fit in that
- * time depends on the table (each index a row is deleted from is one more page to write), the
- * disk and the load, so the sweep measures it instead of fixing a row count.
+ * The rows of each batch when no `batchSize` is given, or of the first one when batches are sized
+ * by a time budget (`batchMillis`, or the store's `sweepBatchMillis`: {@link DEFAULT_BATCH_MILLIS}
+ * on a SQLite file).
  */
-export const DEFAULT_BATCH_MILLIS = 3;
+export const DEFAULT_BATCH_SIZE = 100;
 
 /** The largest `batchMillis` accepted: one minute. */
 export const MAX_BATCH_MILLIS = 60_000;
@@ -39,7 +32,7 @@ export const MIN_TIMED_BATCH_SIZE = 10;
 const MAX_GROWTH = 2;
 
 /** What a sweep needs from a store: any dialect's store provides it. */
-export type SweepableStore = Pick<IdempotencyStore, 'sweepBatch' | 'stats'>;
+export type SweepableStore = Pick<IdempotencyStore, 'sweepBatch' | 'stats' | 'sweepBatchMillis'>;
 
 /** Progress reported after each batch, see {@link SweepOptions.onBatch}. */
 export interface SweepProgress {
@@ -69,8 +62,10 @@ export interface SweepOptions {
   /**
    * Rows per batch, each batch in its own short transaction: an integer 1–10,000. Given alone, every
    * batch has exactly this limit, as with no time budget at all. Given with `batchMillis`, it is the
-   * first batch's limit and the most any batch may have. Without either, the first batch has 100
-   * rows and later ones are sized by a budget of {@link DEFAULT_BATCH_MILLIS} ms.
+   * first batch's limit and the most any batch may have. Without either, batches follow the store's
+   * `sweepBatchMillis`: on a SQLite file opened in this process the first batch has 100 rows and
+   * later ones are sized by a budget of {@link DEFAULT_BATCH_MILLIS} ms; on the other stores
+   * (PostgreSQL, MySQL, D1, libSQL) every batch has 100 rows.
    */
   readonly batchSize?: number;
   /**
@@ -81,8 +76,8 @@ export interface SweepOptions {
    * batch, to no more than `batchSize` (10,000 without it). The time measured is the whole
    * `sweepBatch` call (on SQLite, the transaction and the checkpoint after it, which holds no write
    * lock), so for a store across a network it includes the round trip: there, give a
-   * larger budget or a fixed `batchSize`. Default {@link DEFAULT_BATCH_MILLIS} when `batchSize` is
-   * not given either.
+   * larger budget or a fixed `batchSize`. Default: the store's `sweepBatchMillis` when `batchSize`
+   * is not given either ({@link DEFAULT_BATCH_MILLIS} on a SQLite file, none elsewhere).
    */
   readonly batchMillis?: number;
   /** Stop after this many batches (a positive integer). */
@@ -196,10 +191,12 @@ interface BatchSizing {
   readonly next: (limit: number, millis: number) => number;
 }
 
-function batchSizing(options: SweepOptions): BatchSizing {
+function batchSizing(store: SweepableStore, options: SweepOptions): BatchSizing {
   const { batchSize } = options;
+  // A store that holds a database-wide lock in process sizes by time unless the caller fixed the
+  // rows; the others keep fixed batches, whose cost to a writer of another key is nothing.
   const budget =
-    options.batchMillis ?? (batchSize === undefined ? DEFAULT_BATCH_MILLIS : undefined);
+    options.batchMillis ?? (batchSize === undefined ? store.sweepBatchMillis : undefined);
   if (budget === undefined) {
     const fixed = batchSize ?? DEFAULT_BATCH_SIZE;
     return { first: fixed, most: fixed, next: () => fixed };
@@ -220,11 +217,12 @@ function batchSizing(options: SweepOptions): BatchSizing {
 /**
  * Deletes every `done` row with `expires <= now`, batch after batch, each batch one short
  * immediate transaction (so a writer waits for at most one batch), until a batch deletes fewer
- * rows than its limit. Unless a fixed `batchSize` is given, each batch's limit comes from the time
- * the previous batch took, so a batch holds the lock for about `batchMillis` whatever one row
- * costs on this table and machine. Batches walk the `(status, expires, id)` index in its own order, so the
- * whole sweep costs time linear in the backlog and holds no ids in memory. `pending` rows are
- * never touched, whatever their `expires`.
+ * rows than its limit. On a store with a database-wide write lock (a SQLite file: its
+ * `sweepBatchMillis`), or with `batchMillis` given, each batch's limit comes from the time the
+ * previous batch took, so a batch holds the lock for about that long whatever one row costs on this
+ * table and machine; a fixed `batchSize` alone fixes the rows. Batches walk the
+ * `(status, expires, id)` index in its own order, so the whole sweep costs time linear in the
+ * backlog and holds no ids in memory. `pending` rows are never touched, whatever their `expires`.
  *
  * It stops early on `maxBatches`, `maxSeconds` or an aborted `signal`, always between batches,
  * and yields to the event loop between batches so timers and signal handlers can run.
@@ -255,7 +253,7 @@ export async function sweep(store: SweepableStore, options: SweepOptions): Promi
   validateSweepOptions(options);
   const { now, maxBatches, maxSeconds, signal, onBatch } = options;
   const clock = options.clock ?? (() => performance.now());
-  const sizing = batchSizing(options);
+  const sizing = batchSizing(store, options);
   const started = clock();
   const elapsed = () => (clock() - started) / 1000;
 

@@ -1,6 +1,7 @@
 import { AsyncIdempotencyStore } from '../core/async-store.js';
 import { closeHook } from '../core/close-option.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
+import { DEFAULT_BATCH_MILLIS } from '../core/validation.js';
 import { sqliteQueries } from '../sqlite-family/queries.js';
 import {
   type SqliteDriver,
@@ -67,6 +68,8 @@ export class BunSqliteIdempotencyStore<T = unknown>
   extends AsyncIdempotencyStore<T>
   implements LeasedIdempotencyStore<T>
 {
+  /** {@inheritDoc IdempotencyStore.sweepBatchMillis} */
+  readonly sweepBatchMillis: number = DEFAULT_BATCH_MILLIS;
   readonly #db: AnyBunSqliteDatabase;
 
   /**

@@ -178,7 +178,7 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
     .addOption(
       new Option(
         '--batch-millis <ms>',
-        `time budget of each batch; the rows of the next batch follow the time the last took (default ${DEFAULT_BATCH_MILLIS} ms without --batch)`,
+        `time budget of each batch; the rows of the next batch follow the time the last took (default on SQLite ${DEFAULT_BATCH_MILLIS} ms without --batch; elsewhere batches of 100)`,
       ).argParser(parseBatchMillis),
     )
     .addOption(

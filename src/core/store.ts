@@ -186,6 +186,16 @@ export interface IdempotencyStore<T = unknown> {
    * deleted. The building block of `sweep`; `batchSize` is an integer from 1 to 10,000.
    */
   sweepBatch(now: number, batchSize: number): MaybePromise<number>;
+  /**
+   * The time budget in milliseconds by which `sweep` sizes its batches when it is given neither
+   * `batchSize` nor `batchMillis`. Set by the stores whose sweep batch holds the whole database's
+   * write lock inside this process (a SQLite file opened here): a batch that outlasts a waiting
+   * writer's first busy-handler steps costs that writer the next, longer step, so the batch is cut
+   * by time. Absent where a batch locks only its own rows (PostgreSQL, MySQL: a writer of another
+   * key never waits for it) or where the time measured would be mostly a network round trip (D1,
+   * libSQL): there a batch keeps 100 rows.
+   */
+  readonly sweepBatchMillis?: number;
   /** Counts by status and past `now`, for operators. */
   stats(now: number): MaybePromise<RetentionStats>;
   /** Deletes the row only if it is `pending` with this fingerprint. For an owner whose work failed. */

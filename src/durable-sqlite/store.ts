@@ -1,5 +1,6 @@
 import { AsyncIdempotencyStore } from '../core/async-store.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
+import { DEFAULT_BATCH_MILLIS } from '../core/validation.js';
 import { sqliteQueries } from '../sqlite-family/queries.js';
 import {
   type SqliteDriver,
@@ -73,6 +74,8 @@ export class DurableSqliteIdempotencyStore<T = unknown>
   extends AsyncIdempotencyStore<T>
   implements LeasedIdempotencyStore<T>
 {
+  /** {@inheritDoc IdempotencyStore.sweepBatchMillis} */
+  readonly sweepBatchMillis: number = DEFAULT_BATCH_MILLIS;
   readonly #db: AnyDurableSqliteDatabase;
   readonly #table: SqliteKeysTable;
 

@@ -34,10 +34,13 @@ import type { SqliteIdempotencyStore } from './store.js';
 export class SqliteGroupCommitStore<T = unknown> implements LeasedIdempotencyStore<T> {
   readonly #store: SqliteIdempotencyStore<T>;
   readonly #group: GroupCommit;
+  /** {@inheritDoc IdempotencyStore.sweepBatchMillis} */
+  readonly sweepBatchMillis: number | undefined;
 
   /** @param store - the synchronous store to run on; `close()` closes it */
   constructor(store: SqliteIdempotencyStore<T>) {
     this.#store = store;
+    this.sweepBatchMillis = store.sweepBatchMillis;
     this.#group = new GroupCommit((body) => store.db.transaction(body, { behavior: 'immediate' }));
   }
 

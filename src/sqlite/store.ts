@@ -10,7 +10,7 @@ import { KeyStatus } from '../core/status.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
 import { SyncIdempotencyStore, type SyncKeyStatements } from '../core/sync-store.js';
 import { doneIdIndexName } from '../core/table-name.js';
-import { assertIntegerOption } from '../core/validation.js';
+import { assertIntegerOption, DEFAULT_BATCH_MILLIS } from '../core/validation.js';
 import { compileLibsqlStatement } from '../libsql/compile.js';
 import { type SqliteQueries, sqliteQueries } from '../sqlite-family/queries.js';
 import {
@@ -239,6 +239,8 @@ export class SqliteIdempotencyStore<T = unknown>
   extends SyncIdempotencyStore<T>
   implements LeasedIdempotencyStore<T>
 {
+  /** {@inheritDoc IdempotencyStore.sweepBatchMillis} */
+  readonly sweepBatchMillis: number = DEFAULT_BATCH_MILLIS;
   readonly #db: AnyBetterSqliteDatabase;
   readonly #table: SqliteKeysTable;
 

@@ -7,7 +7,8 @@ import {
   type SweepOptions,
   sweep,
 } from '../../src/index.js';
-import { openSqliteStore } from '../../src/sqlite/index.js';
+import { openLibsqlStore } from '../../src/libsql/index.js';
+import { openSqliteStore, SqliteGroupCommitStore } from '../../src/sqlite/index.js';
 import { SWEEP_NOW, seedBacklog, tally } from '../support/backlog.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
 
@@ -24,6 +25,7 @@ function timedStore(expired: number, cost: (limit: number, batch: number) => num
   let millis = 0;
   let calls = 0;
   const timed: SweepableStore = {
+    sweepBatchMillis: store.sweepBatchMillis,
     stats: (now) => store.stats(now),
     sweepBatch: (now, limit) => {
       calls += 1;
@@ -118,6 +120,33 @@ describe('sweep sized by a time budget', () => {
     const { limits } = await limitsOf(timed, { now: SWEEP_NOW, batchSize: 250, clock });
     store.close();
     expect(limits).toEqual([250, 250, 250, 250]);
+  });
+
+  it('keeps batches of 100 on a store that sets no budget, however slow its batches', async () => {
+    // A store whose batch locks only its rows (PostgreSQL, MySQL) or whose time is a round trip
+    // (D1, libSQL) leaves sweepBatchMillis unset: a writer of another key never waits for it.
+    const { store, timed, clock } = timedStore(450, (limit) => limit * 10);
+    const { limits } = await limitsOf(
+      { ...timed, sweepBatchMillis: undefined },
+      {
+        now: SWEEP_NOW,
+        clock,
+      },
+    );
+    store.close();
+    expect(limits).toEqual(Array(5).fill(DEFAULT_BATCH_SIZE));
+  });
+
+  it('is the default of the SQLite file stores, the group-commit one too, and of no other', async () => {
+    const store = openSqliteStore(freshDbPath(dir));
+    expect(store.sweepBatchMillis).toBe(DEFAULT_BATCH_MILLIS);
+    const grouped = new SqliteGroupCommitStore(store);
+    expect(grouped.sweepBatchMillis).toBe(DEFAULT_BATCH_MILLIS);
+    await grouped.close();
+    const libsql = await openLibsqlStore(`file:${freshDbPath(dir)}`);
+    const sweepable: SweepableStore = libsql;
+    expect(sweepable.sweepBatchMillis).toBeUndefined();
+    await libsql.close();
   });
 
   it('lets a batchSize under the floor stay the most rows a timed batch may have', async () => {
