@@ -61,8 +61,6 @@ class NotStoredAnswer extends Error {
  * outcomes to results and problems.
  */
 export function owned(ownership: Ownership, settings: ResolvedOptions, report: Report): Execution {
-  const { release } = ownership;
-
   // The handler ran but its answer is not recorded: the row is marked so no retry takes it over
   // (that would run the effect again) and an operator sees it. If even that fails, the lease
   // lapses and the next retry runs the handler once more: the trade-off of a lease.
@@ -76,7 +74,7 @@ export function owned(ownership: Ownership, settings: ResolvedOptions, report: R
 
   async function notStored(response: WireResponse): Promise<IdempotentResult> {
     try {
-      await release();
+      await ownership.release();
     } catch (error) {
       return problemResult(
         new AnswerNotRecordedError(
