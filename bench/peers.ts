@@ -8,7 +8,14 @@ import { createClient } from '@redis/client';
 import { idempotent } from '../src/http/index.js';
 import { openSqliteStore, SqliteGroupCommitStore } from '../src/sqlite/index.js';
 import { answerOfSize } from './support/inputs.js';
-import { check, median, nowMs, pairedRatio, rotate } from './support/measure.js';
+import {
+  check,
+  median,
+  medianWithInterval,
+  nowMs,
+  pairedRatio,
+  rotate,
+} from './support/measure.js';
 import { type BenchRedis, type RedisDurability, startRedis } from './support/redis.js';
 import type { BenchSize, GroupResult, Metric } from './support/report.js';
 import { benchDir, freshStoreFile } from './support/sqlite-files.js';
@@ -196,6 +203,18 @@ export async function cyclesPerSecond(cycle: Cycle, count: number, inFlight: num
 }
 
 /**
+ * {@link cyclesPerSecond} with one in flight, also pushing onto `cpu` this process's CPU time (user
+ * and system) per cycle of the run, in microseconds.
+ */
+async function cyclesPerSecondWithCpu(cycle: Cycle, count: number, cpu: number[]) {
+  const start = process.cpuUsage();
+  const perSecond = await cyclesPerSecond(cycle, count, 1);
+  const used = process.cpuUsage(start);
+  cpu.push((used.user + used.system) / count);
+  return perSecond;
+}
+
+/**
  * CPU microseconds per cycle with 32 in flight, over one run of `count` cycles: this process's
  * (user and system, every thread) and the Redis server's. Long runs, since the server's CPU time
  * is counted in 10 ms ticks.
@@ -237,9 +256,11 @@ async function measureRound(round: Round, dir: string) {
       nodeIdem: () => cyclesPerSecond(nodeIdem.cycle, count, 32),
       powertools: () => cyclesPerSecond(powertools.cycle, count, 32),
     });
+    // The process's CPU time of each timed round of ours and of the bare cycle, one in flight.
+    const oneCpu = { ours: [] as number[], bare: [] as number[] };
     const one = await rotate(rounds, {
-      ours: () => cyclesPerSecond(ours.cycle, count, 1),
-      bare: () => cyclesPerSecond(bare.cycle, count, 1),
+      ours: () => cyclesPerSecondWithCpu(ours.cycle, count, oneCpu.ours),
+      bare: () => cyclesPerSecondWithCpu(bare.cycle, count, oneCpu.bare),
       theirs: () => cyclesPerSecond(nodeIdem.cycle, count, 1),
     });
     const many = await rotate(rounds, {
@@ -263,6 +284,8 @@ async function measureRound(round: Round, dir: string) {
       [`${prefix}cycle1.vsNodeIdempotencyRedis`]: pairedRatio(one),
       [`${prefix}cycle32.vsNodeIdempotencyRedis`]: pairedRatio(many),
       [`${prefix}cycle32.vsPowertoolsRedis`]: pairedRatio(manyPowertools),
+      [`${prefix}cycle1.cpuMicrosPerCycle.ours`]: medianWithInterval(oneCpu.ours),
+      [`${prefix}cycle1.cpuMicrosPerCycle.bare`]: medianWithInterval(oneCpu.bare),
     };
     const details: Record<string, number> = {
       [`${prefix}cycle1.perSec.ours`]: median(one.ours),

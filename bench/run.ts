@@ -56,7 +56,7 @@ const TARGETS: Record<string, Target> = {
   'peer.cycle1.vsNodeIdempotencyRedis': atLeast(1.5),
   'peer.cycle32.vsNodeIdempotencyRedis': atLeast(1.3),
   'peer.cycle32.vsPowertoolsRedis': atLeast(2),
-  'http.layerOverhead': atLeast(0.8),
+  'http.layerOverhead': atLeast(0.85),
 };
 
 const GROUPS: Record<string, (size: BenchSize) => Promise<GroupResult>> = {

@@ -18,6 +18,80 @@ function resolved(value: unknown): unknown {
   return typeof toJSON === 'function' ? toJSON.call(value) : value;
 }
 
+// How deep the recursive writer goes before it leaves a value to the walk: far below any call
+// stack's limit, far above what a request body nests.
+const FAST_DEPTH = 64;
+
+function hasToJSON(value: unknown): boolean {
+  return (
+    value !== null &&
+    value !== undefined &&
+    typeof (value as { toJSON?: unknown }).toJSON === 'function'
+  );
+}
+
+// The canonical text of plain data (no `toJSON` anywhere, nesting at most `depth`) written by
+// recursion, which allocates no stack entries; `undefined` leaves the value to the walk, which
+// then starts over. It calls nothing of the value's (no `toJSON`) and it checks every member of a
+// container for `toJSON` before writing any of them, so it bails out before any error the walk
+// would meet first (a `toJSON` that throws), and each error it raises is the one the walk raises
+// first. A cycle nests without end and is left to the walk, which names it.
+function plainText(
+  value: unknown,
+  depth: number,
+  refuse: (reason: string) => never,
+): string | undefined {
+  switch (typeof value) {
+    case 'string':
+      return JSON.stringify(value);
+    case 'number':
+      if (!Number.isFinite(value)) refuse(`the number ${value} is not JSON`);
+      return String(value);
+    case 'boolean':
+      return value ? 'true' : 'false';
+    case 'bigint':
+      // A BigInt given a `toJSON` (a common patch) is the walk's to write.
+      return hasToJSON(value) ? undefined : refuse('a BigInt is not JSON');
+    case 'undefined':
+    case 'function':
+    case 'symbol':
+      return 'null';
+  }
+  if (value === null) return 'null';
+  if (depth === 0) return undefined;
+  if (Array.isArray(value)) {
+    const items = value as readonly unknown[];
+    for (let index = 0; index < items.length; index++) {
+      if (hasToJSON(items[index])) return undefined;
+    }
+    let out = '[';
+    for (let index = 0; index < items.length; index++) {
+      const item = plainText(items[index], depth - 1, refuse);
+      if (item === undefined) return undefined;
+      out += index > 0 ? `,${item}` : item;
+    }
+    return `${out}]`;
+  }
+  const record = value as Record<string, unknown>;
+  const keys = Object.keys(record).sort();
+  const members: unknown[] = [];
+  for (const key of keys) {
+    const member = record[key];
+    if (hasToJSON(member)) return undefined;
+    members.push(member);
+  }
+  let out = '{';
+  for (let index = 0; index < keys.length; index++) {
+    const member = members[index];
+    const kind = typeof member;
+    if (kind === 'undefined' || kind === 'function' || kind === 'symbol') continue;
+    const text = plainText(member, depth - 1, refuse);
+    if (text === undefined) return undefined;
+    out += `${out.length > 1 ? ',' : ''}${JSON.stringify(keys[index])}:${text}`;
+  }
+  return `${out}}`;
+}
+
 /**
  * The RFC 8785 canonical JSON text of a JavaScript value, as `JSON.stringify` would see it
  * (`toJSON` applied, `undefined`, functions and symbols left out of objects and written as `null`
@@ -30,6 +104,15 @@ function resolved(value: unknown): unknown {
  *   a BigInt, a cycle); it throws the caller's error
  */
 export function canonicalJson(root: unknown, refuse: (reason: string) => never): string {
+  if (!hasToJSON(root)) {
+    const plain = plainText(root, FAST_DEPTH, refuse);
+    if (plain !== undefined) return plain;
+  }
+  return walk(root, refuse);
+}
+
+// The canonical text of any value, with an explicit stack: every `toJSON`, any depth, cycles named.
+function walk(root: unknown, refuse: (reason: string) => never): string {
   let out = '';
   const ancestors = new Set<object>();
   const entries: Entry[] = [VALUE];

@@ -11,6 +11,21 @@ const TOKENS_PER_MILLISECOND = 1024;
 // generated token of this process, however the real clock moves.
 let lastIssued = 0;
 
+// Random values drawn a block at a time: one call to the system's generator costs about as much
+// as a whole block, and every claim needs one value.
+const RANDOM_BLOCK = 512;
+const random = new Uint16Array(RANDOM_BLOCK);
+let unused = 0;
+
+function randomBits(): number {
+  if (unused === 0) {
+    crypto.getRandomValues(random);
+    unused = RANDOM_BLOCK;
+  }
+  unused -= 1;
+  return random[unused] as number;
+}
+
 /**
  * A fresh fencing token for an `acquire` that may start an ownership of a key: the real clock's
  * milliseconds times 1,024 plus an even random number below 1,024, raised to two more than the
@@ -26,8 +41,8 @@ let lastIssued = 0;
  * claims of one key can only draw the same token in the same millisecond with the same random bits.
  */
 export function nextFencingToken(): number {
-  const [bits = 0] = crypto.getRandomValues(new Uint16Array(1));
-  const drawn = Date.now() * TOKENS_PER_MILLISECOND + (bits % (TOKENS_PER_MILLISECOND / 2)) * 2;
+  const drawn =
+    Date.now() * TOKENS_PER_MILLISECOND + (randomBits() % (TOKENS_PER_MILLISECOND / 2)) * 2;
   lastIssued = Math.max(drawn, lastIssued + 2);
   return lastIssued;
 }

@@ -64,6 +64,100 @@ export function isLeased(
   );
 }
 
+// One class for every owner: its methods are shared, so a claim builds one object, not a closure
+// per operation.
+class KeyOwnership implements Ownership {
+  readonly owner: KeyOwner;
+  readonly takenOver: boolean;
+  readonly #store: IdempotencyStore<unknown>;
+  readonly #leased: LeasedIdempotencyStore<unknown> | undefined;
+  readonly #settings: Pick<ClaimSettings, 'leaseSeconds' | 'now'>;
+  readonly #beat: Heartbeat | undefined;
+
+  constructor(
+    store: IdempotencyStore<unknown>,
+    owner: KeyOwner,
+    takenOver: boolean,
+    settings: Pick<ClaimSettings, 'leaseSeconds' | 'now'>,
+  ) {
+    this.owner = owner;
+    this.takenOver = takenOver;
+    this.#store = store;
+    this.#settings = settings;
+    this.#leased = owner.attempt !== undefined && isLeased(store) ? store : undefined;
+    this.#beat = this.#leased ? heartbeat(() => this.renew(), settings.leaseSeconds) : undefined;
+  }
+
+  async renew(): Promise<boolean> {
+    const { key, digest, attempt } = this.owner;
+    if (!this.#leased || attempt === undefined) return false;
+    return this.#leased.renew(
+      key,
+      digest,
+      attempt,
+      this.#settings.now() + this.#settings.leaseSeconds,
+    );
+  }
+
+  stop(): void {
+    this.#beat?.stop();
+  }
+
+  async finish(answer: unknown): Promise<boolean> {
+    this.stop();
+    const { key, digest, attempt } = this.owner;
+    return this.#leased
+      ? this.#leased.finish(key, digest, answer, attempt)
+      : this.#store.finish(key, digest, answer);
+  }
+
+  async release(): Promise<void> {
+    this.stop();
+    const { key, digest, attempt } = this.owner;
+    if (this.#leased) await this.#leased.release(key, digest, attempt);
+    else await this.#store.release(key, digest);
+  }
+
+  async abandon(error: unknown, message: string): Promise<void> {
+    try {
+      await this.release();
+    } catch (releaseError) {
+      throw new AggregateError([error, releaseError], message);
+    }
+  }
+
+  async markUnrecorded(): Promise<void> {
+    this.stop();
+    const { key, digest, attempt } = this.owner;
+    if (this.#leased && attempt !== undefined) {
+      await this.#leased.markUnrecorded(key, digest, attempt);
+    }
+  }
+
+  async superseded(): Promise<boolean> {
+    if (!this.#leased) return false;
+    const { key, digest, attempt } = this.owner;
+    try {
+      const row = await this.#leased.get(key);
+      return row !== null && row.fingerprint === digest && row.attempt !== attempt;
+    } catch {
+      return false;
+    }
+  }
+
+  async transact<TX, R>(
+    runner: TransactionRunner<TX>,
+    handler: (tx: TX) => R | Promise<R>,
+    record: (result: R) => string,
+  ): Promise<TransactionOutcome<R>> {
+    try {
+      return await runner.run(this.owner, handler, record);
+    } finally {
+      this.stop();
+    }
+  }
+}
+
 /**
  * The {@link Ownership} of `owner` on `store`. With a fencing token (`owner.attempt`, from
  * `acquire` on a store with leases) its lease is renewed from now on; without one (`reserve`) the
@@ -75,61 +169,5 @@ export function ownership(
   takenOver: boolean,
   settings: Pick<ClaimSettings, 'leaseSeconds' | 'now'>,
 ): Ownership {
-  const { key, digest, attempt } = owner;
-  const leased = attempt !== undefined && isLeased(store) ? store : undefined;
-
-  async function renew(): Promise<boolean> {
-    if (!leased || attempt === undefined) return false;
-    return leased.renew(key, digest, attempt, settings.now() + settings.leaseSeconds);
-  }
-
-  const beat: Heartbeat | undefined = leased ? heartbeat(renew, settings.leaseSeconds) : undefined;
-  const stop = (): void => beat?.stop();
-
-  async function release(): Promise<void> {
-    stop();
-    if (leased) await leased.release(key, digest, attempt);
-    else await store.release(key, digest);
-  }
-
-  return {
-    owner,
-    takenOver,
-    async finish(answer) {
-      stop();
-      return leased
-        ? leased.finish(key, digest, answer, attempt)
-        : store.finish(key, digest, answer);
-    },
-    release,
-    async abandon(error, message) {
-      try {
-        await release();
-      } catch (releaseError) {
-        throw new AggregateError([error, releaseError], message);
-      }
-    },
-    async markUnrecorded() {
-      stop();
-      if (leased && attempt !== undefined) await leased.markUnrecorded(key, digest, attempt);
-    },
-    renew,
-    async superseded() {
-      if (!leased) return false;
-      try {
-        const row = await leased.get(key);
-        return row !== null && row.fingerprint === digest && row.attempt !== attempt;
-      } catch {
-        return false;
-      }
-    },
-    async transact(runner, handler, record) {
-      try {
-        return await runner.run(owner, handler, record);
-      } finally {
-        stop();
-      }
-    },
-    stop,
-  };
+  return new KeyOwnership(store, owner, takenOver, settings);
 }

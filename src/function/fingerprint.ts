@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
 import { canonicalJson } from '../core/canonical-json.js';
 import { InvalidDigestError } from '../core/errors.js';
+import { sha256Hex } from '../core/sha256.js';
 
 function refuse(reason: string): never {
   throw new InvalidDigestError(`the payload cannot be fingerprinted as canonical JSON: ${reason}`);
@@ -28,7 +28,5 @@ function refuse(reason: string): never {
 export function payloadFingerprint(payload: unknown): string {
   const dropped =
     payload === undefined || typeof payload === 'function' || typeof payload === 'symbol';
-  return createHash('sha256')
-    .update(dropped ? '' : canonicalJson(payload, refuse))
-    .digest('hex');
+  return sha256Hex(dropped ? '' : canonicalJson(payload, refuse));
 }

@@ -56,27 +56,33 @@ class NotStoredAnswer extends Error {
   }
 }
 
-/**
- * The {@link Execution} of a request that owns its key: the HTTP mapping of its {@link Ownership}'s
- * outcomes to results and problems.
- */
-export function owned(ownership: Ownership, settings: ResolvedOptions, report: Report): Execution {
-  const { release } = ownership;
+// One class for every execution: its methods are shared, so a request that runs its handler
+// builds one object, not a closure per step.
+class OwnedExecution implements Execution {
+  readonly #ownership: Ownership;
+  readonly #settings: ResolvedOptions;
+  readonly #report: Report;
+
+  constructor(ownership: Ownership, settings: ResolvedOptions, report: Report) {
+    this.#ownership = ownership;
+    this.#settings = settings;
+    this.#report = report;
+  }
 
   // The handler ran but its answer is not recorded: the row is marked so no retry takes it over
   // (that would run the effect again) and an operator sees it. If even that fails, the lease
   // lapses and the next retry runs the handler once more: the trade-off of a lease.
-  async function keepForOperator(): Promise<void> {
+  async #keepForOperator(): Promise<void> {
     try {
-      await ownership.markUnrecorded();
+      await this.#ownership.markUnrecorded();
     } catch {
       // See above.
     }
   }
 
-  async function notStored(response: WireResponse): Promise<IdempotentResult> {
+  async #notStored(response: WireResponse): Promise<IdempotentResult> {
     try {
-      await release();
+      await this.#ownership.release();
     } catch (error) {
       return problemResult(
         new AnswerNotRecordedError(
@@ -89,30 +95,31 @@ export function owned(ownership: Ownership, settings: ResolvedOptions, report: R
     return { outcome: Outcome.notStored, response };
   }
 
-  async function notRecorded(
+  async #notRecorded(
     reason: string,
     response: WireResponse,
     cause?: unknown,
   ): Promise<IdempotentResult> {
-    await keepForOperator();
+    await this.#keepForOperator();
     return problemResult(new AnswerNotRecordedError(reason, response, cause));
   }
 
-  async function record(response: WireResponse): Promise<IdempotentResult> {
+  async #record(response: WireResponse): Promise<IdempotentResult> {
     const { status } = response;
     if (!Number.isInteger(status) || status < 200 || status > 599) {
-      return notRecorded(
+      return this.#notRecorded(
         `the handler answered status ${String(status)}, which is not an HTTP status from 200 to 599; the key stays pending`,
         response,
       );
     }
+    const settings = this.#settings;
     const stored = toStoredAnswer(response, settings.storedHeaders, settings.maxStoredBytes);
     let finished: boolean;
     try {
-      finished = await ownership.finish(stored);
+      finished = await this.#ownership.finish(stored);
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
-      return notRecorded(
+      return this.#notRecorded(
         `recording the answer failed, the key stays pending: ${reason}`,
         response,
         error,
@@ -130,107 +137,114 @@ export function owned(ownership: Ownership, settings: ResolvedOptions, report: R
     return { outcome: Outcome.executed, response };
   }
 
-  async function fail(error: unknown): Promise<void> {
+  async fail(error: unknown): Promise<void> {
     try {
-      await ownership.abandon(
+      await this.#ownership.abandon(
         error,
         'the handler failed and releasing its idempotency key failed too',
       );
     } finally {
-      report({ outcome: Outcome.failed, status: undefined, error });
+      this.#report({ outcome: Outcome.failed, status: undefined, error });
     }
   }
 
-  return {
-    async transact(runner, handler) {
-      let sent: WireResponse = toWire({ status: 500 });
-      // Whether the run ended with the handler's own error, which is the app's to answer.
-      let handlerThrew = false;
-      const threw = (error: unknown): never => {
-        handlerThrew = true;
-        throw error;
-      };
-      // Synchronous while the handler is: a better-sqlite3 transaction cannot span an await.
-      const ownHandler = (tx: Parameters<typeof handler>[0]) => {
-        try {
-          const answer = handler(tx);
-          return isThenable(answer) ? Promise.resolve(answer).catch(threw) : answer;
-        } catch (error) {
-          return threw(error);
-        }
-      };
-      let outcome: TransactionOutcome<HttpResponse>;
+  async transact<TX>(
+    runner: TransactionRunner<TX>,
+    handler: (tx: TX) => HttpResponse | Promise<HttpResponse>,
+  ): Promise<IdempotentResult> {
+    const ownership = this.#ownership;
+    const settings = this.#settings;
+    const report = this.#report;
+    let sent: WireResponse = toWire({ status: 500 });
+    // Whether the run ended with the handler's own error, which is the app's to answer.
+    let handlerThrew = false;
+    const threw = (error: unknown): never => {
+      handlerThrew = true;
+      throw error;
+    };
+    // Synchronous while the handler is: a better-sqlite3 transaction cannot span an await.
+    const ownHandler = (tx: Parameters<typeof handler>[0]) => {
       try {
-        outcome = await ownership.transact(runner, ownHandler, (answer) => {
-          // Decided inside the transaction: an answer that is not stored takes the writes with it.
-          sent = toWire(answer);
-          const { status } = sent;
-          if (!Number.isInteger(status) || status < 200 || status > 599) {
-            throw new AnswerNotRecordedError(
-              `the handler answered status ${String(status)}, which is not an HTTP status from 200 to 599; its writes were rolled back and the key released`,
-              sent,
-            );
-          }
-          if (!settings.shouldStore(status)) throw new NotStoredAnswer(sent);
-          return serializeResponse(
-            toStoredAnswer(sent, settings.storedHeaders, settings.maxStoredBytes),
-          );
-        });
+        const answer = handler(tx);
+        return isThenable(answer) ? Promise.resolve(answer).catch(threw) : answer;
       } catch (error) {
-        // Rolled back: nothing of the handler's was committed, so the key is released and a retry runs.
-        if (error instanceof NotStoredAnswer)
-          return reported(report, await notStored(error.response));
-        if (error instanceof AnswerNotRecordedError) {
-          const released = await notStored(sent);
-          return reported(report, released.outcome === 'problem' ? released : problemResult(error));
-        }
-        if (!handlerThrew && !(error instanceof IdempotencyError)) {
-          // The database failed the transaction itself. Its error says which statement, with which
-          // parameters (the key, the fingerprint, the answer): for logs, through `cause`, only.
-          const problem = new AnswerNotRecordedError(
-            `the transaction did not commit, so the key is released: ${error instanceof Error ? error.message : String(error)}`,
+        return threw(error);
+      }
+    };
+    let outcome: TransactionOutcome<HttpResponse>;
+    try {
+      outcome = await ownership.transact(runner, ownHandler, (answer) => {
+        // Decided inside the transaction: an answer that is not stored takes the writes with it.
+        sent = toWire(answer);
+        const { status } = sent;
+        if (!Number.isInteger(status) || status < 200 || status > 599) {
+          throw new AnswerNotRecordedError(
+            `the handler answered status ${String(status)}, which is not an HTTP status from 200 to 599; its writes were rolled back and the key released`,
             sent,
-            error,
-          );
-          const released = await notStored(sent);
-          return reported(
-            report,
-            released.outcome === 'problem' ? released : problemResult(problem),
           );
         }
-        await fail(error);
-        throw error;
-      }
-      if (!outcome.committed) {
-        // The row was taken over (or released by hand) while the handler ran: rolled back whole.
-        return reported(
-          report,
-          problemResult(new RequestSupersededError(sent)),
-          Outcome.superseded,
+        if (!settings.shouldStore(status)) throw new NotStoredAnswer(sent);
+        return serializeResponse(
+          toStoredAnswer(sent, settings.storedHeaders, settings.maxStoredBytes),
         );
+      });
+    } catch (error) {
+      // Rolled back: nothing of the handler's was committed, so the key is released and a retry runs.
+      if (error instanceof NotStoredAnswer)
+        return reported(report, await this.#notStored(error.response));
+      if (error instanceof AnswerNotRecordedError) {
+        const released = await this.#notStored(sent);
+        return reported(report, released.outcome === 'problem' ? released : problemResult(error));
       }
-      return reported(report, { outcome: Outcome.executed, response: sent });
-    },
-    async complete(answer) {
-      ownership.stop();
-      // One form from here on: the bytes that are sent are the bytes that are stored and replayed.
-      const response = toWire(answer);
-      // A status that is not stored means the handler failed: its effect did not complete, so the
-      // key is released and a retry runs. Otherwise the handler succeeded and its effect happened:
-      // an answer that cannot be recorded leaves the key pending, since releasing it would let a
-      // retry run the effect a second time.
-      const result = settings.shouldStore(response.status)
-        ? await record(response)
-        : await notStored(response);
-      if (result.outcome === 'problem' && (await ownership.superseded())) {
-        return reported(
-          report,
-          problemResult(new RequestSupersededError(response)),
-          Outcome.superseded,
+      if (!handlerThrew && !(error instanceof IdempotencyError)) {
+        // The database failed the transaction itself. Its error says which statement, with which
+        // parameters (the key, the fingerprint, the answer): for logs, through `cause`, only.
+        const problem = new AnswerNotRecordedError(
+          `the transaction did not commit, so the key is released: ${error instanceof Error ? error.message : String(error)}`,
+          sent,
+          error,
         );
+        const released = await this.#notStored(sent);
+        return reported(report, released.outcome === 'problem' ? released : problemResult(problem));
       }
-      return reported(report, result);
-    },
-    fail,
-  };
+      await this.fail(error);
+      throw error;
+    }
+    if (!outcome.committed) {
+      // The row was taken over (or released by hand) while the handler ran: rolled back whole.
+      return reported(report, problemResult(new RequestSupersededError(sent)), Outcome.superseded);
+    }
+    return reported(report, { outcome: Outcome.executed, response: sent });
+  }
+
+  async complete(answer: HttpResponse): Promise<IdempotentResult> {
+    const ownership = this.#ownership;
+    const report = this.#report;
+    ownership.stop();
+    // One form from here on: the bytes that are sent are the bytes that are stored and replayed.
+    const response = toWire(answer);
+    // A status that is not stored means the handler failed: its effect did not complete, so the
+    // key is released and a retry runs. Otherwise the handler succeeded and its effect happened:
+    // an answer that cannot be recorded leaves the key pending, since releasing it would let a
+    // retry run the effect a second time.
+    const result = this.#settings.shouldStore(response.status)
+      ? await this.#record(response)
+      : await this.#notStored(response);
+    if (result.outcome === 'problem' && (await ownership.superseded())) {
+      return reported(
+        report,
+        problemResult(new RequestSupersededError(response)),
+        Outcome.superseded,
+      );
+    }
+    return reported(report, result);
+  }
+}
+
+/**
+ * The {@link Execution} of a request that owns its key: the HTTP mapping of its {@link Ownership}'s
+ * outcomes to results and problems.
+ */
+export function owned(ownership: Ownership, settings: ResolvedOptions, report: Report): Execution {
+  return new OwnedExecution(ownership, settings, report);
 }

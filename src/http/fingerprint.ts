@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { canonicalJsonText, canonicalJson as canonicalValue } from '../core/canonical-json.js';
+import { sha256Hex } from '../core/sha256.js';
 import { BodyRefusedError } from './problems.js';
 import type { IdempotentRequest } from './request.js';
 import { utf8Text } from './response.js';
@@ -58,6 +59,8 @@ const UNRESERVED = /^[A-Za-z0-9._~-]$/;
 // What a path may hold as it is (RFC 3986 pchar and "/", "%" only before two hex digits).
 const PATH_CHARACTER = /[A-Za-z0-9._~!$&'()*+,;=:@/-]/;
 const PERCENT = /^%[0-9A-Fa-f]{2}/;
+// A path made of such characters alone, without "%".
+const PLAIN_PATH = /^[A-Za-z0-9._~!$&'()*+,;=:@/-]*$/;
 
 /**
  * The path as the fingerprint compares it, the same rule whatever the adapter read: RFC 3986's
@@ -67,6 +70,8 @@ const PERCENT = /^%[0-9A-Fa-f]{2}/;
  * writes it), and `.` and `..` segments are removed (§5.2.4).
  */
 export function fingerprintPath(path: string): string {
+  // The usual path holds nothing to encode or decode: only its dot segments can change it.
+  if (PLAIN_PATH.test(path)) return removeDotSegments(path);
   let encoded = '';
   for (let at = 0; at < path.length; at++) {
     const char = path[at] as string;
@@ -138,11 +143,12 @@ export function requestFingerprint(request: IdempotentRequest): string {
     fingerprintPath(request.path),
   )}`;
   const body = fingerprintBody(request.body);
-  const hash = createHash('sha256');
-  if (body.kind === 'none') hash.update(`{${head}}`);
-  else if (body.kind === 'json') hash.update(`{"body":${body.canonical},${head}}`);
+  if (body.kind === 'none') return sha256Hex(`{${head}}`);
+  if (body.kind === 'json') return sha256Hex(`{"body":${body.canonical},${head}}`);
   // `{"bodyBytes":…` never starts the canonical text of the other two forms (`{"body":` or
   // `{"method":`), so raw bytes can never collide with a JSON body.
-  else hash.update(`{"bodyBytes":${body.bytes.byteLength},${head}}`).update(body.bytes);
-  return hash.digest('hex');
+  return createHash('sha256')
+    .update(`{"bodyBytes":${body.bytes.byteLength},${head}}`)
+    .update(body.bytes)
+    .digest('hex');
 }

@@ -51,6 +51,10 @@ export interface IdempotentExecutor {
   ): Promise<IdempotentResult>;
 }
 
+function respond(report: Report, result: IdempotentResult): Decision {
+  return { action: 'respond', result: reported(report, result) };
+}
+
 function replay(record: IdempotencyRecord<unknown>): IdempotentResult {
   const omitted = omittedSize(record.response);
   if (omitted !== undefined) return problemResult(new AnswerTooLargeError(omitted));
@@ -110,10 +114,6 @@ export function idempotent(
   const settings = resolveOptions(options);
 
   async function decide(request: IdempotentRequest, started: number): Promise<Decision> {
-    const respond = (report: Report, result: IdempotentResult): Decision => ({
-      action: 'respond',
-      result: reported(report, result),
-    });
     const unkeyed = reporter(settings, request, undefined, started);
     if (!settings.methods.has(request.method.toUpperCase())) {
       unkeyed({ outcome: Outcome.passedThrough, status: undefined });
@@ -147,8 +147,7 @@ export function idempotent(
       const reason = `the key with its scope takes ${idBytes} UTF-8 bytes; at most ${MAX_KEY_BYTES} are kept`;
       return respond(unkeyed, problemResult(new KeyMalformedError(reason)));
     }
-    const reportOf = [settings, request, id, started] as const;
-    const report = reporter(...reportOf);
+    const report = reporter(settings, request, id, started);
     let fingerprint: string;
     try {
       fingerprint = await settings.fingerprint(request);
@@ -161,7 +160,11 @@ export function idempotent(
       case 'acquired': {
         const { owner, takenOver } = found.ownership;
         const run = owner.attempt === undefined ? undefined : { attempt: owner.attempt, takenOver };
-        const execution = owned(found.ownership, settings, reporter(...reportOf, run));
+        const execution = owned(
+          found.ownership,
+          settings,
+          reporter(settings, request, id, started, run),
+        );
         return { action: 'run', execution };
       }
       case 'mismatch':

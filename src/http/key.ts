@@ -12,6 +12,8 @@ export type ParsedKey =
 // RFC 8941 sf-string: DQUOTE *( unescaped / "\" ( DQUOTE / "\" ) ) DQUOTE, where unescaped is
 // printable ASCII (0x20–0x7E) except DQUOTE and backslash; and here except the comma too.
 const QUOTED = /^"((?:[\x20\x21\x23-\x2B\x2D-\x5B\x5D-\x7E]|\\["\\])*)"$/;
+// A quoted key of 1 or more characters with nothing escaped: the key is what lies between the quotes.
+const PLAIN_QUOTED = /^"[\x20\x21\x23-\x2B\x2D-\x5B\x5D-\x7E]+"$/;
 // The common bare form: visible ASCII (0x21–0x7E) but the comma. Not starting with a quote, so a
 // broken quoted string is refused instead of being taken literally.
 const BARE = /^[\x21\x23-\x2B\x2D-\x7E][\x21-\x2B\x2D-\x7E]*$/;
@@ -38,6 +40,11 @@ const BARE = /^[\x21\x23-\x2B\x2D-\x7E][\x21-\x2B\x2D-\x7E]*$/;
  * ```
  */
 export function parseIdempotencyKey(value: string): ParsedKey {
+  // The common forms, a quoted key without escapes or a bare one, settled by one test each.
+  if (value.length <= MAX_KEY_LENGTH + 2) {
+    if (PLAIN_QUOTED.test(value)) return { ok: true, key: value.slice(1, -1) };
+    if (BARE.test(value) && value.length <= MAX_KEY_LENGTH) return { ok: true, key: value };
+  }
   const trimmed = value.replace(/^[ \t]+|[ \t]+$/g, '');
   if (trimmed === '') return { ok: false, reason: 'the key must not be empty' };
   let key: string;

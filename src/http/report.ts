@@ -7,6 +7,9 @@ export type Report = (
   result: Pick<OutcomeEvent, 'outcome' | 'status' | 'problem' | 'error'>,
 ) => void;
 
+// The report of a layer without a hook: one function for every request, nothing built per call.
+const silent: Report = () => undefined;
+
 /** The {@link Report} of one request: it adds what the request is to each outcome. */
 export function reporter(
   settings: ResolvedOptions,
@@ -15,9 +18,9 @@ export function reporter(
   started: number,
   run?: { readonly attempt: number; readonly takenOver: boolean },
 ): Report {
+  const hook = settings.onOutcome;
+  if (hook === undefined) return silent;
   return (result) => {
-    const hook = settings.onOutcome;
-    if (hook === undefined) return;
     try {
       hook({
         ...result,
@@ -40,6 +43,7 @@ export function reported(
   result: IdempotentResult,
   outcome: OutcomeEvent['outcome'] = result.outcome,
 ): IdempotentResult {
+  if (report === silent) return result;
   report({
     outcome,
     status: result.response.status,

@@ -89,20 +89,23 @@ export function sqliteStatements<M extends Mode>(
       run.changes(queries.renew.bind({ id, fingerprint, attempt, leaseUntil })),
     markUnrecorded: (id, fingerprint, attempt) =>
       run.changes(queries.markUnrecorded.bind({ id, fingerprint, attempt })),
-    acquire: (id, fingerprint, { expires, now, leaseUntil, token }) =>
-      andThen(
-        run.writeThenRead(
-          queries.acquire.bind({ id, fingerprint, expires, leaseUntil, token, now }),
-          queries.get.bind({ id }),
-        ),
-        ([won, existing]) => {
-          const owned = won[0] as { attempt: number } | undefined;
-          if (owned !== undefined) return { attempt: owned.attempt };
+    // The write alone first: it commits on its own when it inserts the key or takes it over, the
+    // usual case, with no transaction around it and no read after it. Only when it changed nothing
+    // is it run again beside the read, in one atomic unit, so the row read is the one it met.
+    acquire: (id, fingerprint, { expires, now, leaseUntil, token }) => {
+      const write = queries.acquire.bind({ id, fingerprint, expires, leaseUntil, token, now });
+      return andThen(run.returning(write), (alone) => {
+        const owned = alone[0] as { attempt: number } | undefined;
+        if (owned !== undefined) return { attempt: owned.attempt };
+        return andThen(run.writeThenRead(write, queries.get.bind({ id })), ([won, existing]) => {
+          const again = won[0] as { attempt: number } | undefined;
+          if (again !== undefined) return { attempt: again.attempt };
           const row = fresh(existing);
           if (row === undefined) throw new Error('SQLite lost the row acquire conflicted with');
           return { row };
-        },
-      ),
+        });
+      });
+    },
     pendingKeys: ({ now, stale, limit, prefix }) =>
       run.read(
         stale

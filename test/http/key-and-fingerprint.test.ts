@@ -275,6 +275,26 @@ describe('canonicalJson', () => {
     expect(calls.sort()).toEqual(['a', 'b']);
   });
 
+  it('writes deep values and toJSON values alike wherever they sit, calling a toJSON that throws first', () => {
+    let deep: unknown = { toJSON: () => ({ z: 1, a: [2] }) };
+    let expected = '{"a":[2],"z":1}';
+    for (let level = 0; level < 200; level++) {
+      deep = { b: [level], a: deep };
+      expected = `{"a":${expected},"b":[${level}]}`;
+    }
+    expect(canonicalJson(deep)).toBe(expected);
+    const thrown = new Error('toJSON failed');
+    const value = {
+      a: Number.NaN,
+      b: {
+        toJSON: () => {
+          throw thrown;
+        },
+      },
+    };
+    expect(() => canonicalJson(value)).toThrow(thrown);
+  });
+
   it('walks 100,000 levels of nesting without overflowing the stack', () => {
     const text = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
     expect(canonicalJson(JSON.parse(text))).toBe(text);
