@@ -19,6 +19,19 @@ interface Waiting {
   readonly reject: (reason: unknown) => void;
 }
 
+// A worker inherits the process's flags, but `--input-type` (of `node --input-type=module -e …`)
+// applies to a string entry only and makes Node refuse the worker's file entry.
+function threadArgv(): string[] {
+  const argv: string[] = [];
+  const flags = process.execArgv;
+  for (let index = 0; index < flags.length; index++) {
+    const flag = flags[index] as string;
+    if (flag === '--input-type') index++;
+    else if (!flag.startsWith('--input-type=')) argv.push(flag);
+  }
+  return argv;
+}
+
 // The worker's entry sits beside this module in every form it ships in: `worker-thread.js` beside
 // the ES module build, `worker-thread.cjs` beside the CommonJS one, `worker-thread.ts` in the
 // sources. Node does not apply a loader to a worker's own entry, so from the sources (tests, tsx
@@ -29,7 +42,7 @@ function startWorker(data: WorkerOpenData): Worker {
   const here = typeof __filename === 'string' ? pathToFileURL(__filename).href : import.meta.url;
   const extension = here.endsWith('.ts') ? 'ts' : here.endsWith('.cjs') ? 'cjs' : 'js';
   const entry = new URL(`./worker-thread.${extension}`, here);
-  if (extension !== 'ts') return new Worker(entry, { workerData: data });
+  if (extension !== 'ts') return new Worker(entry, { workerData: data, execArgv: threadArgv() });
   const tsx = createRequire(here).resolve('tsx/cjs/api');
   const bootstrap = `require(${JSON.stringify(tsx)}).register(); require(${JSON.stringify(fileURLToPath(entry))});`;
   return new Worker(bootstrap, { eval: true, workerData: data });
