@@ -23,6 +23,9 @@ function targets(value: unknown): string[] {
 }
 
 const library = Object.fromEntries(Object.values(manifest.exports).flatMap(targets).map(entryOf));
+// Not a subpath: the script the SQLite worker store starts its thread on, found beside the built
+// store in each format.
+const workerEntries = { 'sqlite/worker-thread': 'src/sqlite/worker-thread.ts' };
 const cli = Object.fromEntries(Object.values(manifest.bin).map(entryOf));
 
 const common: Options = {
@@ -36,8 +39,19 @@ const common: Options = {
 
 export default defineConfig([
   // The ES module build, and the `idem` executable (ES module only: it awaits at top level).
-  { ...common, entry: { ...library, ...cli }, format: 'esm', dts: { entry: library } },
+  {
+    ...common,
+    entry: { ...library, ...cli, ...workerEntries },
+    format: 'esm',
+    dts: { entry: library },
+  },
   // The CommonJS build for require(): drizzle-kit loading a schema file, CommonJS apps. The shim
   // turns import.meta.url into this file's URL.
-  { ...common, entry: library, format: 'cjs', dts: { entry: library }, shims: true },
+  {
+    ...common,
+    entry: { ...library, ...workerEntries },
+    format: 'cjs',
+    dts: { entry: library },
+    shims: true,
+  },
 ]);

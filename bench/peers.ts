@@ -6,7 +6,12 @@ import { Idempotency } from '@node-idempotency/core';
 import { RedisStorageAdapter } from '@node-idempotency/storage-adapter-redis';
 import { createClient } from '@redis/client';
 import { idempotent } from '../src/http/index.js';
-import { openSqliteStore, SqliteGroupCommitStore } from '../src/sqlite/index.js';
+import type { LeasedIdempotencyStore } from '../src/index.js';
+import {
+  openSqliteStore,
+  openSqliteWorkerStore,
+  SqliteGroupCommitStore,
+} from '../src/sqlite/index.js';
 import { answerOfSize } from './support/inputs.js';
 import {
   check,
@@ -55,7 +60,18 @@ function expectReplay(replayed: unknown): void {
  * recommends for servers; the first request runs the handler, the retry is replayed.
  */
 export function oursCycle(path: string, synchronous: Synchronous) {
-  const store = new SqliteGroupCommitStore(openSqliteStore(path, { synchronous }));
+  return layerCycle(new SqliteGroupCommitStore(openSqliteStore(path, { synchronous })));
+}
+
+/**
+ * The same request path over the store whose statements run on a worker thread, so SQLite's work
+ * takes the other core, as the Redis server's does for the peers.
+ */
+export async function oursWorkerCycle(path: string, synchronous: Synchronous) {
+  return layerCycle(await openSqliteWorkerStore(path, { synchronous }));
+}
+
+function layerCycle(store: LeasedIdempotencyStore<unknown> & { close(): Promise<void> }) {
   const layer = idempotent(store, { ttlSeconds: TTL_SECONDS });
   const handler = async () => {
     await noop();
@@ -230,6 +246,23 @@ async function cpuPerCycle(cycle: Cycle, redis: BenchRedis, count: number) {
   };
 }
 
+/**
+ * How much the process's resident memory grew, in MB, from before a store is opened to after it
+ * served `count` cycles at 32 in flight: the worker store's thread (its V8 isolate, its connection)
+ * shows here, since a worker thread lives in the process. One reading, garbage collection unforced:
+ * a rough size, not a ratio.
+ */
+async function rssGrowthMB(open: () => Promise<{ cycle: Cycle; close(): unknown }>) {
+  const before = process.memoryUsage.rss();
+  const side = await open();
+  try {
+    await cyclesPerSecond(side.cycle, 2_000, 32);
+    return (process.memoryUsage.rss() - before) / 2 ** 20;
+  } finally {
+    await side.close();
+  }
+}
+
 interface Round {
   readonly redis: RedisDurability;
   readonly sqlite: Synchronous;
@@ -244,6 +277,7 @@ interface Round {
 async function measureRound(round: Round, dir: string) {
   const redis: BenchRedis = await startRedis(round.redis);
   const ours = oursCycle(freshStoreFile(dir), round.sqlite);
+  const worker = await oursWorkerCycle(freshStoreFile(dir), round.sqlite);
   const bare = bareSqliteCycle(freshStoreFile(dir), round.sqlite);
   const nodeIdem = await nodeIdempotencyCycle(redis.url);
   const powertools = await powertoolsCycle(redis.url);
@@ -252,6 +286,7 @@ async function measureRound(round: Round, dir: string) {
     // Warm every side up (JIT, connections, caches) before anything is timed.
     await rotate(3, {
       ours: () => cyclesPerSecond(ours.cycle, count, 32),
+      worker: () => cyclesPerSecond(worker.cycle, count, 32),
       bare: () => cyclesPerSecond(bare.cycle, count, 1),
       nodeIdem: () => cyclesPerSecond(nodeIdem.cycle, count, 32),
       powertools: () => cyclesPerSecond(powertools.cycle, count, 32),
@@ -260,15 +295,18 @@ async function measureRound(round: Round, dir: string) {
     const oneCpu = { ours: [] as number[], bare: [] as number[] };
     const one = await rotate(rounds, {
       ours: () => cyclesPerSecondWithCpu(ours.cycle, count, oneCpu.ours),
+      worker: () => cyclesPerSecond(worker.cycle, count, 1),
       bare: () => cyclesPerSecondWithCpu(bare.cycle, count, oneCpu.bare),
       theirs: () => cyclesPerSecond(nodeIdem.cycle, count, 1),
     });
     const many = await rotate(rounds, {
       ours: () => cyclesPerSecond(ours.cycle, count, 32),
+      worker: () => cyclesPerSecond(worker.cycle, count, 32),
       theirs: () => cyclesPerSecond(nodeIdem.cycle, count, 32),
     });
     const manyPowertools = await rotate(rounds, {
       ours: () => cyclesPerSecond(ours.cycle, count, 32),
+      worker: () => cyclesPerSecond(worker.cycle, count, 32),
       theirs: () => cyclesPerSecond(powertools.cycle, count, 32),
     });
     const roundTrip = await powertools.roundTripMicros(count);
@@ -276,6 +314,7 @@ async function measureRound(round: Round, dir: string) {
     // between this process and the Redis server, which runs on the other core.
     const cpu = {
       ours: await cpuPerCycle(ours.cycle, redis, round.cpuCycles),
+      worker: await cpuPerCycle(worker.cycle, redis, round.cpuCycles),
       nodeIdem: await cpuPerCycle(nodeIdem.cycle, redis, round.cpuCycles),
       powertools: await cpuPerCycle(powertools.cycle, redis, round.cpuCycles),
     };
@@ -286,6 +325,20 @@ async function measureRound(round: Round, dir: string) {
       [`${prefix}cycle32.vsPowertoolsRedis`]: pairedRatio(manyPowertools),
       [`${prefix}cycle1.cpuMicrosPerCycle.ours`]: medianWithInterval(oneCpu.ours),
       [`${prefix}cycle1.cpuMicrosPerCycle.bare`]: medianWithInterval(oneCpu.bare),
+      [`${prefix}cycle1.worker.vsBare`]: pairedRatio({ ours: one.worker, theirs: one.bare }),
+      [`${prefix}cycle1.worker.vsGroupCommit`]: pairedRatio({ ours: one.worker, theirs: one.ours }),
+      [`${prefix}cycle32.worker.vsGroupCommit`]: pairedRatio({
+        ours: many.worker,
+        theirs: many.ours,
+      }),
+      [`${prefix}cycle32.worker.vsNodeIdempotencyRedis`]: pairedRatio({
+        ours: many.worker,
+        theirs: many.theirs,
+      }),
+      [`${prefix}cycle32.worker.vsPowertoolsRedis`]: pairedRatio({
+        ours: manyPowertools.worker,
+        theirs: manyPowertools.theirs,
+      }),
     };
     const details: Record<string, number> = {
       [`${prefix}cycle1.perSec.ours`]: median(one.ours),
@@ -301,6 +354,9 @@ async function measureRound(round: Round, dir: string) {
       [`${prefix}cycle32.perSec.powertoolsRedis`]: median(manyPowertools.theirs),
       [`${prefix}redis.roundTripMicros`]: roundTrip,
       [`${prefix}cycle32.cpuMicrosPerCycle.ours`]: cpu.ours.node,
+      [`${prefix}cycle32.cpuMicrosPerCycle.worker`]: cpu.worker.node,
+      [`${prefix}cycle1.perSec.worker`]: median(one.worker),
+      [`${prefix}cycle32.perSec.worker`]: median(many.worker),
       [`${prefix}cycle32.cpuMicrosPerCycle.nodeIdempotencyNode`]: cpu.nodeIdem.node,
       [`${prefix}cycle32.cpuMicrosPerCycle.nodeIdempotencyRedis`]: cpu.nodeIdem.redis,
       [`${prefix}cycle32.cpuMicrosPerCycle.powertoolsNode`]: cpu.powertools.node,
@@ -309,6 +365,7 @@ async function measureRound(round: Round, dir: string) {
     return { metrics, details };
   } finally {
     await ours.close();
+    await worker.close();
     bare.close();
     await nodeIdem.close();
     await powertools.close();
@@ -354,7 +411,14 @@ export async function peers({ quick }: BenchSize): Promise<GroupResult> {
   ];
   try {
     const metrics: Record<string, Metric> = {};
-    const details: Record<string, number> = {};
+    const details: Record<string, number> = {
+      'peer.rssGrowthMB.groupCommit': await rssGrowthMB(async () =>
+        oursCycle(freshStoreFile(dir), 'NORMAL'),
+      ),
+      'peer.rssGrowthMB.worker': await rssGrowthMB(() =>
+        oursWorkerCycle(freshStoreFile(dir), 'NORMAL'),
+      ),
+    };
     for (const round of rounds) {
       const result = await measureRound(round, dir);
       Object.assign(metrics, result.metrics);

@@ -27,6 +27,8 @@ export const ErrorCode = {
   transactionDeadlock: 'IDEMPOTENCY_TRANSACTION_DEADLOCK',
   replicationUnconfirmed: 'IDEMPOTENCY_REPLICATION_UNCONFIRMED',
   deploymentRefused: 'IDEMPOTENCY_DEPLOYMENT_REFUSED',
+  storeThreadExited: 'IDEMPOTENCY_STORE_THREAD_EXITED',
+  transactionUnsupported: 'IDEMPOTENCY_TRANSACTION_UNSUPPORTED',
 } as const;
 
 /** One of the values of {@link ErrorCode}. */

@@ -16,3 +16,5 @@ export type { AnyBetterSqliteDatabase, SqliteStoreOptions } from './store.js';
 export { MAX_ANSWER_CACHE_SIZE, SqliteIdempotencyStore } from './store.js';
 export type { SqliteHandlerTransaction } from './transaction.js';
 export { sqliteTransaction } from './transaction.js';
+export { StoreThreadExitedError, TransactionUnsupportedError } from './worker-errors.js';
+export { openSqliteWorkerStore, SqliteWorkerStore } from './worker-store.js';

@@ -140,9 +140,19 @@ function compileRetentionPlans(db: AnyBetterSqliteDatabase, keys: SqliteKeysTabl
 // backlog entries), so the cost of a purge stays flat however large the backlog grows.
 const SORTED_BACKLOG_PER_ID = 40;
 
-// The family's statements, with what is this runtime's own: the answer cache, the cheaper of two
-// retention plans, and a sweep batch in an IMMEDIATE transaction with the checkpoint after it.
-function betterSqliteStatements(
+/**
+ * The family's statements on better-sqlite3, with what is this runtime's own: the answer cache,
+ * the cheaper of two retention plans, and a sweep batch in an IMMEDIATE transaction with the
+ * checkpoint after it. {@link SqliteIdempotencyStore} runs them on the caller's thread, the worker
+ * store on its worker thread.
+ *
+ * @param db - the drizzle database the statements run on
+ * @param queries - from `sqliteQueries(db, table)`
+ * @param table - the keys table
+ * @param cache - the answer cache, when there is one
+ * @param onClose - called once by the statements' `close`
+ */
+export function betterSqliteStatements(
   db: AnyBetterSqliteDatabase,
   queries: SqliteQueries,
   table: SqliteKeysTable,

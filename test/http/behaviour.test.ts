@@ -7,6 +7,7 @@ import {
   storedId,
 } from '../../src/http/index.js';
 import { type IdempotencyStore, MAX_KEY_BYTES } from '../../src/index.js';
+import { underBun } from '../support/bun-harness.js';
 import { countedStore } from '../support/counted-store.js';
 import { failingFinish } from '../support/failing-store.js';
 import {
@@ -17,7 +18,11 @@ import {
   type TestServer,
 } from '../support/http-servers.js';
 import { nestServerKinds } from '../support/nest-servers.js';
-import { type StoreFactory, storeFactories } from '../support/store-factories.js';
+import {
+  type StoreFactory,
+  sqliteWorkerFactory,
+  storeFactories,
+} from '../support/store-factories.js';
 import { until, watched } from '../support/waiting.js';
 
 /** Fields of a request body that steer the test handler. */
@@ -38,7 +43,7 @@ interface Problem {
   detail: string;
 }
 
-const factories = storeFactories();
+const factories = underBun ? storeFactories() : [...storeFactories(), sqliteWorkerFactory()];
 
 /** Every byte value once, 0x00 to 0xFF: a body no text or JSON encoding can carry. */
 const ALL_BYTES = Uint8Array.from({ length: 256 }, (_, index) => index);

@@ -113,6 +113,32 @@ describe('the packed package installed in an application', () => {
     expect(stdout.trim()).toBe('true IDEMPOTENCY_INVALID_KEY');
   });
 
+  it('starts the SQLite worker store from the installed package, under require and import', async () => {
+    const script = (load: string) => `${load}
+      const dir = require('node:fs').mkdtempSync(require('node:path').join(require('node:os').tmpdir(), 'idem-pack-worker-'));
+      (async () => {
+        const store = await openSqliteWorkerStore(require('node:path').join(dir, 'keys.db'));
+        const reserved = await store.reserve('k', 'd', 1e12);
+        const refused = await openSqliteWorkerStore(require('node:path').join(dir, 'no', 'x.db')).catch((error) => error.code);
+        await store.close();
+        console.log(reserved, refused, store.closed);
+      })();`;
+    const required = await node(app, [
+      '-e',
+      script("const { openSqliteWorkerStore } = require('drizzle-idempotency/sqlite');"),
+    ]);
+    const imported = await node(app, [
+      '--input-type=module',
+      '-e',
+      script(
+        "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url); const { openSqliteWorkerStore } = await import('drizzle-idempotency/sqlite');",
+      ),
+    ]);
+    for (const { stdout } of [required, imported]) {
+      expect(stdout.trim()).toBe('true IDEMPOTENCY_DATABASE_OPEN true');
+    }
+  });
+
   it('runs the idem executable and prints the package version', async () => {
     const manifest = installedManifest(app);
     const bin = manifest.bin.idem;

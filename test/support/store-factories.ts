@@ -1,7 +1,7 @@
 import { openBunSqliteStore } from '../../src/bun-sqlite/index.js';
 import type { IdempotencyStore } from '../../src/index.js';
 import { openLibsqlStore } from '../../src/libsql/index.js';
-import { openSqliteStore } from '../../src/sqlite/index.js';
+import { openSqliteStore, openSqliteWorkerStore } from '../../src/sqlite/index.js';
 import { underBun } from './bun-harness.js';
 import { fileUrl } from './libsql-harness.js';
 import { mysqlHarness, mysqlUrl } from './mysql.js';
@@ -62,4 +62,20 @@ export function storeFactories(): StoreFactory[] {
     { name: 'PGlite', open: pgliteHarness() },
     ...server,
   ];
+}
+
+/**
+ * The SQLite store whose statements run on a worker thread, on a fresh file in its own temporary
+ * directory. Not one of {@link storeFactories}: each store starts a thread, which from the sources
+ * costs a second or more, so only the HTTP behaviour suite runs on it besides its own contract.
+ */
+export function sqliteWorkerFactory(): StoreFactory {
+  const dir = tempDir('idem-http-worker-');
+  return {
+    name: 'SQLite file on a worker thread',
+    open: async () => {
+      const store = await openSqliteWorkerStore(freshDbPath(dir));
+      return { store, close: () => store.close() };
+    },
+  };
 }

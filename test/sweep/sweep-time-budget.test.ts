@@ -8,7 +8,11 @@ import {
   sweep,
 } from '../../src/index.js';
 import { openLibsqlStore } from '../../src/libsql/index.js';
-import { openSqliteStore, SqliteGroupCommitStore } from '../../src/sqlite/index.js';
+import {
+  openSqliteStore,
+  openSqliteWorkerStore,
+  SqliteGroupCommitStore,
+} from '../../src/sqlite/index.js';
 import { SWEEP_NOW, seedBacklog, tally } from '../support/backlog.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
 
@@ -137,12 +141,15 @@ describe('sweep sized by a time budget', () => {
     expect(limits).toEqual(Array(5).fill(DEFAULT_BATCH_SIZE));
   });
 
-  it('is the default of the SQLite file stores, the group-commit one too, and of no other', async () => {
+  it('is the default of the SQLite file stores, the group-commit and worker ones too, and of no other', async () => {
     const store = openSqliteStore(freshDbPath(dir));
     expect(store.sweepBatchMillis).toBe(DEFAULT_BATCH_MILLIS);
     const grouped = new SqliteGroupCommitStore(store);
     expect(grouped.sweepBatchMillis).toBe(DEFAULT_BATCH_MILLIS);
     await grouped.close();
+    const worker = await openSqliteWorkerStore(freshDbPath(dir));
+    expect(worker.sweepBatchMillis).toBe(DEFAULT_BATCH_MILLIS);
+    await worker.close();
     const libsql = await openLibsqlStore(`file:${freshDbPath(dir)}`);
     const sweepable: SweepableStore = libsql;
     expect(sweepable.sweepBatchMillis).toBeUndefined();
