@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { and, asc, eq, inArray, sql } from 'drizzle-orm';
+import { and, asc, eq, sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { AsyncIdempotencyStore, type KeyStatements } from '../core/async-store.js';
 import type { DeploymentReport } from '../core/deployment.js';
@@ -90,18 +90,22 @@ function prepareQueries(
   // parallel purgers on other connections skip them and take disjoint batches, and the delete
   // repeats the predicate so a row that stopped being an expired answer is never deleted.
   // RETURNING reports what was deleted, not what was selected.
+  // The delete finds the candidates by their tuple ids (a TID scan: one heap page each) instead of
+  // descending an index once per id, which cost four pages a row. A locked row cannot move before
+  // the statement commits; a tuple id that no longer names the row matches no row (the repeated
+  // predicate is checked on the current version), so nothing else can be deleted.
   const deleteExpired = (candidates: ReturnType<typeof lockExpired>) =>
     db
       .with(candidates)
       .delete(keys)
       .where(
-        and(inArray(keys.id, db.select({ id: candidates.id }).from(candidates)), isExpiredAnswer),
+        and(sql`ctid = any(array(select ${candidates.ctid} from ${candidates}))`, isExpiredAnswer),
       )
       .returning({ id: keys.id });
   const lockExpired = (alias: string, order: ReturnType<typeof asc>[]) =>
     db.$with(alias).as(
       db
-        .select({ id: keys.id })
+        .select({ id: keys.id, ctid: sql<string>`ctid`.as('ctid') })
         .from(keys)
         .where(isExpiredAnswer)
         .orderBy(...order)
