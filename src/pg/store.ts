@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { and, asc, eq, sql } from 'drizzle-orm';
+import { and, asc, eq, type SQL, sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { AsyncIdempotencyStore, type KeyStatements } from '../core/async-store.js';
 import type { DeploymentReport } from '../core/deployment.js';
@@ -102,12 +102,12 @@ function prepareQueries(
         and(sql`ctid = any(array(select ${candidates.ctid} from ${candidates}))`, isExpiredAnswer),
       )
       .returning({ id: keys.id });
-  const lockExpired = (alias: string, order: ReturnType<typeof asc>[]) =>
+  const lockExpired = (alias: string, order: ReturnType<typeof asc>[], among?: SQL) =>
     db.$with(alias).as(
       db
         .select({ id: keys.id, ctid: sql<string>`ctid`.as('ctid') })
         .from(keys)
-        .where(isExpiredAnswer)
+        .where(among === undefined ? isExpiredAnswer : and(among, isExpiredAnswer))
         .orderBy(...order)
         .limit(p('limit'))
         .for('update', { skipLocked: true }),
@@ -249,6 +249,38 @@ function prepareQueries(
       .orderBy(asc(keys.id))
       .limit(p('limit')),
     purge: deleteExpired(lockExpired('candidates', [asc(keys.id)])),
+    // How many expired answers there are, counting no further than `cap`: the start of the
+    // retention index's range, so it costs at most `cap` entries whatever the backlog.
+    backlogUpTo: compile(
+      'backlog_up_to',
+      db.select({ count: sql<number>`count(*)::int`.mapWith(Number) }).from(
+        db
+          .select({ one: sql`1`.as('one') })
+          .from(keys)
+          .where(isExpiredAnswer)
+          .limit(p('cap'))
+          .as('backlog'),
+      ),
+      ['now', 'cap'],
+    ),
+    // The purge of a backlog known to be under `cap`: the whole backlog, read from the start of the
+    // retention index range (at most `cap` rows, however the statistics misjudge it), sorted by
+    // id in memory. Named: the plan is the same for every backlog it is used on.
+    purgeSmallBacklog: prepare(
+      'purge_small_backlog',
+      deleteExpired(
+        lockExpired(
+          'candidates',
+          [asc(keys.id)],
+          sql`ctid = any(array(${db
+            .select({ ctid: sql`ctid` })
+            .from(keys)
+            .where(isExpiredAnswer)
+            .orderBy(asc(keys.expires), asc(keys.id))
+            .limit(p('cap'))}))`,
+        ),
+      ),
+    ),
     // Index order (expires, id): each batch reads the start of the retention index range instead
     // of sorting the whole backlog, so a sweep stays linear in it.
     sweepBatch: prepare(
@@ -297,6 +329,13 @@ function replicaFetch(
     mode,
   );
 }
+
+// Under this many expired answers per id asked for, the purge sorts the whole backlog instead of
+// leaving the plan to the planner. The planner judges the backlog from the histogram of `expires`,
+// and a backlog far smaller than one bucket of it (1,000 expired rows in 10M) looks large: it then
+// walks the done rows in id order, passing about done rows ÷ backlog entries per expired one,
+// a second per purge in that table. Counting up to the cap first is cheap and never misjudges.
+const SORTED_BACKLOG_PER_ID = 20;
 
 function pgStatements(
   queries: ReturnType<typeof prepareQueries>,
@@ -350,7 +389,13 @@ function pgStatements(
           },
     get: async (id) => (await queries.get({ id }))[0],
     expired: (now, limit) => queries.expired.execute({ now, limit }),
-    purge: (now, limit) => queries.purge.execute({ now, limit }),
+    purge: async (now, limit) => {
+      const cap = limit * SORTED_BACKLOG_PER_ID;
+      const [backlog] = await queries.backlogUpTo({ now, cap });
+      return (backlog?.count ?? cap) < cap
+        ? queries.purgeSmallBacklog.execute({ now, limit, cap })
+        : queries.purge.execute({ now, limit });
+    },
     sweepBatch: async (now, limit) => (await queries.sweepBatch.execute({ now, limit })).length,
     counts: () => queries.counts.execute(),
     stats: (now) => queries.stats.execute({ now }),
