@@ -265,20 +265,17 @@ function prepareQueries(
     ),
     // The purge of a backlog known to be under `cap`: the whole backlog, read from the start of the
     // retention index range (at most `cap` rows, however the statistics misjudge it), sorted by
-    // id in memory. Named: the plan is the same for every backlog it is used on.
-    purgeSmallBacklog: prepare(
-      'purge_small_backlog',
-      deleteExpired(
-        lockExpired(
-          'candidates',
-          [asc(keys.id)],
-          sql`ctid = any(array(${db
-            .select({ ctid: sql`ctid` })
-            .from(keys)
-            .where(isExpiredAnswer)
-            .orderBy(asc(keys.expires), asc(keys.id))
-            .limit(p('cap'))}))`,
-        ),
+    // id in memory. Not prepared, as `purge`: each call is planned with its own `now` and `cap`.
+    purgeSmallBacklog: deleteExpired(
+      lockExpired(
+        'candidates',
+        [asc(keys.id)],
+        sql`ctid = any(array(${db
+          .select({ ctid: sql`ctid` })
+          .from(keys)
+          .where(isExpiredAnswer)
+          .orderBy(asc(keys.expires), asc(keys.id))
+          .limit(p('cap'))}))`,
       ),
     ),
     // Index order (expires, id): each batch reads the start of the retention index range instead
