@@ -404,7 +404,8 @@ function pgStatements(
 /**
  * The idempotency store on PostgreSQL, over any drizzle PostgreSQL database (a node-postgres
  * `Pool` is the usual one; PGlite works too). Every operation is one statement (named and prepared
- * unless `prepare: false`), so it is one round trip and atomic on its own. The table must exist: use `openPgStore`, or
+ * unless `prepare: false`), so it is one round trip and atomic on its own; `purge` reads a capped
+ * count of its backlog first to choose its plan. The table must exist: use `openPgStore`, or
  * `applyPgMigrations`, or your own drizzle-kit migrations with the exported table.
  *
  * Safe with many application instances sharing one database: `reserve` is an
@@ -503,9 +504,10 @@ export class PgIdempotencyStore<T = unknown>
   /**
    * {@inheritDoc IdempotencyStore.purge}
    *
-   * One statement, so one transaction: the lowest expired ids are locked with
-   * `FOR UPDATE SKIP LOCKED`, deleted with the predicate repeated, and the ids actually deleted
-   * are returned in byte order. Rows another purger holds are skipped, not waited for.
+   * A count of the backlog, capped at 20 × `limit`, chooses the plan; then one statement, so one
+   * transaction: the lowest expired ids are locked with `FOR UPDATE SKIP LOCKED`, deleted with the
+   * predicate repeated, and the ids actually deleted are returned in byte order. Rows another
+   * purger holds are skipped, not waited for.
    */
   override purge(now: number, limit?: number): Promise<string[]> {
     return super.purge(now, limit);
