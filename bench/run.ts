@@ -8,6 +8,7 @@ import { peers } from './peers.js';
 import { pgOps } from './pg.js';
 import { pgPeers } from './pg-peers.js';
 import { pgReplay } from './pg-replay.js';
+import { pgScale } from './pg-scale.js';
 import { pgbouncerOps } from './pgbouncer.js';
 import { sqliteOps } from './sqlite-ops.js';
 import { sqliteReplay } from './sqlite-replay.js';
@@ -49,6 +50,10 @@ const TARGETS: Record<string, Target> = {
   'pg.purge100.backlogScale': atMost(2),
   'pg.acquire.vsReserve': atLeast(0.9),
   'pg.replay.rowWrites': atMost(0),
+  'pg.scale10M.reserve': atLeast(0.8),
+  'pg.scale10M.finish': atLeast(0.8),
+  'pg.scale10M.fetch': atLeast(0.8),
+  'pg.scale10M.purge100': atMost(2),
   'mysql.reserve.ratio': atLeast(0.9),
   'mysql.finish.ratio': atLeast(0.9),
   'mysql.fetch.ratio': atLeast(0.9),
@@ -66,6 +71,7 @@ const GROUPS: Record<string, (size: BenchSize) => Promise<GroupResult>> = {
   'sqlite-sweep-impact': sqliteSweepImpact,
   pg: pgOps,
   'pg-replay': pgReplay,
+  'pg-scale': pgScale,
   mysql: mysqlOps,
   'function-transactional': functionTransactional,
   peers,

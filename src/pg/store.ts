@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { and, asc, eq, inArray, sql } from 'drizzle-orm';
+import { and, asc, eq, type SQL, sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { AsyncIdempotencyStore, type KeyStatements } from '../core/async-store.js';
 import type { DeploymentReport } from '../core/deployment.js';
@@ -90,20 +90,24 @@ function prepareQueries(
   // parallel purgers on other connections skip them and take disjoint batches, and the delete
   // repeats the predicate so a row that stopped being an expired answer is never deleted.
   // RETURNING reports what was deleted, not what was selected.
+  // The delete finds the candidates by their tuple ids (a TID scan: one heap page each) instead of
+  // descending an index once per id, which cost four pages a row. A locked row cannot move before
+  // the statement commits; a tuple id that no longer names the row matches no row (the repeated
+  // predicate is checked on the current version), so nothing else can be deleted.
   const deleteExpired = (candidates: ReturnType<typeof lockExpired>) =>
     db
       .with(candidates)
       .delete(keys)
       .where(
-        and(inArray(keys.id, db.select({ id: candidates.id }).from(candidates)), isExpiredAnswer),
+        and(sql`ctid = any(array(select ${candidates.ctid} from ${candidates}))`, isExpiredAnswer),
       )
       .returning({ id: keys.id });
-  const lockExpired = (alias: string, order: ReturnType<typeof asc>[]) =>
+  const lockExpired = (alias: string, order: ReturnType<typeof asc>[], among?: SQL) =>
     db.$with(alias).as(
       db
-        .select({ id: keys.id })
+        .select({ id: keys.id, ctid: sql<string>`ctid`.as('ctid') })
         .from(keys)
-        .where(isExpiredAnswer)
+        .where(among === undefined ? isExpiredAnswer : and(among, isExpiredAnswer))
         .orderBy(...order)
         .limit(p('limit'))
         .for('update', { skipLocked: true }),
@@ -245,6 +249,34 @@ function prepareQueries(
       .orderBy(asc(keys.id))
       .limit(p('limit')),
     purge: deleteExpired(lockExpired('candidates', [asc(keys.id)])),
+    // How many expired answers there are, counting no further than `cap`: the start of the
+    // retention index's range, so it costs at most `cap` entries whatever the backlog. Not
+    // prepared: a generic plan, not knowing `now`, guessed a third of the table expired and chose
+    // a sequential scan stopping at `cap`, which read a whole 130k-row table for a 1,000-row
+    // backlog.
+    backlogUpTo: db.select({ count: sql<number>`count(*)::int`.mapWith(Number) }).from(
+      db
+        .select({ one: sql`1`.as('one') })
+        .from(keys)
+        .where(isExpiredAnswer)
+        .limit(p('cap'))
+        .as('backlog'),
+    ),
+    // The purge of a backlog known to be under `cap`: the whole backlog, read from the start of the
+    // retention index range (at most `cap` rows, however the statistics misjudge it), sorted by
+    // id in memory. Not prepared, as `purge`: each call is planned with its own `now` and `cap`.
+    purgeSmallBacklog: deleteExpired(
+      lockExpired(
+        'candidates',
+        [asc(keys.id)],
+        sql`ctid = any(array(${db
+          .select({ ctid: sql`ctid` })
+          .from(keys)
+          .where(isExpiredAnswer)
+          .orderBy(asc(keys.expires), asc(keys.id))
+          .limit(p('cap'))}))`,
+      ),
+    ),
     // Index order (expires, id): each batch reads the start of the retention index range instead
     // of sorting the whole backlog, so a sweep stays linear in it.
     sweepBatch: prepare(
@@ -293,6 +325,15 @@ function replicaFetch(
     mode,
   );
 }
+
+// Under this many expired answers per id asked for, the purge sorts the whole backlog instead of
+// leaving the plan to the planner. The planner judges the backlog from the histogram of `expires`,
+// and a backlog far smaller than one bucket of it (1,000 expired rows in 10M) looks large: it then
+// walks the done rows in id order, passing about done rows ÷ backlog entries per expired one,
+// a second per purge in that table. Counting up to the cap first is cheap and never misjudges.
+// A backlog that grows past the cap between the count and the purge (rows finished meanwhile) is
+// purged from its `cap` earliest deadlines, lowest ids first among them: still expired answers only.
+const SORTED_BACKLOG_PER_ID = 20;
 
 function pgStatements(
   queries: ReturnType<typeof prepareQueries>,
@@ -346,7 +387,13 @@ function pgStatements(
           },
     get: async (id) => (await queries.get({ id }))[0],
     expired: (now, limit) => queries.expired.execute({ now, limit }),
-    purge: (now, limit) => queries.purge.execute({ now, limit }),
+    purge: async (now, limit) => {
+      const cap = limit * SORTED_BACKLOG_PER_ID;
+      const [backlog] = await queries.backlogUpTo.execute({ now, cap });
+      return (backlog?.count ?? cap) < cap
+        ? queries.purgeSmallBacklog.execute({ now, limit, cap })
+        : queries.purge.execute({ now, limit });
+    },
     sweepBatch: async (now, limit) => (await queries.sweepBatch.execute({ now, limit })).length,
     counts: () => queries.counts.execute(),
     stats: (now) => queries.stats.execute({ now }),
@@ -357,7 +404,8 @@ function pgStatements(
 /**
  * The idempotency store on PostgreSQL, over any drizzle PostgreSQL database (a node-postgres
  * `Pool` is the usual one; PGlite works too). Every operation is one statement (named and prepared
- * unless `prepare: false`), so it is one round trip and atomic on its own. The table must exist: use `openPgStore`, or
+ * unless `prepare: false`), so it is one round trip and atomic on its own; `purge` reads a capped
+ * count of its backlog first to choose its plan. The table must exist: use `openPgStore`, or
  * `applyPgMigrations`, or your own drizzle-kit migrations with the exported table.
  *
  * Safe with many application instances sharing one database: `reserve` is an
@@ -456,9 +504,10 @@ export class PgIdempotencyStore<T = unknown>
   /**
    * {@inheritDoc IdempotencyStore.purge}
    *
-   * One statement, so one transaction: the lowest expired ids are locked with
-   * `FOR UPDATE SKIP LOCKED`, deleted with the predicate repeated, and the ids actually deleted
-   * are returned in byte order. Rows another purger holds are skipped, not waited for.
+   * A count of the backlog, capped at 20 × `limit`, chooses the plan; then one statement, so one
+   * transaction: the lowest expired ids are locked with `FOR UPDATE SKIP LOCKED`, deleted with the
+   * predicate repeated, and the ids actually deleted are returned in byte order. Rows another
+   * purger holds are skipped, not waited for.
    */
   override purge(now: number, limit?: number): Promise<string[]> {
     return super.purge(now, limit);

@@ -1,0 +1,256 @@
+import pg from 'pg';
+import { sweep } from '../src/index.js';
+import { openPgStore, type PgIdempotencyStore } from '../src/pg/index.js';
+import {
+  answerOfSize,
+  type JsonObject,
+  type RealisticKey,
+  realisticKeys,
+} from './support/inputs.js';
+import { alternate, check, median, nowMs, pairedRatio } from './support/measure.js';
+import type { BenchSize, GroupResult } from './support/report.js';
+import { IN_FLIGHT, opsPerSecondConcurrent } from './support/server-ops.js';
+
+const SERVER = 'postgres://postgres@127.0.0.1:5432';
+const SMALL_ROWS = 100_000;
+// The expired backlog each purge round drains, the same in both tables: what grows is the table.
+const BACKLOG = 1_000;
+const PURGES_PER_ROUND = BACKLOG / 100;
+const PURGE_NOW = 5_000;
+// Rows of this share expire between PURGE_NOW and SWEEP_NOW: done and live while the operations
+// and the purges run, the backlog of the sweep afterwards.
+const LATER_SHARE = 0.1;
+const SWEEP_NOW = 7_000;
+const SWEEP_BATCH = 1_000;
+
+type Store = PgIdempotencyStore<JsonObject>;
+
+// Fills the store's table in one statement: `backlog` expired done rows, then `later` done rows
+// expiring between PURGE_NOW and SWEEP_NOW, then live rows (one in ten pending) far in the future.
+// UUID ids, so the kinds interleave in id order as real random keys do.
+async function seed(pool: pg.Pool, schema: string, rows: number, backlog: number, later: number) {
+  await pool.query(
+    `INSERT INTO "${schema}".keys (id, fingerprint, status, response, expires)
+     SELECT gen_random_uuid()::text, md5(i::text) || md5((i + 1)::text),
+       CASE WHEN i > $2::int + $3::int AND i % 10 = 0 THEN 'pending' ELSE 'done' END,
+       CASE WHEN i > $2::int + $3::int AND i % 10 = 0 THEN NULL ELSE '{"receipt":1}' END,
+       CASE WHEN i <= $2::int THEN i * 1000.0 / $2::int
+            WHEN i <= $2::int + $3::int THEN 6000 + (i - $2::int) * 1000.0 / nullif($3::int, 0)
+            ELSE 1e9 + i END
+     FROM generate_series(1, $1::int) AS i`,
+    [rows, backlog, later],
+  );
+}
+
+// Seeds a freshly migrated table: its indexes are dropped and built again from their own
+// definitions around the insert (one sorted build each instead of millions of random inserts), so
+// the table ends exactly as the migrations made it. Then VACUUM ANALYZE: statistics, hint bits and
+// the visibility map a long-lived table has, and no autovacuum of the seed during the run.
+async function seedTable(pool: pg.Pool, schema: string, rows: number) {
+  const table = `"${schema}".keys`;
+  const { rows: indexes } = await pool.query<{ name: string; definition: string }>(
+    `SELECT i.relname AS name, pg_get_indexdef(i.oid) AS definition
+     FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
+     WHERE x.indrelid = $1::regclass AND NOT x.indisprimary`,
+    [table],
+  );
+  const { rows: keys } = await pool.query<{ name: string; definition: string }>(
+    `SELECT conname AS name, pg_get_constraintdef(oid) AS definition
+     FROM pg_constraint WHERE conrelid = $1::regclass AND contype = 'p'`,
+    [table],
+  );
+  for (const { name } of indexes) await pool.query(`DROP INDEX "${schema}"."${name}"`);
+  for (const { name } of keys) await pool.query(`ALTER TABLE ${table} DROP CONSTRAINT "${name}"`);
+  await seed(pool, schema, rows, BACKLOG, Math.round(rows * LATER_SHARE));
+  for (const { name, definition } of keys) {
+    await pool.query(`ALTER TABLE ${table} ADD CONSTRAINT "${name}" ${definition}`);
+  }
+  for (const { definition } of indexes) await pool.query(definition);
+  await pool.query(`VACUUM ANALYZE ${table}`);
+}
+
+// reserve, finish, then fetch of both stores, alternating, each round on fresh keys of its own.
+async function compareStores(big: Store, small: Store, rounds: number, count: number) {
+  const answers = Array.from({ length: count }, (_, i) => answerOfSize(1024, i));
+  const keysOf = () => Array.from({ length: rounds }, () => realisticKeys(count));
+  const inputs = { big: keysOf(), small: keysOf() };
+  const input = (side: RealisticKey[][], round: number, index: number) =>
+    side[round]?.[index] as RealisticKey;
+  const side = (
+    store: Store,
+    keys: RealisticKey[][],
+    op: (store: Store, key: RealisticKey, index: number) => Promise<void>,
+  ) => {
+    return (round: number) =>
+      opsPerSecondConcurrent(count, (i) => op(store, input(keys, round, i), i));
+  };
+  const both = (op: (store: Store, key: RealisticKey, index: number) => Promise<void>) =>
+    alternate(rounds, side(big, inputs.big, op), side(small, inputs.small, op));
+  const reserve = await both(async (store, { key, digest }) =>
+    check(await store.reserve(key, digest, 1e9), 'reserve'),
+  );
+  const finish = await both(async (store, { key, digest }, i) =>
+    check(await store.finish(key, digest, answers[i] as JsonObject), 'finish'),
+  );
+  const fetch = await both(async (store, { key }) =>
+    check((await store.fetch(key, 5)) !== null, 'fetch'),
+  );
+  return { reserve, finish, fetch };
+}
+
+// purge(100) of both stores, alternating: each round drains a backlog of BACKLOG rows, re-added
+// (untimed) before every round but the first. A round's figure is the median of its purges.
+async function comparePurges(pool: pg.Pool, big: Store, small: Store, rounds: number) {
+  const all = { big: [] as number[], small: [] as number[] };
+  const side = (store: Store, schema: 'big' | 'small') => async (round: number) => {
+    if (round > 0) await seed(pool, schema, BACKLOG, BACKLOG, 0);
+    const times: number[] = [];
+    for (let i = 0; i < PURGES_PER_ROUND; i++) {
+      const start = nowMs();
+      const deleted = await store.purge(PURGE_NOW, 100);
+      times.push(nowMs() - start);
+      check(deleted.length === 100, 'pg purge');
+    }
+    all[schema].push(...times);
+    return median(times);
+  };
+  const perRound = await alternate(rounds, side(big, 'big'), side(small, 'small'));
+  return { perRound, all };
+}
+
+interface TableState {
+  readonly tableBytes: number;
+  readonly indexBytes: number;
+  readonly deadTuples: number;
+  readonly deletedTuples: number;
+  readonly autovacuums: number;
+  readonly lastAutovacuumAgo: number | null;
+  readonly autovacuumThreshold: number;
+}
+
+// What the server says of the table: its sizes, and what autovacuum saw and did. The threshold is
+// the dead-row count past which autovacuum would vacuum it (see the autovacuum settings).
+async function tableState(pool: pg.Pool, schema: string): Promise<TableState> {
+  const { rows } = await pool.query<Record<string, string | null>>(
+    `SELECT pg_table_size(c.oid) AS table_bytes, pg_indexes_size(c.oid) AS index_bytes,
+       s.n_dead_tup AS dead, s.n_tup_del AS deleted, s.autovacuum_count AS autovacuums,
+       extract(epoch FROM now() - s.last_autovacuum) AS last_ago,
+       current_setting('autovacuum_vacuum_threshold')::float8
+         + current_setting('autovacuum_vacuum_scale_factor')::float8 * c.reltuples AS threshold
+     FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid
+     WHERE c.oid = $1::regclass`,
+    [`"${schema}".keys`],
+  );
+  const row = rows[0] ?? {};
+  const number = (name: string) => Number(row[name]);
+  return {
+    tableBytes: number('table_bytes'),
+    indexBytes: number('index_bytes'),
+    deadTuples: number('dead'),
+    deletedTuples: number('deleted'),
+    autovacuums: number('autovacuums'),
+    lastAutovacuumAgo: row.last_ago == null ? null : number('last_ago'),
+    autovacuumThreshold: number('threshold'),
+  };
+}
+
+// The cumulative statistics reach the server some time after a transaction ends (each backend
+// sends its own when idle): wait until the table's deletions show, or give up after `seconds`.
+async function settledState(pool: pg.Pool, schema: string, deletions: number, seconds: number) {
+  const deadline = nowMs() + seconds * 1000;
+  let state = await tableState(pool, schema);
+  while (state.deletedTuples < deletions && nowMs() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    state = await tableState(pool, schema);
+  }
+  return state;
+}
+
+function stateDetails(prefix: string, state: TableState): Record<string, number> {
+  const mb = (bytes: number) => bytes / 2 ** 20;
+  return {
+    [`${prefix}.tableMB`]: mb(state.tableBytes),
+    [`${prefix}.indexesMB`]: mb(state.indexBytes),
+    [`${prefix}.deadTuples`]: state.deadTuples,
+    [`${prefix}.autovacuumCount`]: state.autovacuums,
+    ...(state.lastAutovacuumAgo === null
+      ? {}
+      : { [`${prefix}.lastAutovacuumSecondsAgo`]: state.lastAutovacuumAgo }),
+  };
+}
+
+/**
+ * The PostgreSQL store at scale: reserve, finish and fetch throughput (8 in flight on 8
+ * connections) and purge(100) latency in a 10M-row table (1M with `--quick`) against a 100k-row
+ * table in the same database, alternating; then a sweep of the big table's 1M expired rows (100k
+ * with `--quick`), with the table's sizes and autovacuum's counters before and after. The seed is
+ * one `INSERT … SELECT generate_series` per table and is not timed.
+ */
+export async function pgScale({ quick }: BenchSize): Promise<GroupResult> {
+  const bigRows = quick ? 1_000_000 : 10_000_000;
+  const rounds = quick ? 7 : 15;
+  const purgeRounds = quick ? 5 : 9;
+  const count = 2_000;
+  const database = `bench_scale_${process.pid}`;
+  const admin = new pg.Pool({ connectionString: `${SERVER}/test`, max: 1 });
+  await admin.query(`CREATE DATABASE "${database}"`);
+  const pool = new pg.Pool({ connectionString: `${SERVER}/${database}`, max: IN_FLIGHT });
+  const stores: Store[] = [];
+  try {
+    const big = await openPgStore<JsonObject>(pool, { schema: 'big' });
+    stores.push(big);
+    const small = await openPgStore<JsonObject>(pool, { schema: 'small' });
+    stores.push(small);
+    const seedStart = nowMs();
+    await seedTable(pool, 'big', bigRows);
+    await seedTable(pool, 'small', SMALL_ROWS);
+    const seedSeconds = (nowMs() - seedStart) / 1000;
+    const { reserve, finish, fetch } = await compareStores(big, small, rounds, count);
+    const purge = await comparePurges(pool, big, small, purgeRounds);
+    const before = await tableState(pool, 'big');
+    const swept = await sweep(big, { now: SWEEP_NOW, batchSize: SWEEP_BATCH });
+    const sweepRows = Math.round(bigRows * LATER_SHARE);
+    check(swept.deleted === sweepRows && swept.stoppedBy === 'drained', 'pg sweep');
+    const after = await settledState(pool, 'big', before.deletedTuples + swept.deleted, 20);
+    const { rows: settings } = await pool.query<{ name: string; setting: string }>(
+      `SELECT name, setting FROM pg_settings WHERE name IN ('synchronous_commit', 'fsync')`,
+    );
+    check(
+      settings.length === 2 && settings.every((setting) => setting.setting === 'on'),
+      'pg durability (fsync and synchronous_commit on)',
+    );
+    return {
+      metrics: {
+        'pg.scale10M.reserve': pairedRatio({ ours: reserve.ours, theirs: reserve.theirs }),
+        'pg.scale10M.finish': pairedRatio({ ours: finish.ours, theirs: finish.theirs }),
+        'pg.scale10M.fetch': pairedRatio({ ours: fetch.ours, theirs: fetch.theirs }),
+        'pg.scale10M.purge100': pairedRatio(purge.perRound),
+      },
+      details: {
+        'pg.scale10M.rows.big': bigRows,
+        'pg.scale10M.rows.small': SMALL_ROWS,
+        'pg.scale10M.seedSeconds': seedSeconds,
+        'pg.scale10M.reserve.opsPerSec.big': median(reserve.ours),
+        'pg.scale10M.reserve.opsPerSec.small': median(reserve.theirs),
+        'pg.scale10M.finish.opsPerSec.big': median(finish.ours),
+        'pg.scale10M.finish.opsPerSec.small': median(finish.theirs),
+        'pg.scale10M.fetch.opsPerSec.big': median(fetch.ours),
+        'pg.scale10M.fetch.opsPerSec.small': median(fetch.theirs),
+        'pg.scale10M.purge100.ms.big': median(purge.all.big),
+        'pg.scale10M.purge100.ms.small': median(purge.all.small),
+        'pg.scale10M.sweep.rows': swept.deleted,
+        'pg.scale10M.sweep.seconds': swept.seconds,
+        'pg.scale10M.sweep.rowsPerSec': swept.deleted / swept.seconds,
+        'pg.scale10M.sweep.batchSize': SWEEP_BATCH,
+        'pg.scale10M.autovacuumThreshold': before.autovacuumThreshold,
+        ...stateDetails('pg.scale10M.beforeSweep', before),
+        ...stateDetails('pg.scale10M.afterSweep', after),
+      },
+    };
+  } finally {
+    for (const store of stores) await store.close();
+    await pool.end();
+    await admin.query(`DROP DATABASE IF EXISTS "${database}" WITH (FORCE)`);
+    await admin.end();
+  }
+}
