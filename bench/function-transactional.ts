@@ -1,11 +1,13 @@
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
-import { makeIdempotent } from '../src/function/index.js';
-import { openPgStore, pgTransaction } from '../src/pg/index.js';
-import { openSqliteStore, sqliteTransaction } from '../src/sqlite/index.js';
 import { alternate, check, median, nowMs, pairedRatio } from './support/measure.js';
 import type { BenchSize, GroupResult } from './support/report.js';
+import { shippedFunction, shippedPg, shippedSqlite } from './support/shipped.js';
 import { benchDir, freshStoreFile } from './support/sqlite-files.js';
+
+const { makeIdempotent } = shippedFunction;
+const { openPgStore, pgTransaction } = shippedPg;
+const { openSqliteStore, sqliteTransaction } = shippedSqlite;
 
 const URL = 'postgres://postgres@127.0.0.1:5432/test';
 

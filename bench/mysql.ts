@@ -4,11 +4,13 @@ import mysql from 'mysql2/promise';
 import { ownerRow } from '../src/core/key-conditions.js';
 import { KeyStatus } from '../src/core/status.js';
 import { ER_DUP_ENTRY, mysqlErrno } from '../src/mysql/errors.js';
-import { mysqlKeysTable, openMysqlStore } from '../src/mysql/index.js';
 import type { JsonObject } from './support/inputs.js';
 import { check, median, pairedRatio } from './support/measure.js';
 import type { BenchSize, GroupResult } from './support/report.js';
 import { compareServerOperations, IN_FLIGHT, rawSql } from './support/server-ops.js';
+import { shippedMysql } from './support/shipped.js';
+
+const { mysqlKeysTable, openMysqlStore } = shippedMysql;
 
 const URL = process.env.MYSQL_URL || 'mysql://root@127.0.0.1:3306/test';
 const p = sql.placeholder;

@@ -5,13 +5,7 @@ import type { IdempotencyRecord } from '@aws-lambda-powertools/idempotency/persi
 import { Idempotency } from '@node-idempotency/core';
 import { RedisStorageAdapter } from '@node-idempotency/storage-adapter-redis';
 import { createClient } from '@redis/client';
-import { idempotent } from '../src/http/index.js';
 import type { LeasedIdempotencyStore } from '../src/index.js';
-import {
-  openSqliteStore,
-  openSqliteWorkerStore,
-  SqliteGroupCommitStore,
-} from '../src/sqlite/index.js';
 import { answerOfSize } from './support/inputs.js';
 import {
   check,
@@ -23,32 +17,25 @@ import {
 } from './support/measure.js';
 import { type BenchRedis, type RedisDurability, startRedis } from './support/redis.js';
 import type { BenchSize, GroupResult, Metric } from './support/report.js';
+import { shippedHttp, shippedSqlite } from './support/shipped.js';
 import { benchDir, freshStoreFile } from './support/sqlite-files.js';
 
-/**
- * How long every side keeps a key, in seconds: long enough for every cycle of a run; the
- * benchmark's Redis is its own and is stopped after.
- */
-export const TTL_SECONDS = 3600;
+const { idempotent } = shippedHttp;
+const { openSqliteStore, openSqliteWorkerStore, SqliteGroupCommitStore } = shippedSqlite;
+
+// Long enough for every cycle of a run; the benchmark's Redis is its own and is stopped after.
+const TTL_SECONDS = 3600;
 
 /** One full request cycle on `key`: the first request, the work, the answer, the replayed retry. */
-export type Cycle = (key: string) => Promise<void>;
+type Cycle = (key: string) => Promise<void>;
 type Synchronous = 'NORMAL' | 'FULL';
 
 // The request every cycle sends, the answer its first execution returns (about 1 KB, the same
 // object on every side), and the "work": nothing, but async, so requests in flight interleave as
 // they do in a server.
-/** The request body every cycle sends. */
-export const body = {
-  amount: 4200,
-  currency: 'EUR',
-  customer: 'cus_123',
-  items: [{ sku: 'a', qty: 2 }],
-};
-/** The answer every cycle's first execution returns, about 1 KB. */
-export const answer = answerOfSize(1024, 1);
-/** The cycles' work: nothing, but asynchronous. */
-export const noop = () => new Promise<void>((resolve) => setImmediate(resolve));
+const body = { amount: 4200, currency: 'EUR', customer: 'cus_123', items: [{ sku: 'a', qty: 2 }] };
+const answer = answerOfSize(1024, 1);
+const noop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 function expectReplay(replayed: unknown): void {
   check((replayed as { id?: unknown } | null | undefined)?.id === answer.id, 'replay');
@@ -71,7 +58,13 @@ export async function oursWorkerCycle(path: string, synchronous: Synchronous) {
   return layerCycle(await openSqliteWorkerStore(path, { synchronous }));
 }
 
-function layerCycle(store: LeasedIdempotencyStore<unknown> & { close(): Promise<void> }) {
+/**
+ * The shipped request path over any store: `idempotent(store).handle()` with its default
+ * fingerprint; the first request runs the handler, the retry must be replayed with its bytes.
+ */
+export function layerCycle(
+  store: LeasedIdempotencyStore<unknown> & { close(): void | Promise<void> },
+) {
   const layer = idempotent(store, { ttlSeconds: TTL_SECONDS });
   const handler = async () => {
     await noop();

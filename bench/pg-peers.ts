@@ -1,52 +1,18 @@
 import pg from 'pg';
-import { idempotent } from '../src/http/index.js';
-import { openPgStore } from '../src/pg/index.js';
-import {
-  answer,
-  body,
-  type Cycle,
-  cyclesPerSecond,
-  nodeIdempotencyCycle,
-  noop,
-  TTL_SECONDS,
-} from './peers.js';
-import { check, median, pairedRatio, rotate } from './support/measure.js';
+import { cyclesPerSecond, layerCycle, nodeIdempotencyCycle } from './peers.js';
+import { median, pairedRatio, rotate } from './support/measure.js';
 import { createBenchDatabase } from './support/pg-database.js';
 import { type RedisDurability, startRedis } from './support/redis.js';
 import type { BenchSize, GroupResult, Metric } from './support/report.js';
 import { IN_FLIGHT } from './support/server-ops.js';
+import { shippedPg } from './support/shipped.js';
 
-/**
- * Our shipped request path, `idempotent(store).handle()` with its default fingerprint, over the
- * PostgreSQL store on `pool`: the first request runs the handler, the retry is replayed with the
- * same bytes, as the SQLite cycle of bench/peers.ts does.
- */
+const { openPgStore } = shippedPg;
+
+// Our shipped request path over the PostgreSQL store on `pool`, as bench/peers.ts runs it over
+// SQLite.
 async function pgCycle(pool: pg.Pool) {
-  const store = await openPgStore(pool);
-  const layer = idempotent(store, { ttlSeconds: TTL_SECONDS });
-  const handler = async () => {
-    await noop();
-    return { status: 201, body: answer };
-  };
-  const request = (key: string) => ({
-    method: 'POST',
-    path: '/charges',
-    headers: { 'idempotency-key': `"${key}"` },
-    body,
-  });
-  const answerBytes = Buffer.from(JSON.stringify(answer));
-  const cycle: Cycle = async (key) => {
-    check((await layer.handle(request(key), handler)).outcome === 'executed', 'first request');
-    const retry = await layer.handle(request(key), handler);
-    const replayed = retry.response.body;
-    check(
-      retry.outcome === 'replayed' &&
-        replayed instanceof Uint8Array &&
-        answerBytes.equals(replayed),
-      'retry replayed with the first answer',
-    );
-  };
-  return { cycle, close: () => store.close() };
+  return layerCycle(await openPgStore(pool));
 }
 
 interface Pairing {

@@ -1,6 +1,4 @@
 import pg from 'pg';
-import { idempotent } from '../src/http/index.js';
-import { openPgStore } from '../src/pg/index.js';
 import { type JsonObject, realisticKeys } from './support/inputs.js';
 import { check, median, pairedRatio, rotate } from './support/measure.js';
 import {
@@ -13,6 +11,10 @@ import {
 } from './support/replay.js';
 import type { BenchSize, GroupResult } from './support/report.js';
 import { IN_FLIGHT, opsPerSecondConcurrent } from './support/server-ops.js';
+import { shippedHttp, shippedPg } from './support/shipped.js';
+
+const { idempotent } = shippedHttp;
+const { openPgStore } = shippedPg;
 
 const URL = 'postgres://postgres@127.0.0.1:5432/test';
 

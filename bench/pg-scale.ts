@@ -1,6 +1,5 @@
 import pg from 'pg';
-import { sweep } from '../src/index.js';
-import { openPgStore, type PgIdempotencyStore } from '../src/pg/index.js';
+import type { PgIdempotencyStore } from '../src/pg/index.js';
 import {
   answerOfSize,
   type JsonObject,
@@ -10,6 +9,10 @@ import {
 import { alternate, check, median, nowMs, pairedRatio } from './support/measure.js';
 import type { BenchSize, GroupResult } from './support/report.js';
 import { IN_FLIGHT, opsPerSecondConcurrent } from './support/server-ops.js';
+import { shippedCore, shippedPg } from './support/shipped.js';
+
+const { sweep } = shippedCore;
+const { openPgStore } = shippedPg;
 
 const SERVER = 'postgres://postgres@127.0.0.1:5432';
 const SMALL_ROWS = 100_000;

@@ -3,7 +3,7 @@ import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { ownerRow } from '../src/core/key-conditions.js';
 import { KeyStatus } from '../src/core/status.js';
-import { openPgStore, type PgIdempotencyStore, pgKeysTable } from '../src/pg/index.js';
+import type { PgIdempotencyStore } from '../src/pg/index.js';
 import { type JsonObject, type RealisticKey, realisticKeys } from './support/inputs.js';
 import { alternate, check, median, nowMs, pairedRatio, ratioOfMedians } from './support/measure.js';
 import type { BenchSize, GroupResult } from './support/report.js';
@@ -13,6 +13,9 @@ import {
   opsPerSecondConcurrent,
   rawSql,
 } from './support/server-ops.js';
+import { shippedPg } from './support/shipped.js';
+
+const { openPgStore, pgKeysTable } = shippedPg;
 
 const URL = 'postgres://postgres@127.0.0.1:5432/test';
 const SEEDED_NOW = 5000;

@@ -1,6 +1,5 @@
 import pg from 'pg';
 import type { LeasedIdempotencyStore } from '../src/core/store.js';
-import { openPgStore } from '../src/pg/index.js';
 import { startPgbouncer } from '../test/support/pgbouncer.js';
 import {
   answerOfSize,
@@ -12,6 +11,9 @@ import { alternate, check, median, pairedRatio } from './support/measure.js';
 import { createBenchDatabase } from './support/pg-database.js';
 import type { BenchSize, GroupResult } from './support/report.js';
 import { IN_FLIGHT, opsPerSecondConcurrent } from './support/server-ops.js';
+import { shippedPg } from './support/shipped.js';
+
+const { openPgStore } = shippedPg;
 
 type Store = LeasedIdempotencyStore<JsonObject>;
 

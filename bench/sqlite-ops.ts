@@ -1,8 +1,10 @@
-import { openSqliteStore } from '../src/sqlite/index.js';
 import { answerOfSize, type JsonObject, realisticKeys } from './support/inputs.js';
 import { alternate, check, median, opsPerSecond, pairedRatio } from './support/measure.js';
 import type { BenchSize, GroupResult, Metric } from './support/report.js';
+import { shippedSqlite } from './support/shipped.js';
 import { benchDir, freshStoreFile } from './support/sqlite-files.js';
+
+const { openSqliteStore } = shippedSqlite;
 
 type Answer = JsonObject;
 interface Input {

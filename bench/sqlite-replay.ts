@@ -1,6 +1,4 @@
 import { statSync } from 'node:fs';
-import { idempotent } from '../src/http/index.js';
-import { openSqliteStore } from '../src/sqlite/index.js';
 import { realisticKeys } from './support/inputs.js';
 import { check, median, opsPerSecond, pairedRatio, rotate } from './support/measure.js';
 import {
@@ -12,7 +10,11 @@ import {
   replayRequest,
 } from './support/replay.js';
 import type { BenchSize, GroupResult } from './support/report.js';
+import { shippedHttp, shippedSqlite } from './support/shipped.js';
 import { benchDir, freshStoreFile } from './support/sqlite-files.js';
+
+const { idempotent } = shippedHttp;
+const { openSqliteStore } = shippedSqlite;
 
 interface Row {
   readonly response: string;

@@ -1,7 +1,6 @@
 import { copyFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
-import { sweep } from '../src/index.js';
-import { openSqliteStore, type SqliteIdempotencyStore } from '../src/sqlite/index.js';
+import type { SqliteIdempotencyStore } from '../src/sqlite/index.js';
 import { answerOfSize, realisticKeys } from './support/inputs.js';
 import {
   alternate,
@@ -14,6 +13,7 @@ import {
   ratioOfMedians,
 } from './support/measure.js';
 import type { BenchSize, GroupResult } from './support/report.js';
+import { shippedCore, shippedSqlite } from './support/shipped.js';
 import {
   benchDir,
   DONE_INDEX,
@@ -22,6 +22,9 @@ import {
   SWEEP_BATCH,
   seedKeys,
 } from './support/sqlite-files.js';
+
+const { sweep } = shippedCore;
+const { openSqliteStore } = shippedSqlite;
 
 const SMALL_BACKLOG = 1_000;
 const PURGES_PER_ROUND = SMALL_BACKLOG / 100;

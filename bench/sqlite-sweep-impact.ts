@@ -1,8 +1,6 @@
 import { copyFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DEFAULT_BATCH_MILLIS, sweep } from '../src/index.js';
-import { openSqliteStore } from '../src/sqlite/index.js';
 import { startChild } from './support/child.js';
 import {
   check,
@@ -14,6 +12,7 @@ import {
   ratioOfMedians,
 } from './support/measure.js';
 import type { BenchSize, GroupResult } from './support/report.js';
+import { shippedCore, shippedSqlite } from './support/shipped.js';
 import {
   benchDir,
   DONE_INDEX,
@@ -23,6 +22,9 @@ import {
   SWEEP_BATCH,
   seedKeys,
 } from './support/sqlite-files.js';
+
+const { DEFAULT_BATCH_MILLIS, sweep } = shippedCore;
+const { openSqliteStore } = shippedSqlite;
 
 const WRITER_INTERVAL_MS = 1;
 const SETTLE_MS = 300;

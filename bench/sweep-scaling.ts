@@ -6,8 +6,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { sweep } from '../src/index.js';
-import { openSqliteStore } from '../src/sqlite/index.js';
+import { shippedCore, shippedSqlite } from './support/shipped.js';
+
+const { sweep } = shippedCore;
+const { openSqliteStore } = shippedSqlite;
 
 const BATCH = 1000;
 const NOW = 10_000;

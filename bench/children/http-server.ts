@@ -10,8 +10,10 @@ import type { AddressInfo } from 'node:net';
 import { Idempotency, IdempotencyError } from '@node-idempotency/core';
 import { RedisStorageAdapter } from '@node-idempotency/storage-adapter-redis';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { expressIdempotency, keepRawBody } from '../../src/http/express.js';
-import { openSqliteStore, SqliteGroupCommitStore } from '../../src/sqlite/index.js';
+import { shippedExpress, shippedSqlite } from '../support/shipped.js';
+
+const { expressIdempotency, keepRawBody } = shippedExpress;
+const { openSqliteStore, SqliteGroupCommitStore } = shippedSqlite;
 
 const [path, redisUrl] = process.argv.slice(2);
 if (path === undefined || redisUrl === undefined) {

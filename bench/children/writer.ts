@@ -3,8 +3,10 @@
 // from that scheduled start, so a reserve held up by a lock also delays, and counts, the ones
 // queued behind it.
 import { existsSync } from 'node:fs';
-import { openSqliteStore } from '../../src/sqlite/index.js';
 import { epochMs } from '../support/measure.js';
+import { shippedSqlite } from '../support/shipped.js';
+
+const { openSqliteStore } = shippedSqlite;
 
 const [path, interval, stopFile] = process.argv.slice(2);
 if (path === undefined || interval === undefined || stopFile === undefined) {

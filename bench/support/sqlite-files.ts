@@ -3,8 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { doneIdIndexName } from '../../src/core/table-name.js';
-import { DEFAULT_BATCH_SIZE } from '../../src/index.js';
-import { openSqliteStore } from '../../src/sqlite/index.js';
+import { shippedCore, shippedSqlite } from './shipped.js';
+
+const { DEFAULT_BATCH_SIZE } = shippedCore;
+const { openSqliteStore } = shippedSqlite;
 
 /** A temporary directory for benchmark databases, removed by `cleanup`. */
 export function benchDir(): { dir: string; cleanup: () => void } {
