@@ -2,7 +2,8 @@
 // of their names, numbers written as ECMAScript's Number::toString writes them, strings as
 // JSON.stringify writes them, no whitespace. Two entry points share that output: `canonicalJson`
 // walks a JavaScript value, `canonicalJsonText` reads JSON text. Both keep an explicit stack
-// rather than recursing, so no nesting depth can overflow the call stack.
+// rather than recursing, so no nesting depth can overflow the call stack; `canonicalJson` writes
+// plain data of bounded depth by recursion first, the common case, and leaves the rest to its walk.
 
 // What an entry of the value walk's stack holds (kept in two parallel arrays, so the walk
 // allocates nothing per value): text to write as is, a value to write (its `toJSON` already

@@ -96,6 +96,18 @@ export async function freshServerDatabase(url: string): Promise<ServerDatabase> 
       const client = new pg.Client({ connectionString: url });
       await client.connect();
       try {
+        // A pool the test just ended may still have connections on their way out. FORCE would
+        // end those mid-close, and their client would get the server's "terminating connection"
+        // as an error nobody listens to any more: wait for them first (a few seconds at most), so
+        // FORCE only ends connections a test left open.
+        for (let look = 0; look < 100; look++) {
+          const { rows } = await client.query<{ open: number }>(
+            'SELECT count(*)::int AS open FROM pg_stat_activity WHERE datname = $1',
+            [name],
+          );
+          if (rows[0]?.open === 0) break;
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
         await client.query(`DROP DATABASE ${quoteIdentifier(name)} WITH (FORCE)`);
       } finally {
         await client.end();
