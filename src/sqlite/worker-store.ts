@@ -42,7 +42,10 @@ function linkedStatements(link: WorkerLink): KeyStatements {
  * The SQLite store whose statements run on a worker thread, for servers with many requests in
  * flight on a machine with a core to spare: the request path (the HTTP layer, fingerprints, the
  * store's checks and JSON) keeps this thread, while SQLite's work (statements, commits, the
- * answer cache) runs on the other, as a Redis server's work does on its own core.
+ * answer cache) runs on the other, as a Redis server's work does on its own core. Measure before
+ * choosing it: the thread hop costs CPU too, and on the benchmarks' two-core machine it reached
+ * about three quarters of {@link SqliteGroupCommitStore}'s throughput at 32 requests in flight
+ * (BENCHMARKS.md); it pays only where SQLite's work is most of a request's.
  *
  * The calls made in one turn of the event loop travel as one message and commit in one
  * transaction (group commit, as {@link SqliteGroupCommitStore} does on one thread). Every
