@@ -3,7 +3,7 @@ import { type ColumnType, keysTableProblems } from '../core/adoption.js';
 import { SchemaMismatchError } from '../core/errors.js';
 import { type MigrationSession, type MigrationStatements, migrateAsync } from '../core/migrator.js';
 import { mysqlMigrations } from '../generated/migrations.js';
-import { mysqlErrno } from './errors.js';
+import { mysqlErrno, retryDeadlocks } from './errors.js';
 import { MYSQL_MAX_TEXT_BYTES, type MysqlTableOptions, resolveMysqlTable } from './schema.js';
 import type { AnyMysqlDatabase } from './store.js';
 
@@ -141,11 +141,30 @@ const mysqlMigrationStatements: MigrationStatements<SQL> = {
   migration: (statement) => sql.raw(statement),
 };
 
+// On Galera, DDL runs in total order on every node at once and aborts any local statement that
+// touches the same table, even a read of information_schema, which then fails as a deadlock
+// (1213). Every statement the migrator runs is safe to run again: reads read, and the DDL takes
+// "it already exists" as done. The abort undoes the statement that failed and whatever the open
+// transaction holds, which after a DDL's implicit commit is nothing; before one, at most a
+// journal row for a migration whose work was found done, which the next run records again.
+function retryingDeadlocks(
+  db: Pick<AnyMysqlDatabase, 'execute'>,
+): Pick<AnyMysqlDatabase, 'execute'> {
+  return {
+    execute: ((statement: SQL) =>
+      retryDeadlocks(() => db.execute(statement), {
+        attempts: 8,
+        backoffMs: 20,
+      })) as AnyMysqlDatabase['execute'],
+  };
+}
+
 /** A drizzle MySQL database or transaction as the migrator's session. */
 function sessionOf(db: Pick<AnyMysqlDatabase, 'execute'>): MigrationSession<SQL, false> {
+  const retrying = retryingDeadlocks(db);
   return {
-    rows: (statement) => queryRows<object>(db, statement),
-    exec: (statement) => executeRepeatable(db, statement),
+    rows: (statement) => queryRows<object>(retrying, statement),
+    exec: (statement) => executeRepeatable(retrying, statement),
   };
 }
 
@@ -198,7 +217,7 @@ export async function applyMysqlMigrations(
               );
             }
             try {
-              await assertAdoptableMysqlKeysTable(tx, options);
+              await assertAdoptableMysqlKeysTable(retryingDeadlocks(tx), options);
               await run(sessionOf(tx));
             } finally {
               await tx.execute(sql`SELECT RELEASE_LOCK(${lockName(table)})`);
