@@ -61,6 +61,10 @@ export interface PgNode {
 export interface PgCluster {
   readonly primary: PgNode;
   readonly standby: PgNode;
+  /** Waits until the primary sees the standby stream in the mode the cluster was made with. */
+  streaming(): Promise<void>;
+  /** The last lines of both servers' logs, for a failed test to print. */
+  logTail(): Promise<string>;
   /** Stops what still runs and deletes the directory. */
   close(): Promise<void>;
 }
@@ -207,19 +211,30 @@ export async function startPgCluster(options: PgClusterOptions): Promise<PgClust
     );
     await pgTool('pg_ctl', ['-D', standby.dataDir, '-l', `${standby.dataDir}.log`, '-w', 'start']);
     const wanted = options.synchronous ? 'sync' : 'async';
-    await until(async () => {
-      const client = new pg.Client({ connectionString: primary.url });
-      await client.connect();
-      try {
-        const { rows } = await client.query<{ sync_state: string; state: string }>(
-          'SELECT sync_state, state FROM pg_stat_replication',
-        );
-        return rows.some((row) => row.state === 'streaming' && row.sync_state === wanted);
-      } finally {
-        await client.end();
-      }
-    }, 100);
-    return { primary, standby, close };
+    const streaming = () =>
+      until(async () => {
+        const client = new pg.Client({ connectionString: primary.url });
+        await client.connect();
+        try {
+          const { rows } = await client.query<{ sync_state: string; state: string }>(
+            'SELECT sync_state, state FROM pg_stat_replication',
+          );
+          return rows.some((row) => row.state === 'streaming' && row.sync_state === wanted);
+        } finally {
+          await client.end();
+        }
+      }, 100);
+    const logTail = async () => {
+      const tails = await Promise.all(
+        [primary, standby].map(async (server) => {
+          const text = await readFile(`${server.dataDir}.log`, 'utf8').catch(() => '');
+          return `${server.dataDir}.log:\n${text.split('\n').slice(-40).join('\n')}`;
+        }),
+      );
+      return tails.join('\n');
+    };
+    await streaming();
+    return { primary, standby, streaming, logTail, close };
   } catch (error) {
     await close();
     throw error;

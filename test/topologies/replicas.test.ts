@@ -1,7 +1,7 @@
 import { drizzle } from 'drizzle-orm/node-postgres';
 import { withReplicas } from 'drizzle-orm/pg-core';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { applyPgMigrations, PgIdempotencyStore } from '../../src/pg/index.js';
 import { clusterUnavailable, type PgCluster, startPgCluster } from '../support/pg-cluster.js';
 import { until } from '../support/waiting.js';
@@ -35,6 +35,11 @@ describe.skipIf(unavailable !== undefined)('a store over withReplicas', () => {
     db = replicated();
     await applyPgMigrations(db);
   }, 120_000);
+  // A CI run once found the standby gone from pg_stat_replication mid-file: print what both
+  // servers logged whenever a test here fails.
+  beforeEach(({ onTestFailed }) => {
+    onTestFailed(async () => console.error(await cluster.logTail()));
+  });
   afterAll(async () => {
     await Promise.all(pools.map((each) => each.end().catch(() => undefined)));
     await cluster?.close();
@@ -77,6 +82,7 @@ describe.skipIf(unavailable !== undefined)('a store over withReplicas', () => {
 
   it('the deployment check warns of the asynchronous standby, and of a connection to it', async () => {
     const store = new PgIdempotencyStore(db);
+    await cluster.streaming();
     const onPrimary = (await store.checkDeployment()).findings.map((finding) => finding.code);
     expect(onPrimary).toContain('asynchronous-standby');
     const standby = new PgIdempotencyStore(drizzle(pool(cluster.standby.url)));
