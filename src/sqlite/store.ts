@@ -83,10 +83,11 @@ function compileRetentionPlans(db: AnyBetterSqliteDatabase, keys: SqliteKeysTabl
   const isExpired = expiredAnswer(keys, p('now'));
   return {
     // How many expired answers there are, counting no further than `cap`: one walk of the
-    // retention index's range, stopped at `cap` entries.
+    // retention index's range, stopped at `cap` entries. The statement runs as text, so the
+    // column is named in it: drizzle's field name does not reach the driver's row.
     backlogUpTo: compileLibsqlStatement(
       db
-        .select({ count: sql<number>`count(*)` })
+        .select({ count: sql<number>`count(*)`.as('count') })
         .from(db.select({ id: keys.id }).from(keys).where(isExpired).limit(p('cap')).as('backlog')),
       ['now', 'cap'],
     ),

@@ -64,4 +64,27 @@ describe('expired() and purge() over a backlog above and below the sorting thres
     expect(store.expired(NOW, 100)).toEqual([]);
     store.close();
   });
+
+  // Both plans give the same ids, so only the statement prepared tells them apart: the walk of
+  // done rows by id names the partial index (`indexed by`), the sort of the retention range does
+  // not. A count read under a name the driver's row lacks once sent every purge to the sort.
+  it.each([
+    { limit: 1, backlog: 'above', walksById: true },
+    { limit: 100, backlog: 'below', walksById: false },
+  ])(
+    'with the backlog $backlog 40 per id asked for, walks done rows by id: $walksById',
+    ({ limit, walksById }) => {
+      const { store, expired } = seededStore();
+      const client = store.db.$client;
+      const prepared: string[] = [];
+      const prepare = client.prepare.bind(client);
+      client.prepare = ((source: string) => {
+        prepared.push(source);
+        return prepare(source);
+      }) as typeof client.prepare;
+      expect(store.purge(NOW, limit)).toEqual(expired.slice(0, limit));
+      expect(prepared.some((source) => /indexed by/i.test(source))).toBe(walksById);
+      store.close();
+    },
+  );
 });
