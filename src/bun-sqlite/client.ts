@@ -4,6 +4,8 @@ import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
 export interface BunSqliteStatementLike {
   run(...args: unknown[]): { readonly changes: number };
   all(...args: unknown[]): unknown[];
+  /** The first row, or `null` when there is none. */
+  get(...args: unknown[]): unknown;
 }
 
 /**

@@ -32,6 +32,12 @@ export interface SqliteStatement {
 export interface SqliteDriver<M extends Mode> {
   /** Runs a read; its rows. */
   read(statement: SqliteStatement): Answer<M, readonly unknown[]>;
+  /**
+   * Runs a read of one row by key; that row, or `undefined` (or `null`) when there is none. Where
+   * absent, the first row of {@link SqliteDriver.read}: a synchronous driver asks for the one row
+   * and builds no array, which is most of what a replay costs beyond SQLite's own work.
+   */
+  readRow?(statement: SqliteStatement): Answer<M, unknown>;
   /** Runs a write with `RETURNING`; the rows it returned. */
   returning(statement: SqliteStatement): Answer<M, readonly unknown[]>;
   /** Runs a write; the number of rows it changed. */
@@ -57,6 +63,7 @@ export interface SqliteDriver<M extends Mode> {
 }
 
 const fresh = (rows: readonly unknown[]) => rows[0] as KeyRow | undefined;
+const first = (rows: readonly unknown[]): unknown => rows[0];
 
 /**
  * The statements of a SQLite-family store: the shared compiled `queries`, each run by `driver`.
@@ -75,6 +82,8 @@ export function sqliteStatements<M extends Mode>(
 ): KeyStatementsOf<M> {
   // Written once over either mode: each answer is a value or a promise of it.
   const run = driver as unknown as SqliteDriver<Mode>;
+  const readRow =
+    run.readRow ?? ((statement: SqliteStatement) => andThen(run.read(statement), first));
   const statements: KeyStatementsOf<Mode> = {
     reserve: (id, fingerprint, expires) =>
       run.changes(queries.reserve.bind({ id, fingerprint, expires })),
@@ -125,11 +134,12 @@ export function sqliteStatements<M extends Mode>(
             : { released: false as const, row: fresh(left) },
       ),
     fetch: (id, now) =>
-      andThen(run.read(queries.fetch.bind({ id, now })), (rows) => {
-        const text = (rows[0] as { response?: unknown } | undefined)?.response;
+      andThen(readRow(queries.fetch.bind({ id, now })), (row) => {
+        const text = (row as { response?: unknown } | null | undefined)?.response;
         return typeof text === 'string' ? text : null;
       }),
-    get: (id) => andThen(run.read(queries.get.bind({ id })), fresh),
+    get: (id) =>
+      andThen(readRow(queries.get.bind({ id })), (row) => (row ?? undefined) as KeyRow | undefined),
     expired: (now, limit) =>
       run.read(queries.expired.bind({ now, limit })) as MaybePromise<readonly { id: string }[]>,
     purge: (now, limit) =>
@@ -158,6 +168,7 @@ export interface SyncSqliteConnection {
   prepare(sql: string): {
     run(...args: unknown[]): { readonly changes: number | bigint };
     all(...args: unknown[]): unknown[];
+    get(...args: unknown[]): unknown;
   };
   transaction<A extends unknown[], R>(body: (...args: A) => R): { immediate(...args: A): R };
 }
@@ -172,7 +183,8 @@ export interface SyncSqliteConnection {
  */
 export function syncSqliteDriver(
   connection: SyncSqliteConnection,
-): Pick<SqliteDriver<'sync'>, 'read' | 'returning' | 'changes' | 'writeThenRead'> {
+): Pick<SqliteDriver<'sync'>, 'read' | 'returning' | 'changes' | 'writeThenRead'> &
+  Required<Pick<SqliteDriver<'sync'>, 'readRow'>> {
   const prepared = new Map<string, ReturnType<SyncSqliteConnection['prepare']>>();
   const on = (sql: string) => {
     let statement = prepared.get(sql);
@@ -188,6 +200,7 @@ export function syncSqliteDriver(
   );
   return {
     read: all,
+    readRow: (statement) => on(statement.sql).get(...statement.args),
     returning: all,
     changes: (statement) => Number(on(statement.sql).run(...statement.args).changes),
     writeThenRead: (write, read) => pair.immediate(write, read),

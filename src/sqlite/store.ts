@@ -65,7 +65,7 @@ const p = sql.placeholder;
 function betterSqliteDriver(
   client: BetterSqlite3.Database,
   onClose: () => void,
-): SqliteDriver<'sync'> {
+): SqliteDriver<'sync'> & Required<Pick<SqliteDriver<'sync'>, 'readRow'>> {
   return {
     ...syncSqliteDriver(client),
     // PASSIVE never waits for other connections; outside WAL mode it does nothing. Inside a
@@ -165,7 +165,7 @@ export function betterSqliteStatements(
     cache?.clear();
     onClose?.();
   });
-  const family = sqliteStatements(driver, queries);
+  const family = sqliteStatements<'sync'>(driver, queries);
   const plans = compileRetentionPlans(db, table);
   const ids = (statement: SqliteStatement) => driver.read(statement) as { id: string }[];
   // The lowest `limit` expired ids, ascending, by whichever plan is cheaper for this backlog.
@@ -201,10 +201,9 @@ export function betterSqliteStatements(
       if (cache === undefined) return family.fetch(id, now);
       const cached = cache.get(id, now);
       if (cached !== undefined) return cached;
-      const [row] = driver.read(queries.fetch.bind({ id, now })) as {
-        response: string | null;
-        expires: number;
-      }[];
+      const row = driver.readRow(queries.fetch.bind({ id, now })) as
+        | { response: string | null; expires: number }
+        | undefined;
       if (row === undefined || row.response === null) return null;
       // Inside a transaction the row may not be committed yet, and a rollback would un-write it.
       if (!client.inTransaction) cache.remember(id, row.response, row.expires);
