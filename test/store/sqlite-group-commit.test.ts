@@ -1,11 +1,11 @@
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { UnserializableResponseError } from '../../src/index.js';
 import { openSqliteStore, SqliteGroupCommitStore } from '../../src/sqlite/index.js';
 import { describeLeaseContract } from '../contract/lease-contract.js';
 import { describeStoreContract } from '../contract/store-contract.js';
 import { readRows, seedRows } from '../support/sqlite-harness.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
+import { describeGroupCommit } from './group-commit-suite.js';
 
 const dir = tempDir();
 
@@ -28,18 +28,9 @@ const groupCommitHarness = async () => {
 describeStoreContract('SQLite file with group commit', groupCommitHarness);
 describeLeaseContract('SQLite file with group commit', groupCommitHarness);
 
-describe('group commit on SQLite', () => {
-  it('commits a burst of concurrent reserves together, every one of them', async () => {
-    const { path, store } = open();
-    const results = await Promise.all(
-      Array.from({ length: 32 }, (_, i) => store.reserve(`k${i}`, 'd', 100)),
-    );
-    expect(results).toEqual(Array(32).fill(true));
-    expect(store.batches).toBe(1);
-    expect(readRows(path)).toHaveLength(32);
-    await store.close();
-  });
+describeGroupCommit('SqliteGroupCommitStore', async (busyTimeoutMs) => open(busyTimeoutMs));
 
+describe('group commit on SQLite', () => {
   it('runs calls at once while they come singly, and batches whole bursts once they do', async () => {
     const { path, store } = open();
     const reader = new Database(path, { readonly: true });
@@ -90,72 +81,6 @@ describe('group commit on SQLite', () => {
     expect(readRows(path)).toHaveLength(4);
     await Promise.all(writes);
     expect((await counted).pending).toBe(8);
-    await store.close();
-  });
-
-  it('still lets exactly one of many concurrent reserves of one key win', async () => {
-    const { path, store } = open();
-    const results = await Promise.all(
-      Array.from({ length: 32 }, (_, i) => store.reserve('same', `d${i}`, 100)),
-    );
-    expect(results.filter(Boolean)).toHaveLength(1);
-    expect(readRows(path).map((row) => row.fingerprint)).toEqual(['d0']);
-    await store.close();
-  });
-
-  it('runs operations in call order, so a fetch sees the finish called before it', async () => {
-    const { store } = open();
-    const reserved = store.reserve('k', 'd', 100);
-    const finished = store.finish('k', 'd', { receipt: 1 });
-    const fetched = store.fetch('k', 0);
-    expect(await Promise.all([reserved, finished, fetched])).toEqual([true, true, { receipt: 1 }]);
-    await store.close();
-  });
-
-  it('rejects only the bad call of a batch; its row stays pending and the others commit', async () => {
-    const { path, store } = open();
-    await Promise.all([store.reserve('a', 'd', 100), store.reserve('b', 'd', 100)]);
-    const batchesBefore = store.batches;
-    const settled = await Promise.allSettled([
-      store.reserve('c', 'd', 100),
-      store.finish('a', 'd', { total: () => 1 }),
-      store.finish('b', 'd', { receipt: 2 }),
-      store.reserve('e', 'd', 100),
-    ]);
-    expect(store.batches).toBe(batchesBefore + 1);
-    expect(settled.map((result) => result.status)).toEqual([
-      'fulfilled',
-      'rejected',
-      'fulfilled',
-      'fulfilled',
-    ]);
-    expect((settled[1] as PromiseRejectedResult).reason).toBeInstanceOf(
-      UnserializableResponseError,
-    );
-    expect(readRows(path).map((row) => [row.id, row.status])).toEqual([
-      ['a', 'pending'],
-      ['b', 'done'],
-      ['c', 'pending'],
-      ['e', 'pending'],
-    ]);
-    await store.close();
-  });
-
-  it('fails the whole batch, writing nothing, when the write lock stays taken', async () => {
-    const { path, store } = open(50);
-    const holder = new Database(path);
-    holder.exec('BEGIN IMMEDIATE');
-    const settled = await Promise.allSettled(
-      ['a', 'b', 'c'].map((key) => store.reserve(key, 'd', 100)),
-    );
-    holder.exec('ROLLBACK');
-    holder.close();
-    expect(settled.map((result) => result.status)).toEqual(['rejected', 'rejected', 'rejected']);
-    for (const result of settled) {
-      expect((result as PromiseRejectedResult).reason).toMatchObject({ code: 'SQLITE_BUSY' });
-    }
-    expect(readRows(path)).toEqual([]);
-    expect(await store.reserve('a', 'd', 100)).toBe(true);
     await store.close();
   });
 });

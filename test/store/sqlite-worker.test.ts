@@ -3,11 +3,9 @@ import { getTableConfig } from 'drizzle-orm/sqlite-core';
 import { describe, expect, it } from 'vitest';
 import {
   DatabaseOpenError,
-  InvalidKeyError,
   InvalidOptionError,
   SchemaMismatchError,
   StoreClosedError,
-  UnserializableResponseError,
 } from '../../src/index.js';
 import {
   type OpenSqliteStoreOptions,
@@ -24,6 +22,7 @@ import { describeStoreContract } from '../contract/store-contract.js';
 import { readRows, seedRows } from '../support/sqlite-harness.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
 import { until } from '../support/waiting.js';
+import { describeGroupCommit } from './group-commit-suite.js';
 
 const dir = tempDir();
 
@@ -50,85 +49,13 @@ describeStoreContract(
 );
 describeLeaseContract('SQLite file on a worker thread', workerHarness());
 
+describeGroupCommit('the SQLite store on a worker thread', async (busyTimeoutMs) => {
+  const path = freshDbPath(dir);
+  const options = busyTimeoutMs === undefined ? {} : { busyTimeoutMs };
+  return { path, store: await openSqliteWorkerStore(path, options) };
+});
+
 describe('the SQLite store on a worker thread', () => {
-  it('commits a burst of concurrent reserves together, every one of them', async () => {
-    const path = freshDbPath(dir);
-    const store = await openSqliteWorkerStore(path);
-    const results = await Promise.all(
-      Array.from({ length: 32 }, (_, i) => store.reserve(`k${i}`, 'd', 100)),
-    );
-    expect(results).toEqual(Array(32).fill(true));
-    expect(store.batches).toBe(1);
-    expect(readRows(path)).toHaveLength(32);
-    await store.close();
-  });
-
-  it('still lets exactly one of many concurrent reserves of one key win', async () => {
-    const path = freshDbPath(dir);
-    const store = await openSqliteWorkerStore(path);
-    const results = await Promise.all(
-      Array.from({ length: 32 }, (_, i) => store.reserve('same', `d${i}`, 100)),
-    );
-    expect(results.filter(Boolean)).toHaveLength(1);
-    expect(readRows(path).map((row) => row.fingerprint)).toEqual(['d0']);
-    await store.close();
-  });
-
-  it('runs operations in call order, so a fetch sees the finish called before it', async () => {
-    const store = await openSqliteWorkerStore(freshDbPath(dir));
-    const reserved = store.reserve('k', 'd', 100);
-    const finished = store.finish('k', 'd', { receipt: 1 });
-    const fetched = store.fetch('k', 0);
-    expect(await Promise.all([reserved, finished, fetched])).toEqual([true, true, { receipt: 1 }]);
-    await store.close();
-  });
-
-  it('rejects a bad argument with its typed error, and its neighbours commit', async () => {
-    const path = freshDbPath(dir);
-    const store = await openSqliteWorkerStore(path);
-    await store.reserve('a', 'd', 100);
-    const settled = await Promise.allSettled([
-      store.reserve('b', 'd', 100),
-      store.finish('a', 'd', { total: () => 1 }),
-      store.reserve('', 'd', 100),
-      store.finish('a', 'd', { receipt: 2 }),
-    ]);
-    expect(settled.map((result) => result.status)).toEqual([
-      'fulfilled',
-      'rejected',
-      'rejected',
-      'fulfilled',
-    ]);
-    expect((settled[1] as PromiseRejectedResult).reason).toBeInstanceOf(
-      UnserializableResponseError,
-    );
-    expect((settled[2] as PromiseRejectedResult).reason).toBeInstanceOf(InvalidKeyError);
-    expect(readRows(path).map((row) => [row.id, row.status])).toEqual([
-      ['a', 'done'],
-      ['b', 'pending'],
-    ]);
-    await store.close();
-  });
-
-  it('fails the whole batch with SQLite’s error, writing nothing, when the write lock stays taken', async () => {
-    const path = freshDbPath(dir);
-    const store = await openSqliteWorkerStore(path, { busyTimeoutMs: 50 });
-    const holder = new Database(path);
-    holder.exec('BEGIN IMMEDIATE');
-    const settled = await Promise.allSettled(
-      ['a', 'b', 'c'].map((key) => store.reserve(key, 'd', 100)),
-    );
-    holder.exec('ROLLBACK');
-    holder.close();
-    for (const result of settled) {
-      expect(result.status).toBe('rejected');
-      expect((result as PromiseRejectedResult).reason).toMatchObject({ code: 'SQLITE_BUSY' });
-    }
-    expect(readRows(path)).toEqual([]);
-    expect(await store.reserve('a', 'd', 100)).toBe(true);
-    await store.close();
-  });
-
   it('refuses what it cannot open with the typed error of openSqliteStore', async () => {
     await expect(openSqliteWorkerStore(`${dir}/missing/dir/x.db`)).rejects.toBeInstanceOf(
       DatabaseOpenError,
