@@ -128,6 +128,16 @@ export interface KeyStatementsOf<M extends Mode> {
       readonly token: number;
     },
   ): Answer<M, AcquireStep>;
+  /**
+   * Inserts a missing key as `acquire` does, or else answers the row as it stands, neither locked
+   * nor written (`undefined` when the statement saw none): a fresh key in one round trip, where a
+   * read first and then `acquire` take two. Where a dialect has it, `acquire` starts with it.
+   */
+  insertOrGet?(
+    key: string,
+    digest: string,
+    lease: { readonly expires: number; readonly leaseUntil: number; readonly token: number },
+  ): Answer<M, AcquireStep>;
   /** The pending rows, ascending by key. */
   pendingKeys(query: PendingQuery): Answer<M, readonly KeyRow[]>;
   /** Deletes the pending row of `key` (of `fingerprint` when given), whatever its lease. */
@@ -256,12 +266,16 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
       this.#checkKey(key);
       this.#checkDigest(digest);
       const leaseUntil = leaseDeadline(options);
+      const { expires, now } = options;
       const statements = this.#open();
-      return then(
-        statements.get(key),
-        (row) =>
-          readOutcome<T>(row, digest, options.now) ??
-          this.#claim(statements, key, digest, options.expires, options.now, leaseUntil),
+      // Read before writing: a replay or a live lease answers from the row and writes nothing.
+      const decide = (row: KeyRow | undefined) =>
+        readOutcome<T>(row, digest, now) ??
+        this.#claim(statements, key, digest, expires, now, leaseUntil);
+      if (statements.insertOrGet === undefined) return then(statements.get(key), decide);
+      const token = nextFencingToken();
+      return then(statements.insertOrGet(key, digest, { expires, leaseUntil, token }), (step) =>
+        'attempt' in step ? acquiredOutcome<T>(step.attempt, token, leaseUntil) : decide(step.row),
       );
     });
   }

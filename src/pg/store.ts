@@ -14,6 +14,7 @@ import {
   releasablePending,
   stalePending,
 } from '../core/key-conditions.js';
+import type { KeyRow } from '../core/record.js';
 import { primaryOf, replicasOf } from '../core/replicas.js';
 import { KeyStatus } from '../core/status.js';
 import type { LeasedIdempotencyStore, ReleasePendingResult } from '../core/store.js';
@@ -126,6 +127,20 @@ function prepareQueries(
     attempt: keys.attempt,
     unrecorded: keys.unrecorded,
   };
+  const leasedRow = {
+    id: p('id'),
+    fingerprint: p('fingerprint'),
+    status: KeyStatus.pending,
+    expires: p('expires'),
+    leaseUntil: p('leaseUntil'),
+    attempt: sql`${p('token')}`,
+    unrecorded: sql`false`,
+  };
+  const inserted = db
+    .$with('inserted')
+    .as(
+      db.insert(keys).values(leasedRow).onConflictDoNothing().returning({ attempt: keys.attempt }),
+    );
   const pendingList = (where: ReturnType<typeof and>) =>
     db.select(rowColumns).from(keys).where(where).orderBy(asc(keys.id)).limit(p('limit'));
   return {
@@ -137,18 +152,29 @@ function prepareQueries(
       'acquire',
       db
         .insert(keys)
-        .values({
-          id: p('id'),
-          fingerprint: p('fingerprint'),
-          status: KeyStatus.pending,
-          expires: p('expires'),
-          leaseUntil: p('leaseUntil'),
-          attempt: sql`${p('token')}`,
-          unrecorded: sql`false`,
-        })
+        .values(leasedRow)
         .onConflictDoUpdate({ target: keys.id, ...leaseTakeover(keys, p('now')) })
         .returning({ attempt: keys.attempt }),
       ['id', 'fingerprint', 'expires', 'leaseUntil', 'token', 'now'],
+    ),
+    // A fresh key in one round trip, and an existing row left as it was: DO NOTHING neither locks
+    // nor writes the row it meets (a DO UPDATE would, even with a false WHERE, stamping the row's
+    // xmax on every replay). The statement's one snapshot does not see the row it inserts, so the
+    // join reads only a row that was there before; a row another transaction committed after the
+    // snapshot blocks the insert and is not read either, and the claim then decides it.
+    insertOrGet: compile(
+      'insert_or_get',
+      db
+        .with(inserted)
+        .select({
+          inserted_attempt: sql<number | null>`(select ${inserted.attempt} from ${inserted})`.as(
+            'inserted_attempt',
+          ),
+          ...rowColumns,
+        })
+        .from(sql`(select 1) as one`)
+        .leftJoin(keys, eq(keys.id, p('id'))),
+      ['id', 'fingerprint', 'expires', 'leaseUntil', 'token'],
     ),
     finishFenced: compile(
       'finish_fenced',
@@ -357,6 +383,13 @@ function pgStatements(
     markUnrecorded: async (id, fingerprint, attempt) =>
       (await queries.markUnrecorded.execute({ id, fingerprint, attempt })).length,
     // The statement either owns the row or leaves it as it was; what is there is then read.
+    insertOrGet: async (id, fingerprint, { expires, leaseUntil, token }) => {
+      const [found] = await queries.insertOrGet({ id, fingerprint, expires, leaseUntil, token });
+      if (found === undefined) throw new Error('the insert-or-read of acquire answered no row');
+      const { inserted_attempt: attempt, ...row } = found;
+      if (attempt !== null) return { attempt };
+      return { row: row.id === null ? undefined : (row as KeyRow) };
+    },
     acquire: async (id, fingerprint, { expires, now, leaseUntil, token }) => {
       const [won] = await queries.acquire({ id, fingerprint, expires, leaseUntil, token, now });
       if (won !== undefined) return { attempt: won.attempt };

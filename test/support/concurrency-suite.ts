@@ -76,6 +76,39 @@ export function describeConcurrency(dialect: ConcurrencyDialect): void {
       });
     });
 
+    it('16 connections acquiring the same 300 fresh keys: exactly one winner each, the others see its lease', async () => {
+      await withTarget(async (target) => {
+        const connections = await target.stores(16);
+        const keys = Array.from({ length: 300 }, (_, i) => `fresh-${pad(i)}`);
+        const winners = new Map<string, number[]>();
+        await Promise.all(
+          connections.map(async (store, c) => {
+            for (const key of keys) {
+              const result = await store.acquire(key, `conn-${c}`, {
+                expires: 1000,
+                now: 100,
+                leaseSeconds: 30,
+              });
+              if (result.status === 'acquired') {
+                expect(result).toMatchObject({ leaseUntil: 130, takenOver: false });
+                winners.set(key, [...(winners.get(key) ?? []), c]);
+              } else {
+                // A fingerprint of its own: a loser meets the winner's row as another payload's.
+                expect(result.status).toBe('mismatch');
+              }
+            }
+          }),
+        );
+        const rows = await target.rows();
+        expect(rows.map((row) => row.id)).toEqual(keys);
+        for (const row of rows) {
+          const won = winners.get(row.id) ?? [];
+          expect(won).toHaveLength(1);
+          expect(row).toMatchObject({ fingerprint: `conn-${won[0]}`, status: 'pending' });
+        }
+      });
+    });
+
     it('16 connections taking over the same 300 lapsed keys: exactly one winner each, a greater token', async () => {
       await withTarget(async (target) => {
         const connections = await target.stores(16);
