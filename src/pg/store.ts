@@ -382,7 +382,6 @@ function pgStatements(
       (await queries.renew({ id, fingerprint, attempt, leaseUntil })).length,
     markUnrecorded: async (id, fingerprint, attempt) =>
       (await queries.markUnrecorded.execute({ id, fingerprint, attempt })).length,
-    // The statement either owns the row or leaves it as it was; what is there is then read.
     insertOrGet: async (id, fingerprint, { expires, leaseUntil, token }) => {
       const [found] = await queries.insertOrGet({ id, fingerprint, expires, leaseUntil, token });
       if (found === undefined) throw new Error('the insert-or-read of acquire answered no row');
@@ -390,6 +389,7 @@ function pgStatements(
       if (attempt !== null) return { attempt };
       return { row: row.id === null ? undefined : (row as KeyRow) };
     },
+    // The statement either owns the row or leaves it as it was; what is there is then read.
     acquire: async (id, fingerprint, { expires, now, leaseUntil, token }) => {
       const [won] = await queries.acquire({ id, fingerprint, expires, leaseUntil, token, now });
       if (won !== undefined) return { attempt: won.attempt };

@@ -35,7 +35,7 @@ export interface SqliteDriver<M extends Mode> {
   /**
    * Runs a read of one row by key; that row, or `undefined` (or `null`) when there is none. Where
    * absent, the first row of {@link SqliteDriver.read}: a synchronous driver asks for the one row
-   * and builds no array, which is most of what a replay costs beyond SQLite's own work.
+   * and builds no array of rows, a cost every replay's read would pay.
    */
   readRow?(statement: SqliteStatement): Answer<M, unknown>;
   /** Runs a write with `RETURNING`; the rows it returned. */
