@@ -1,7 +1,7 @@
-import pg from 'pg';
+import type pg from 'pg';
 import { cyclesPerSecond, layerCycle, nodeIdempotencyCycle } from './peers.js';
 import { median, pairedRatio, rotate } from './support/measure.js';
-import { createBenchDatabase } from './support/pg-database.js';
+import { benchPool, createBenchDatabase } from './support/pg-database.js';
 import { type RedisDurability, startRedis } from './support/redis.js';
 import type { BenchSize, GroupResult, Metric } from './support/report.js';
 import { IN_FLIGHT } from './support/server-ops.js';
@@ -74,7 +74,7 @@ export async function pgPeers({ quick }: BenchSize): Promise<GroupResult> {
     { redis: 'always', prefix: 'peer.pg.aofAlways.', count: 100, rounds: quick ? 3 : 11 },
   ];
   const database = await createBenchDatabase('report_pgpeers');
-  const pool = new pg.Pool({ connectionString: database.url, max: IN_FLIGHT });
+  const pool = benchPool(database.url, IN_FLIGHT);
   try {
     const metrics: Record<string, Metric> = {};
     const details: Record<string, number> = {};

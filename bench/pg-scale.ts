@@ -1,4 +1,4 @@
-import pg from 'pg';
+import type pg from 'pg';
 import type { PgIdempotencyStore } from '../src/pg/index.js';
 import {
   answerOfSize,
@@ -7,6 +7,7 @@ import {
   realisticKeys,
 } from './support/inputs.js';
 import { alternate, check, median, nowMs, pairedRatio } from './support/measure.js';
+import { benchPool, createBenchDatabase } from './support/pg-database.js';
 import type { BenchSize, GroupResult } from './support/report.js';
 import { IN_FLIGHT, opsPerSecondConcurrent } from './support/server-ops.js';
 import { shippedCore, shippedPg } from './support/shipped.js';
@@ -14,7 +15,6 @@ import { shippedCore, shippedPg } from './support/shipped.js';
 const { sweep } = shippedCore;
 const { openPgStore } = shippedPg;
 
-const SERVER = 'postgres://postgres@127.0.0.1:5432';
 const SMALL_ROWS = 100_000;
 // The expired backlog each purge round drains, the same in both tables: what grows is the table.
 const BACKLOG = 1_000;
@@ -194,10 +194,8 @@ export async function pgScale({ quick }: BenchSize): Promise<GroupResult> {
   const rounds = quick ? 7 : 15;
   const purgeRounds = quick ? 5 : 9;
   const count = 2_000;
-  const database = `bench_scale_${process.pid}`;
-  const admin = new pg.Pool({ connectionString: `${SERVER}/test`, max: 1 });
-  await admin.query(`CREATE DATABASE "${database}"`);
-  const pool = new pg.Pool({ connectionString: `${SERVER}/${database}`, max: IN_FLIGHT });
+  const database = await createBenchDatabase('bench_scale');
+  const pool = benchPool(database.url, IN_FLIGHT);
   const stores: Store[] = [];
   try {
     const big = await openPgStore<JsonObject>(pool, { schema: 'big' });
@@ -253,7 +251,6 @@ export async function pgScale({ quick }: BenchSize): Promise<GroupResult> {
   } finally {
     for (const store of stores) await store.close();
     await pool.end();
-    await admin.query(`DROP DATABASE IF EXISTS "${database}" WITH (FORCE)`);
-    await admin.end();
+    await database.drop();
   }
 }

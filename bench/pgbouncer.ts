@@ -1,4 +1,3 @@
-import pg from 'pg';
 import type { LeasedIdempotencyStore } from '../src/core/store.js';
 import { startPgbouncer } from '../test/support/pgbouncer.js';
 import {
@@ -8,7 +7,7 @@ import {
   realisticKeys,
 } from './support/inputs.js';
 import { alternate, check, median, pairedRatio } from './support/measure.js';
-import { createBenchDatabase } from './support/pg-database.js';
+import { benchPool, createBenchDatabase } from './support/pg-database.js';
 import type { BenchSize, GroupResult } from './support/report.js';
 import { IN_FLIGHT, opsPerSecondConcurrent } from './support/server-ops.js';
 import { shippedPg } from './support/shipped.js';
@@ -60,8 +59,8 @@ export async function pgbouncerOps({ quick }: BenchSize): Promise<GroupResult> {
   const rounds = quick ? 7 : 25;
   const database = await createBenchDatabase('report_pgbouncer');
   const bouncer = await startPgbouncer(database.url, { poolSize: IN_FLIGHT });
-  const directPool = new pg.Pool({ connectionString: database.url, max: IN_FLIGHT });
-  const bouncedPool = new pg.Pool({ connectionString: bouncer.url, max: IN_FLIGHT });
+  const directPool = benchPool(database.url, IN_FLIGHT);
+  const bouncedPool = benchPool(bouncer.url, IN_FLIGHT);
   try {
     // Direct first: it applies the migrations; through PgBouncer the same check is then a read.
     const direct = await openPgStore<JsonObject>(directPool);

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { quoteIdentifier } from '../../src/pg/identifier.js';
+import { dropServerDatabase } from '../../test/support/pg.js';
 
 /** The server every PostgreSQL benchmark runs on. */
 export const PG_URL = 'postgres://postgres@127.0.0.1:5432/test';
@@ -37,6 +38,17 @@ export async function createBenchDatabase(prefix: string): Promise<BenchDatabase
   return {
     url: url.toString(),
     name,
-    drop: () => onServer(`DROP DATABASE IF EXISTS ${quoteIdentifier(name)} WITH (FORCE)`),
+    drop: () => dropServerDatabase(PG_URL, name),
   };
+}
+
+/**
+ * A node-postgres pool for a benchmark. A connection the server ends (a database dropped at the
+ * end of a group) makes an idle client emit `error`; unheard, that would end the whole run before
+ * `bench/results.json` is written, so the pool hears it and drops the client.
+ */
+export function benchPool(url: string, max: number): pg.Pool {
+  const pool = new pg.Pool({ connectionString: url, max });
+  pool.on('error', () => undefined);
+  return pool;
 }

@@ -92,28 +92,32 @@ export async function freshServerDatabase(url: string): Promise<ServerDatabase> 
   target.pathname = `/${name}`;
   return {
     url: target.toString(),
-    drop: async () => {
-      const client = new pg.Client({ connectionString: url });
-      await client.connect();
-      try {
-        // A pool the test just ended may still have connections on their way out. FORCE would
-        // end those mid-close, and their client would get the server's "terminating connection"
-        // as an error nobody listens to any more: wait for them first (a few seconds at most), so
-        // FORCE only ends connections a test left open.
-        for (let look = 0; look < 100; look++) {
-          const { rows } = await client.query<{ open: number }>(
-            'SELECT count(*)::int AS open FROM pg_stat_activity WHERE datname = $1',
-            [name],
-          );
-          if (rows[0]?.open === 0) break;
-          await new Promise((resolve) => setTimeout(resolve, 50));
-        }
-        await client.query(`DROP DATABASE ${quoteIdentifier(name)} WITH (FORCE)`);
-      } finally {
-        await client.end();
-      }
-    },
+    drop: () => dropServerDatabase(url, name),
   };
+}
+
+/**
+ * Drops the database `name` on the server `url` names, once the connections a pool just ended
+ * have gone. FORCE would end those mid-close, and their client would get the server's
+ * "terminating connection" as an error nobody listens to any more: it waits for them first (a few
+ * seconds at most), so FORCE only ends connections left open.
+ */
+export async function dropServerDatabase(url: string, name: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    for (let look = 0; look < 100; look++) {
+      const { rows } = await client.query<{ open: number }>(
+        'SELECT count(*)::int AS open FROM pg_stat_activity WHERE datname = $1',
+        [name],
+      );
+      if (rows[0]?.open === 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    await client.query(`DROP DATABASE IF EXISTS ${quoteIdentifier(name)} WITH (FORCE)`);
+  } finally {
+    await client.end();
+  }
 }
 
 /** Every row of `schema.table`, ordered by id (byte order, the column's "C" collation). */
