@@ -11,14 +11,16 @@ const digest = 'd'.repeat(64);
 async function loggedStore() {
   const sent: string[] = [];
   const logger: Logger = { logQuery: (query) => sent.push(query) };
-  const db = drizzle(new PGlite(), { logger });
+  const client = new PGlite();
+  const db = drizzle(client, { logger });
   await applyPgMigrations(db);
   sent.length = 0;
-  return { store: new PgIdempotencyStore<{ n: number }>(db), sent };
+  const store = new PgIdempotencyStore<{ n: number }>(db, { onClose: () => client.close() });
+  return { store, sent };
 }
 
 describe('acquire on PostgreSQL, statement by statement', () => {
-  it('claims a fresh key with one statement, and answers a replay with one that writes nothing', async () => {
+  it('claims a fresh key with one statement, and answers a replay with one that inserts nothing', async () => {
     const { store, sent } = await loggedStore();
     const claim = await store.acquire('k', digest, { expires: 100, now: 1, leaseSeconds: 30 });
     expect(claim).toMatchObject({ status: 'acquired', leaseUntil: 31, takenOver: false });
@@ -30,6 +32,8 @@ describe('acquire on PostgreSQL, statement by statement', () => {
     expect(replay).toMatchObject({ status: 'done', record: { response: { n: 1 } } });
     expect(sent).toHaveLength(1);
     expect(sent[0]).toMatch(/on conflict do nothing/i);
+    expect(await store.get('k')).toMatchObject({ status: 'done', attempt: claim.attempt });
+    await store.close();
   });
 
   it('takes over a lapsed lease with a second statement, raising the token', async () => {
@@ -45,5 +49,6 @@ describe('acquire on PostgreSQL, statement by statement', () => {
     expect(taken).toMatchObject({ status: 'acquired', leaseUntil: 61, takenOver: true });
     if (taken.status === 'acquired') expect(taken.attempt).toBeGreaterThan(first.attempt);
     expect(sent).toHaveLength(2);
+    await store.close();
   });
 });
