@@ -90,13 +90,28 @@ async function lagProxy(target: number, lagMs: number): Promise<{ port: number; 
     const upstream = net.connect(target, '127.0.0.1');
     sockets.add(client).add(upstream);
     client.pipe(upstream);
-    let due = 0;
-    upstream.on('data', (chunk) => {
-      // Each chunk leaves `lagMs` after it came, and never before the one ahead of it.
-      due = Math.max(due, Date.now() + lagMs);
-      setTimeout(() => client.writable && client.write(chunk), due - Date.now());
+    // One queue drained in order by one timer: a timer per chunk could fire out of order (two
+    // chunks of one turn whose delays were rounded apart), reordering the WAL stream, which the
+    // standby then took for a corrupt record and stopped streaming.
+    const queue: { chunk: Buffer; due: number }[] = [];
+    let timer: NodeJS.Timeout | undefined;
+    const drain = () => {
+      timer = undefined;
+      const now = Date.now();
+      for (let next = queue[0]; next !== undefined && next.due <= now; next = queue[0]) {
+        queue.shift();
+        if (client.writable) client.write(next.chunk);
+      }
+      const head = queue[0];
+      if (head !== undefined) timer = setTimeout(drain, head.due - now);
+    };
+    upstream.on('data', (chunk: Buffer) => {
+      // Each chunk leaves `lagMs` after it came, behind every chunk that came before it.
+      queue.push({ chunk, due: Date.now() + lagMs });
+      timer ??= setTimeout(drain, lagMs);
     });
     const end = () => {
+      if (timer !== undefined) clearTimeout(timer);
       client.destroy();
       upstream.destroy();
     };
