@@ -31,7 +31,7 @@ async function onServer(statement: string): Promise<void> {
  */
 export async function createBenchDatabase(prefix: string): Promise<BenchDatabase> {
   const name = `${prefix}_${process.pid}`;
-  await onServer(`DROP DATABASE IF EXISTS ${quoteIdentifier(name)} WITH (FORCE)`);
+  await dropServerDatabase(PG_URL, name);
   await onServer(`CREATE DATABASE ${quoteIdentifier(name)}`);
   const url = new URL(PG_URL);
   url.pathname = `/${name}`;
