@@ -81,6 +81,9 @@ export async function assertAdoptableMysqlKeysTable(
         WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ${table}
         ORDER BY ORDINAL_POSITION`,
   );
+  // A table has at least one column: none means its CREATE is still being applied, on Galera by
+  // another node's migration at this moment. Nothing is there to adopt yet, as with no table.
+  if (columns.length === 0) return;
   problems.push(
     ...keysTableProblems(
       columns.map((column) => ({
