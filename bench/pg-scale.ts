@@ -72,8 +72,76 @@ async function seedTable(pool: pg.Pool, schema: string, rows: number) {
   await pool.query(`VACUUM ANALYZE ${table}`);
 }
 
-// reserve, finish, then fetch of both stores, alternating, each round on fresh keys of its own.
-async function compareStores(big: Store, small: Store, rounds: number, count: number) {
+interface TableCounters {
+  readonly inserts: number;
+  readonly updates: number;
+  readonly hotUpdates: number;
+  readonly blocksRead: number;
+  readonly blocksHit: number;
+}
+
+// The table's cumulative row and block counters, its indexes' blocks included: a block "read"
+// was not in shared buffers (from the OS cache or the disk), a block "hit" was.
+async function tableCounters(pool: pg.Pool, schema: string): Promise<TableCounters> {
+  const { rows } = await pool.query<Record<string, string>>(
+    `SELECT s.n_tup_ins AS inserts, s.n_tup_upd AS updates, s.n_tup_hot_upd AS hot,
+       io.heap_blks_read + coalesce(io.idx_blks_read, 0) AS blocks_read,
+       io.heap_blks_hit + coalesce(io.idx_blks_hit, 0) AS blocks_hit
+     FROM pg_stat_user_tables s JOIN pg_statio_user_tables io USING (relid)
+     WHERE s.relid = $1::regclass`,
+    [`"${schema}".keys`],
+  );
+  const row = rows[0] ?? {};
+  const number = (name: string) => Number(row[name]);
+  return {
+    inserts: number('inserts'),
+    updates: number('updates'),
+    hotUpdates: number('hot'),
+    blocksRead: number('blocks_read'),
+    blocksHit: number('blocks_hit'),
+  };
+}
+
+// Each backend reports its counters some time after its transactions end: wait until the table's
+// counters show `done` (its inserts and updates so far), or give up after 20 seconds.
+async function settledCounters(
+  pool: pg.Pool,
+  schema: string,
+  done: (counters: TableCounters) => boolean,
+): Promise<TableCounters> {
+  const deadline = nowMs() + 20_000;
+  let counters = await tableCounters(pool, schema);
+  while (!done(counters) && nowMs() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    counters = await tableCounters(pool, schema);
+  }
+  return counters;
+}
+
+// What the finishes of one table cost the server per operation: the share of them that were HOT
+// updates (no index entry written), and the blocks they touched outside and inside shared buffers.
+function finishCosts(
+  prefix: string,
+  before: TableCounters,
+  after: TableCounters,
+): Record<string, number> {
+  const finishes = after.updates - before.updates;
+  return {
+    [`${prefix}.hotShare`]: (after.hotUpdates - before.hotUpdates) / finishes,
+    [`${prefix}.blocksReadPerOp`]: (after.blocksRead - before.blocksRead) / finishes,
+    [`${prefix}.blocksHitPerOp`]: (after.blocksHit - before.blocksHit) / finishes,
+  };
+}
+
+// reserve, finish, then fetch of both stores, alternating, each round on fresh keys of its own;
+// the finishes' row and block counters of each table are read around their phase.
+async function compareStores(
+  pool: pg.Pool,
+  sides: { big: Store; small: Store; bigRows: number },
+  rounds: number,
+  count: number,
+) {
+  const { big, small, bigRows } = sides;
   const answers = Array.from({ length: count }, (_, i) => answerOfSize(1024, i));
   const keysOf = () => Array.from({ length: rounds }, () => realisticKeys(count));
   const inputs = { big: keysOf(), small: keysOf() };
@@ -92,13 +160,29 @@ async function compareStores(big: Store, small: Store, rounds: number, count: nu
   const reserve = await both(async (store, { key, digest }) =>
     check(await store.reserve(key, digest, 1e9), 'reserve'),
   );
+  const operations = rounds * count;
+  const counters = (schema: 'big' | 'small', done: (counters: TableCounters) => boolean) =>
+    settledCounters(pool, schema, done);
+  const seeded = { big: bigRows, small: SMALL_ROWS };
+  const beforeFinish = {
+    big: await counters('big', (c) => c.inserts >= seeded.big + operations),
+    small: await counters('small', (c) => c.inserts >= seeded.small + operations),
+  };
   const finish = await both(async (store, { key, digest }, i) =>
     check(await store.finish(key, digest, answers[i] as JsonObject), 'finish'),
   );
+  const afterFinish = {
+    big: await counters('big', (c) => c.updates >= beforeFinish.big.updates + operations),
+    small: await counters('small', (c) => c.updates >= beforeFinish.small.updates + operations),
+  };
+  const finishDetails = {
+    ...finishCosts('pg.scale10M.finish.big', beforeFinish.big, afterFinish.big),
+    ...finishCosts('pg.scale10M.finish.small', beforeFinish.small, afterFinish.small),
+  };
   const fetch = await both(async (store, { key }) =>
     check((await store.fetch(key, 5)) !== null, 'fetch'),
   );
-  return { reserve, finish, fetch };
+  return { reserve, finish, fetch, finishDetails };
 }
 
 // purge(100) of both stores, alternating: each round drains a backlog of BACKLOG rows, re-added
@@ -206,7 +290,12 @@ export async function pgScale({ quick }: BenchSize): Promise<GroupResult> {
     await seedTable(pool, 'big', bigRows);
     await seedTable(pool, 'small', SMALL_ROWS);
     const seedSeconds = (nowMs() - seedStart) / 1000;
-    const { reserve, finish, fetch } = await compareStores(big, small, rounds, count);
+    const { reserve, finish, fetch, finishDetails } = await compareStores(
+      pool,
+      { big, small, bigRows },
+      rounds,
+      count,
+    );
     const purge = await comparePurges(pool, big, small, purgeRounds);
     const before = await tableState(pool, 'big');
     const swept = await sweep(big, { now: SWEEP_NOW, batchSize: SWEEP_BATCH });
@@ -214,10 +303,13 @@ export async function pgScale({ quick }: BenchSize): Promise<GroupResult> {
     check(swept.deleted === sweepRows && swept.stoppedBy === 'drained', 'pg sweep');
     const after = await settledState(pool, 'big', before.deletedTuples + swept.deleted, 20);
     const { rows: settings } = await pool.query<{ name: string; setting: string }>(
-      `SELECT name, setting FROM pg_settings WHERE name IN ('synchronous_commit', 'fsync')`,
+      `SELECT name, setting FROM pg_settings
+       WHERE name IN ('synchronous_commit', 'fsync', 'shared_buffers')`,
     );
+    const sharedBuffers = settings.find((setting) => setting.name === 'shared_buffers');
+    const durability = settings.filter((setting) => setting.name !== 'shared_buffers');
     check(
-      settings.length === 2 && settings.every((setting) => setting.setting === 'on'),
+      durability.length === 2 && durability.every((setting) => setting.setting === 'on'),
       'pg durability (fsync and synchronous_commit on)',
     );
     return {
@@ -235,6 +327,9 @@ export async function pgScale({ quick }: BenchSize): Promise<GroupResult> {
         'pg.scale10M.reserve.opsPerSec.small': median(reserve.theirs),
         'pg.scale10M.finish.opsPerSec.big': median(finish.ours),
         'pg.scale10M.finish.opsPerSec.small': median(finish.theirs),
+        ...finishDetails,
+        // pg_settings gives shared_buffers in blocks of 8 kB.
+        'pg.scale10M.sharedBuffersMB': (Number(sharedBuffers?.setting) * 8) / 1024,
         'pg.scale10M.fetch.opsPerSec.big': median(fetch.ours),
         'pg.scale10M.fetch.opsPerSec.small': median(fetch.theirs),
         'pg.scale10M.purge100.ms.big': median(purge.all.big),

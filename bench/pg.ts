@@ -121,6 +121,11 @@ export async function pgOps({ quick }: BenchSize): Promise<GroupResult> {
         'pg.fetch.ratio': pairedRatio(fetch),
         'pg.purge100.backlogScale': ratioOfMedians(purge.large, purge.small),
         'pg.purge100.deleteFloorScale': ratioOfMedians(purge.deleteLarge, purge.deleteSmall),
+        'pg.purge100.afterVacuumScale': ratioOfMedians(purge.vacuumed.large, purge.vacuumed.small),
+        'pg.purge100.expiryOrderScale': ratioOfMedians(
+          purge.expiryOrderLarge,
+          purge.expiryOrderSmall,
+        ),
         'pg.acquire.vsReserve': pairedRatio(lease),
       },
       details: {
@@ -136,6 +141,12 @@ export async function pgOps({ quick }: BenchSize): Promise<GroupResult> {
         'pg.purge100.ms.largeBacklog': median(purge.large),
         'pg.purge100.ms.plainDelete.smallBacklog': median(purge.deleteSmall),
         'pg.purge100.ms.plainDelete.largeBacklog': median(purge.deleteLarge),
+        'pg.purge100.ms.expiryOrder.smallBacklog': median(purge.expiryOrderSmall),
+        'pg.purge100.ms.expiryOrder.largeBacklog': median(purge.expiryOrderLarge),
+        'pg.purge100.ms.afterVacuum.smallBacklog': median(purge.vacuumed.small),
+        'pg.purge100.ms.afterVacuum.largeBacklog': median(purge.vacuumed.large),
+        'pg.purge100.idWalkEntries.smallBacklog': purge.walks[0] ?? 0,
+        'pg.purge100.idWalkEntries.largeBacklog': purge.walks[1] ?? 0,
         'pg.purge100.tableRows': purge.rows,
         'pg.purge100.backlog.small': purge.backlogs[0],
         'pg.purge100.backlog.large': purge.backlogs[1],
@@ -172,6 +183,21 @@ async function seedPg(pool: pg.Pool, schema: string, count: number, kind: 'expir
  * size, alternating; each round re-adds the rows the previous round's purges removed. Beside each
  * purge, a plain DELETE of 100 ids of the same backlog: what deleting those rows costs by itself.
  */
+// Done rows whose id is at most the 100th lowest expired one: the index entries the id-order
+// walk of the done rows passes to find one purge's candidates. A purge takes the lowest expired
+// ids, so purges thin out the expired rows at the low end of the ids, and the walk grows longer.
+async function idWalkLength(pool: pg.Pool, schema: string): Promise<number> {
+  const { rows } = await pool.query<{ count: number }>(
+    `SELECT count(*)::int AS count FROM "${schema}".keys
+     WHERE status = 'done' AND id <= (
+       SELECT max(id) FROM (
+         SELECT id FROM "${schema}".keys WHERE status = 'done' AND expires <= $1
+         ORDER BY id LIMIT 100) AS candidates)`,
+    [SEEDED_NOW],
+  );
+  return rows[0]?.count ?? 0;
+}
+
 async function purgeBacklogs(pool: pg.Pool, quick: boolean) {
   const rows = quick ? 200_000 : 1_000_000;
   const backlogs = quick ? ([1_000, 20_000] as const) : ([1_000, 100_000] as const);
@@ -192,6 +218,8 @@ async function purgeBacklogs(pool: pg.Pool, quick: boolean) {
       large: [] as number[],
       deleteSmall: [] as number[],
       deleteLarge: [] as number[],
+      expiryOrderSmall: [] as number[],
+      expiryOrderLarge: [] as number[],
     };
     const side = (index: 0 | 1) => async (round: number) => {
       const store = stores[index] as PgIdempotencyStore<unknown>;
@@ -216,10 +244,39 @@ async function purgeBacklogs(pool: pg.Pool, quick: boolean) {
         (index === 0 ? times.deleteSmall : times.deleteLarge).push(nowMs() - start);
         check(rowCount === 100, 'pg plain delete');
       }
+      // The design `purge` cannot use: 100 rows taken in expiry order, `(expires, id)`, as a
+      // sweep batch takes them. Its rows are the earliest deadlines, not the lowest ids that
+      // `purge` promises, so it is measured beside the purge, on rows of its own.
+      await seedPg(pool, schema, purgesPerRound * 100, 'expired');
+      for (let i = 0; i < purgesPerRound; i++) {
+        const start = nowMs();
+        const deleted = await store.sweepBatch(SEEDED_NOW, 100);
+        (index === 0 ? times.expiryOrderSmall : times.expiryOrderLarge).push(nowMs() - start);
+        check(deleted === 100, 'pg expiry-order batch');
+      }
       return 0;
     };
     await alternate(rounds, side(0), side(1));
-    return { ...times, rows, backlogs };
+    const walks = await Promise.all(schemas.map((schema) => idWalkLength(pool, schema)));
+    // The same purges once VACUUM (untimed) has removed the index entries of the rows deleted so
+    // far: what the dead entries cost the walk. Autovacuum would not have come yet (its
+    // threshold is a fifth of the table).
+    const vacuumed = { small: [] as number[], large: [] as number[] };
+    const vacuumedSide = (index: 0 | 1) => async () => {
+      const store = stores[index] as PgIdempotencyStore<unknown>;
+      const schema = schemas[index] as string;
+      await seedPg(pool, schema, purgesPerRound * 100, 'expired');
+      await pool.query(`VACUUM "${schema}".keys`);
+      for (let i = 0; i < purgesPerRound; i++) {
+        const start = nowMs();
+        const deleted = await store.purge(SEEDED_NOW, 100);
+        (index === 0 ? vacuumed.small : vacuumed.large).push(nowMs() - start);
+        check(deleted.length === 100, 'pg purge after vacuum');
+      }
+      return 0;
+    };
+    await alternate(3, vacuumedSide(0), vacuumedSide(1));
+    return { ...times, rows, backlogs, walks, vacuumed };
   } finally {
     for (const store of stores) await store.close();
     for (const schema of schemas) await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
