@@ -178,11 +178,6 @@ async function seedPg(pool: pg.Pool, schema: string, count: number, kind: 'expir
   );
 }
 
-/**
- * purge(100) latency with a small and a large expired backlog, each in a table of the same total
- * size, alternating; each round re-adds the rows the previous round's purges removed. Beside each
- * purge, a plain DELETE of 100 ids of the same backlog: what deleting those rows costs by itself.
- */
 // Done rows whose id is at most the 100th lowest expired one: the index entries the id-order
 // walk of the done rows passes to find one purge's candidates. A purge takes the lowest expired
 // ids, so purges thin out the expired rows at the low end of the ids, and the walk grows longer.
@@ -198,6 +193,13 @@ async function idWalkLength(pool: pg.Pool, schema: string): Promise<number> {
   return rows[0]?.count ?? 0;
 }
 
+/**
+ * purge(100) latency with a small and a large expired backlog, each in a table of the same total
+ * size, alternating; each round re-adds the rows the previous round's purges removed. Beside each
+ * purge, a plain DELETE of 100 ids of the same backlog: what deleting those rows costs by itself,
+ * and 100 rows taken in expiry order; after the rounds, the id walk's length and the purges again
+ * after a VACUUM.
+ */
 async function purgeBacklogs(pool: pg.Pool, quick: boolean) {
   const rows = quick ? 200_000 : 1_000_000;
   const backlogs = quick ? ([1_000, 20_000] as const) : ([1_000, 100_000] as const);
@@ -221,16 +223,20 @@ async function purgeBacklogs(pool: pg.Pool, quick: boolean) {
       expiryOrderSmall: [] as number[],
       expiryOrderLarge: [] as number[],
     };
+    // A round's purges of one side, each timed into `into` and checked to delete 100 rows.
+    const timePurges = async (store: PgIdempotencyStore<unknown>, into: number[]) => {
+      for (let i = 0; i < purgesPerRound; i++) {
+        const start = nowMs();
+        const deleted = await store.purge(SEEDED_NOW, 100);
+        into.push(nowMs() - start);
+        check(deleted.length === 100, 'pg purge');
+      }
+    };
     const side = (index: 0 | 1) => async (round: number) => {
       const store = stores[index] as PgIdempotencyStore<unknown>;
       const schema = schemas[index] as string;
       if (round > 0) await seedPg(pool, schema, purgesPerRound * 100, 'expired');
-      for (let i = 0; i < purgesPerRound; i++) {
-        const start = nowMs();
-        const deleted = await store.purge(SEEDED_NOW, 100);
-        (index === 0 ? times.small : times.large).push(nowMs() - start);
-        check(deleted.length === 100, 'pg purge');
-      }
+      await timePurges(store, index === 0 ? times.small : times.large);
       // The floor: the same kind of 100 ids (the store picks them, untimed) deleted by one plain
       // statement, on rows of their own so the purges above keep their backlog.
       await seedPg(pool, schema, purgesPerRound * 100, 'expired');
@@ -267,12 +273,7 @@ async function purgeBacklogs(pool: pg.Pool, quick: boolean) {
       const schema = schemas[index] as string;
       await seedPg(pool, schema, purgesPerRound * 100, 'expired');
       await pool.query(`VACUUM "${schema}".keys`);
-      for (let i = 0; i < purgesPerRound; i++) {
-        const start = nowMs();
-        const deleted = await store.purge(SEEDED_NOW, 100);
-        (index === 0 ? vacuumed.small : vacuumed.large).push(nowMs() - start);
-        check(deleted.length === 100, 'pg purge after vacuum');
-      }
+      await timePurges(store, index === 0 ? vacuumed.small : vacuumed.large);
       return 0;
     };
     await alternate(3, vacuumedSide(0), vacuumedSide(1));
