@@ -72,58 +72,12 @@ async function seedTable(pool: pg.Pool, schema: string, rows: number) {
   await pool.query(`VACUUM ANALYZE ${table}`);
 }
 
-interface TableCounters {
-  readonly inserts: number;
-  readonly updates: number;
-  readonly hotUpdates: number;
-  readonly blocksRead: number;
-  readonly blocksHit: number;
-}
-
-// The table's cumulative row and block counters, its indexes' blocks included: a block "read"
-// was not in shared buffers (from the OS cache or the disk), a block "hit" was.
-async function tableCounters(pool: pg.Pool, schema: string): Promise<TableCounters> {
-  const { rows } = await pool.query<Record<string, string>>(
-    `SELECT s.n_tup_ins AS inserts, s.n_tup_upd AS updates, s.n_tup_hot_upd AS hot,
-       io.heap_blks_read + coalesce(io.idx_blks_read, 0) AS blocks_read,
-       io.heap_blks_hit + coalesce(io.idx_blks_hit, 0) AS blocks_hit
-     FROM pg_stat_user_tables s JOIN pg_statio_user_tables io USING (relid)
-     WHERE s.relid = $1::regclass`,
-    [`"${schema}".keys`],
-  );
-  const row = rows[0] ?? {};
-  const number = (name: string) => Number(row[name]);
-  return {
-    inserts: number('inserts'),
-    updates: number('updates'),
-    hotUpdates: number('hot'),
-    blocksRead: number('blocks_read'),
-    blocksHit: number('blocks_hit'),
-  };
-}
-
-// Each backend reports its counters some time after its transactions end: wait until the table's
-// counters show `done` (its inserts and updates so far), or give up after 20 seconds.
-async function settledCounters(
-  pool: pg.Pool,
-  schema: string,
-  done: (counters: TableCounters) => boolean,
-): Promise<TableCounters> {
-  const deadline = nowMs() + 20_000;
-  let counters = await tableCounters(pool, schema);
-  while (!done(counters) && nowMs() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, 250));
-    counters = await tableCounters(pool, schema);
-  }
-  return counters;
-}
-
 // What the finishes of one table cost the server per operation: the share of them that were HOT
 // updates (no index entry written), and the blocks they touched outside and inside shared buffers.
 function finishCosts(
   prefix: string,
-  before: TableCounters,
-  after: TableCounters,
+  before: TableState,
+  after: TableState,
 ): Record<string, number> {
   const finishes = after.updates - before.updates;
   return {
@@ -161,19 +115,21 @@ async function compareStores(
     check(await store.reserve(key, digest, 1e9), 'reserve'),
   );
   const operations = rounds * count;
-  const counters = (schema: 'big' | 'small', done: (counters: TableCounters) => boolean) =>
-    settledCounters(pool, schema, done);
   const seeded = { big: bigRows, small: SMALL_ROWS };
   const beforeFinish = {
-    big: await counters('big', (c) => c.inserts >= seeded.big + operations),
-    small: await counters('small', (c) => c.inserts >= seeded.small + operations),
+    big: await settledState(pool, 'big', (c) => c.inserts >= seeded.big + operations),
+    small: await settledState(pool, 'small', (c) => c.inserts >= seeded.small + operations),
   };
   const finish = await both(async (store, { key, digest }, i) =>
     check(await store.finish(key, digest, answers[i] as JsonObject), 'finish'),
   );
   const afterFinish = {
-    big: await counters('big', (c) => c.updates >= beforeFinish.big.updates + operations),
-    small: await counters('small', (c) => c.updates >= beforeFinish.small.updates + operations),
+    big: await settledState(pool, 'big', (c) => c.updates >= beforeFinish.big.updates + operations),
+    small: await settledState(
+      pool,
+      'small',
+      (c) => c.updates >= beforeFinish.small.updates + operations,
+    ),
   };
   const finishDetails = {
     ...finishCosts('pg.scale10M.finish.big', beforeFinish.big, afterFinish.big),
@@ -213,18 +169,30 @@ interface TableState {
   readonly autovacuums: number;
   readonly lastAutovacuumAgo: number | null;
   readonly autovacuumThreshold: number;
+  readonly inserts: number;
+  readonly updates: number;
+  readonly hotUpdates: number;
+  /** The table's and its indexes' blocks read from outside shared buffers (OS cache or disk). */
+  readonly blocksRead: number;
+  /** The table's and its indexes' blocks found in shared buffers. */
+  readonly blocksHit: number;
 }
 
-// What the server says of the table: its sizes, and what autovacuum saw and did. The threshold is
-// the dead-row count past which autovacuum would vacuum it (see the autovacuum settings).
+// What the server says of the table: its sizes, what autovacuum saw and did, and its cumulative
+// row and block counters. The threshold is the dead-row count past which autovacuum would vacuum
+// it (see the autovacuum settings).
 async function tableState(pool: pg.Pool, schema: string): Promise<TableState> {
   const { rows } = await pool.query<Record<string, string | null>>(
     `SELECT pg_table_size(c.oid) AS table_bytes, pg_indexes_size(c.oid) AS index_bytes,
        s.n_dead_tup AS dead, s.n_tup_del AS deleted, s.autovacuum_count AS autovacuums,
        extract(epoch FROM now() - s.last_autovacuum) AS last_ago,
        current_setting('autovacuum_vacuum_threshold')::float8
-         + current_setting('autovacuum_vacuum_scale_factor')::float8 * c.reltuples AS threshold
+         + current_setting('autovacuum_vacuum_scale_factor')::float8 * c.reltuples AS threshold,
+       s.n_tup_ins AS inserts, s.n_tup_upd AS updates, s.n_tup_hot_upd AS hot,
+       io.heap_blks_read + coalesce(io.idx_blks_read, 0) AS blocks_read,
+       io.heap_blks_hit + coalesce(io.idx_blks_hit, 0) AS blocks_hit
      FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid
+       JOIN pg_statio_user_tables io ON io.relid = c.oid
      WHERE c.oid = $1::regclass`,
     [`"${schema}".keys`],
   );
@@ -238,15 +206,25 @@ async function tableState(pool: pg.Pool, schema: string): Promise<TableState> {
     autovacuums: number('autovacuums'),
     lastAutovacuumAgo: row.last_ago == null ? null : number('last_ago'),
     autovacuumThreshold: number('threshold'),
+    inserts: number('inserts'),
+    updates: number('updates'),
+    hotUpdates: number('hot'),
+    blocksRead: number('blocks_read'),
+    blocksHit: number('blocks_hit'),
   };
 }
 
 // The cumulative statistics reach the server some time after a transaction ends (each backend
-// sends its own when idle): wait until the table's deletions show, or give up after `seconds`.
-async function settledState(pool: pg.Pool, schema: string, deletions: number, seconds: number) {
-  const deadline = nowMs() + seconds * 1000;
+// sends its own when idle): wait until the table's state shows `done` (the rows written so far),
+// or give up after 20 seconds.
+async function settledState(
+  pool: pg.Pool,
+  schema: string,
+  done: (state: TableState) => boolean,
+): Promise<TableState> {
+  const deadline = nowMs() + 20_000;
   let state = await tableState(pool, schema);
-  while (state.deletedTuples < deletions && nowMs() < deadline) {
+  while (!done(state) && nowMs() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 250));
     state = await tableState(pool, schema);
   }
@@ -301,7 +279,11 @@ export async function pgScale({ quick }: BenchSize): Promise<GroupResult> {
     const swept = await sweep(big, { now: SWEEP_NOW, batchSize: SWEEP_BATCH });
     const sweepRows = Math.round(bigRows * LATER_SHARE);
     check(swept.deleted === sweepRows && swept.stoppedBy === 'drained', 'pg sweep');
-    const after = await settledState(pool, 'big', before.deletedTuples + swept.deleted, 20);
+    const after = await settledState(
+      pool,
+      'big',
+      (state) => state.deletedTuples >= before.deletedTuples + swept.deleted,
+    );
     const { rows: settings } = await pool.query<{ name: string; setting: string }>(
       `SELECT name, setting FROM pg_settings
        WHERE name IN ('synchronous_commit', 'fsync', 'shared_buffers')`,
