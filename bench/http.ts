@@ -73,11 +73,24 @@ async function checkReplay(port: number, route: string): Promise<void> {
   check(retry.headers.get('idempotent-replayed') === 'true', `${route} marks the replay`);
 }
 
+// Each side's route on the benchmark's server (bench/children/http-server.ts).
+const ROUTES = {
+  ours: '/payments',
+  plain: '/plain/payments',
+  storeCalls: '/store/payments',
+  transactional: '/transactional/payments',
+  peer: '/peer/payments',
+} as const;
+
+type Side = keyof typeof ROUTES;
+
 /**
  * End to end over loopback HTTP: one Express server (a child process) with the payments route
- * behind our middleware (SQLite), behind a middleware over `@node-idempotency/core` (Redis started
- * for the benchmark, no disk), and with no layer; autocannon drives each in turn with the same
- * load, the three rotating.
+ * behind our middleware (SQLite), with no layer, with the middleware's two store calls made by
+ * hand (its statements and commits without its JavaScript), in the transactional form (the
+ * payment and its answer in one commit), and behind a middleware over `@node-idempotency/core`
+ * (Redis started for the benchmark, no disk); autocannon drives each in turn with the same load,
+ * the sides rotating.
  */
 export async function httpEndToEnd({ quick }: BenchSize): Promise<GroupResult> {
   const rounds = quick ? 3 : 7;
@@ -87,44 +100,56 @@ export async function httpEndToEnd({ quick }: BenchSize): Promise<GroupResult> {
   const server = startChild('http-server.ts', [freshStoreFile(dir), redis.url]);
   try {
     const port = Number(await server.firstLine);
-    await checkReplay(port, '/payments');
-    await checkReplay(port, '/peer/payments');
-    // Warm every route up (JIT, connections) before anything is timed.
-    for (const route of ['/payments', '/plain/payments', '/peer/payments']) {
-      await load(port, route, 1);
+    for (const side of ['ours', 'transactional', 'peer'] as const) {
+      await checkReplay(port, ROUTES[side]);
     }
-    const cpu = { ours: [] as Load[], plain: [] as Load[], peer: [] as Load[] };
-    const timed = (side: keyof typeof cpu, route: string) => async () => {
-      const run = await load(port, route, seconds);
+    // Warm every route up (JIT, connections) before anything is timed.
+    for (const route of Object.values(ROUTES)) await load(port, route, 1);
+    const cpu = Object.fromEntries(Object.keys(ROUTES).map((side) => [side, [] as Load[]])) as {
+      [S in Side]: Load[];
+    };
+    const timed = (side: Side) => async () => {
+      const run = await load(port, ROUTES[side], seconds);
       cpu[side].push(run);
       return run.requestsPerSec;
     };
     const sides = await rotate(rounds, {
-      ours: timed('ours', '/payments'),
-      plain: timed('plain', '/plain/payments'),
-      peer: timed('peer', '/peer/payments'),
+      ours: timed('ours'),
+      plain: timed('plain'),
+      storeCalls: timed('storeCalls'),
+      transactional: timed('transactional'),
+      peer: timed('peer'),
     });
-    const cpuPerRequest = (side: keyof typeof cpu) =>
-      median(cpu[side].map((run) => run.cpuMicrosPerRequest));
-    const cpuShare = (side: keyof typeof cpu) => median(cpu[side].map((run) => run.cpuShare));
+    const names: { readonly [S in Side]: string } = {
+      ours: 'ours',
+      plain: 'noLayer',
+      storeCalls: 'storeCallsOnly',
+      transactional: 'transactional',
+      peer: 'nodeIdempotencyRedis',
+    };
+    const details: Record<string, number> = {
+      'http.connections': CONNECTIONS,
+      'http.secondsPerRun': seconds,
+    };
+    for (const side of Object.keys(ROUTES) as Side[]) {
+      details[`http.requestsPerSec.${names[side]}`] = median(sides[side]);
+      details[`http.serverCpuMicrosPerRequest.${names[side]}`] = median(
+        cpu[side].map((run) => run.cpuMicrosPerRequest),
+      );
+      details[`http.serverCpuShare.${names[side]}`] = median(cpu[side].map((run) => run.cpuShare));
+    }
     return {
       metrics: {
         'http.layerOverhead': pairedRatio({ ours: sides.ours, theirs: sides.plain }),
+        'http.storeCallsOverhead': pairedRatio({ ours: sides.storeCalls, theirs: sides.plain }),
+        'http.layerVsStoreCalls': pairedRatio({ ours: sides.ours, theirs: sides.storeCalls }),
+        'http.transactionalOverhead': pairedRatio({
+          ours: sides.transactional,
+          theirs: sides.plain,
+        }),
         'http.vsNodeIdempotencyRedis': pairedRatio({ ours: sides.ours, theirs: sides.peer }),
       },
-      details: {
-        'http.requestsPerSec.ours': median(sides.ours),
-        'http.requestsPerSec.noLayer': median(sides.plain),
-        'http.requestsPerSec.nodeIdempotencyRedis': median(sides.peer),
-        'http.serverCpuMicrosPerRequest.ours': cpuPerRequest('ours'),
-        'http.serverCpuMicrosPerRequest.noLayer': cpuPerRequest('plain'),
-        'http.serverCpuMicrosPerRequest.nodeIdempotencyRedis': cpuPerRequest('peer'),
-        'http.serverCpuShare.ours': cpuShare('ours'),
-        'http.serverCpuShare.noLayer': cpuShare('plain'),
-        'http.serverCpuShare.nodeIdempotencyRedis': cpuShare('peer'),
-        'http.connections': CONNECTIONS,
-        'http.secondsPerRun': seconds,
-      },
+      details,
     };
   } finally {
     server.process.kill('SIGTERM');

@@ -1,8 +1,10 @@
-// Child process: one Express server with the same payments route three times, at argv[2] (SQLite
+// Child process: one Express server with the same payments route five times, at argv[2] (SQLite
 // file) and argv[3] (Redis URL), and prints its port:
-//   POST /payments        behind our Express middleware over the SQLite store (group commit),
-//   POST /plain/payments  without any idempotency layer,
-//   POST /peer/payments   behind a middleware over @node-idempotency/core on Redis.
+//   POST /payments               behind our Express middleware over the SQLite store (group commit),
+//   POST /plain/payments         without any idempotency layer,
+//   POST /store/payments         with the middleware's two store calls made by hand, no layer,
+//   POST /transactional/payments our transactional form: the payment and its answer in one commit,
+//   POST /peer/payments          behind a middleware over @node-idempotency/core on Redis.
 // GET /cpu answers the process's CPU time so far (`process.cpuUsage()`).
 // The route validates the body, inserts the payment on the store's connection and answers 201.
 import { randomUUID } from 'node:crypto';
@@ -12,8 +14,8 @@ import { RedisStorageAdapter } from '@node-idempotency/storage-adapter-redis';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { shippedExpress, shippedSqlite } from '../support/shipped.js';
 
-const { expressIdempotency, keepRawBody } = shippedExpress;
-const { openSqliteStore, SqliteGroupCommitStore } = shippedSqlite;
+const { expressIdempotency, expressTransaction, keepRawBody } = shippedExpress;
+const { openSqliteStore, SqliteGroupCommitStore, sqliteTransaction } = shippedSqlite;
 
 const [path, redisUrl] = process.argv.slice(2);
 if (path === undefined || redisUrl === undefined) {
@@ -41,7 +43,9 @@ function validate(req: Request, res: Response, next: NextFunction): void {
   }
 }
 
-function pay(req: Request, res: Response): void {
+// Inserts the payment of `req`'s body, on the store's connection: inside the transactional
+// form's transaction when one is open.
+function insertFrom(req: Request) {
   const body = req.body as { amount: number; currency: string };
   const payment = {
     id: `pay_${randomUUID()}`,
@@ -54,6 +58,11 @@ function pay(req: Request, res: Response): void {
   ) {
     throw new Error('the payment was not inserted');
   }
+  return payment;
+}
+
+function pay(req: Request, res: Response): void {
+  const payment = insertFrom(req);
   res.status(201).location(`/payments/${payment.id}`).json(payment);
 }
 
@@ -104,9 +113,51 @@ const app = express();
 app.disable('x-powered-by');
 app.use(express.json({ verify: keepRawBody }));
 // The store as the README recommends for a server with many requests in flight.
-const layer = expressIdempotency(new SqliteGroupCommitStore(store), { ttlSeconds: 3600 });
+const grouped = new SqliteGroupCommitStore(store);
+const layer = expressIdempotency(grouped, { ttlSeconds: 3600 });
+
+// The middleware's two writes and nothing else of it: the key claimed with a lease, the answer
+// stored under the claim's token once the route has answered, then sent. What the layer's
+// statements and commits cost a request, apart from its JavaScript.
+async function storeCalls(req: Request, res: Response, next: NextFunction): Promise<void> {
+  const key = req.get('idempotency-key') ?? '';
+  const now = Date.now() / 1000;
+  const claim = await grouped.acquire(key, 'fingerprint', {
+    expires: now + 3600,
+    now,
+    leaseSeconds: 60,
+  });
+  if (claim.status !== 'acquired') {
+    res.status(409).end();
+    return;
+  }
+  const json = res.json.bind(res);
+  res.json = (payload: unknown) => {
+    const answer = { status: res.statusCode, body: JSON.stringify(payload) };
+    grouped.finish(key, 'fingerprint', answer, claim.attempt).then((stored) => {
+      if (stored) json(payload);
+      else next(new Error('the answer was not stored'));
+    }, next);
+    return res;
+  };
+  next();
+}
+
 app.post('/payments', validate, layer, pay);
 app.post('/plain/payments', validate, pay);
+app.post('/store/payments', validate, storeCalls, pay);
+app.post(
+  '/transactional/payments',
+  validate,
+  expressTransaction(
+    sqliteTransaction(store),
+    (req) => {
+      const payment = insertFrom(req);
+      return { status: 201, headers: { location: `/payments/${payment.id}` }, body: payment };
+    },
+    { ttlSeconds: 3600 },
+  ),
+);
 app.post('/peer/payments', validate, peerMiddleware, pay);
 // The server's own CPU time so far, read by the benchmark before and after each load run.
 app.get('/cpu', (_req, res) => {
