@@ -106,10 +106,11 @@ function compileQueries(db: AnySqliteBuilder, keys: SqliteKeysTable) {
         .returning({ id: keys.id }),
       ['id', 'fingerprint'],
     ),
-    // The deadline comes along for a store that caches answers until it.
+    // The answer alone: every replay reads it, and each column more is one more value a driver
+    // converts and puts in a row object.
     fetch: compileLibsqlStatement(
       db
-        .select({ response: keys.response, expires: keys.expires })
+        .select({ response: keys.response })
         .from(keys)
         .where(liveAnswer(keys, p('id'), p('now'))),
       ['id', 'now'],

@@ -5,7 +5,7 @@ import { getTableConfig } from 'drizzle-orm/sqlite-core';
 import { AnswerCache } from '../core/answer-cache.js';
 import { closeHook } from '../core/close-option.js';
 import type { DeploymentReport } from '../core/deployment.js';
-import { expiredAnswer } from '../core/key-conditions.js';
+import { expiredAnswer, liveAnswer } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
 import { SyncIdempotencyStore, type SyncKeyStatements } from '../core/sync-store.js';
@@ -61,13 +61,29 @@ export const MAX_ANSWER_CACHE_SIZE = 10_000_000;
 
 const p = sql.placeholder;
 
-// better-sqlite3 runs every statement synchronously on one connection.
+// better-sqlite3 runs every statement synchronously on one connection. `readValue` answers the
+// first column of the one row, or `undefined`: a statement in pluck mode builds no row object,
+// which is most of a replay's read beyond SQLite's own work. Pluck is a mode of the prepared
+// statement, so those statements are prepared apart from the ones that answer rows.
 function betterSqliteDriver(
   client: BetterSqlite3.Database,
   onClose: () => void,
-): SqliteDriver<'sync'> & Required<Pick<SqliteDriver<'sync'>, 'readRow'>> {
+): SqliteDriver<'sync'> &
+  Required<Pick<SqliteDriver<'sync'>, 'readRow'>> & {
+    readValue(statement: SqliteStatement): unknown;
+  } {
+  const plucked = new Map<string, BetterSqlite3.Statement>();
+  const pluck = (sql: string) => {
+    let statement = plucked.get(sql);
+    if (statement === undefined) {
+      statement = client.prepare(sql).pluck();
+      plucked.set(sql, statement);
+    }
+    return statement;
+  };
   return {
     ...syncSqliteDriver(client),
+    readValue: (statement) => pluck(statement.sql).get(...statement.args),
     // PASSIVE never waits for other connections; outside WAL mode it does nothing. Inside a
     // transaction of the caller's there is nothing committed to copy yet.
     checkpoint: () => {
@@ -167,6 +183,14 @@ export function betterSqliteStatements(
   });
   const family = sqliteStatements<'sync'>(driver, queries);
   const plans = compileRetentionPlans(db, table);
+  // The answer with its deadline, which the answer cache keeps it until.
+  const cacheableFetch = compileLibsqlStatement(
+    db
+      .select({ response: table.response, expires: table.expires })
+      .from(table)
+      .where(liveAnswer(table, p('id'), p('now'))),
+    ['id', 'now'],
+  );
   const ids = (statement: SqliteStatement) => driver.read(statement) as { id: string }[];
   // The lowest `limit` expired ids, ascending, by whichever plan is cheaper for this backlog.
   const candidates = (now: number, limit: number): { id: string }[] => {
@@ -198,10 +222,13 @@ export function betterSqliteStatements(
       return step;
     },
     fetch: (id, now) => {
-      if (cache === undefined) return family.fetch(id, now);
+      if (cache === undefined) {
+        const text = driver.readValue(queries.fetch.bind({ id, now }));
+        return typeof text === 'string' ? text : null;
+      }
       const cached = cache.get(id, now);
       if (cached !== undefined) return cached;
-      const row = driver.readRow(queries.fetch.bind({ id, now })) as
+      const row = driver.readRow(cacheableFetch.bind({ id, now })) as
         | { response: string | null; expires: number }
         | undefined;
       if (row === undefined || row.response === null) return null;
