@@ -183,7 +183,7 @@ export function betterSqliteStatements(
   });
   const family = sqliteStatements<'sync'>(driver, queries);
   const plans = compileRetentionPlans(db, table);
-  // The answer with its deadline, which the answer cache keeps it until.
+  // The answer with its deadline: the answer cache keeps an answer until then, and no longer.
   const cacheableFetch = compileLibsqlStatement(
     db
       .select({ response: table.response, expires: table.expires })
