@@ -217,6 +217,11 @@ const EXPONENT = /[eE]/;
 const LEADING_ZEROS = /^0+/;
 const TRAILING_ZEROS = /0+$/;
 
+// The digits of a JSON number text without an exponent: its characters but the sign and point.
+function countDigits(text: string): number {
+  return text.length - (text.startsWith('-') ? 1 : 0) - (text.includes('.') ? 1 : 0);
+}
+
 /**
  * The canonical text of a JSON number text, exactly: its decimal value written the way
  * ECMAScript's Number::toString writes a number (no trailing zeros, `e+21` from 10^21 up,
@@ -230,7 +235,9 @@ export function canonicalNumber(text: string): string {
   if (SHORT_INTEGER.test(text)) return text === '-0' ? '0' : text;
   // At most 15 digits and no exponent: a double holds such a decimal exactly enough that its
   // shortest form is that decimal (DBL_DIG is 15), so Number::toString writes it, much faster.
-  if (text.length <= 17 && !EXPONENT.test(text)) return String(Number(text));
+  // The digits are counted, not the characters: `70000000.09559896` is 17 characters but 16
+  // digits, which a double rounds (to `70000000.09559897`).
+  if (!EXPONENT.test(text) && countDigits(text) <= 15) return String(Number(text));
   const negative = text.startsWith('-');
   const unsigned = negative ? text.slice(1) : text;
   const exponentAt = unsigned.search(EXPONENT);
