@@ -33,12 +33,16 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-/** PostgreSQL refuses to run as root: as root, every server tool runs as the `postgres` user. */
+/**
+ * PostgreSQL refuses to run as root: as root, every server tool runs as the `postgres` user, from
+ * `/`, since the checkout it is called from may be a directory that user cannot enter (every path
+ * given to the tools is absolute).
+ */
 async function pgTool(tool: string, args: string[]): Promise<string> {
   const binary = join(PG_BIN, tool);
   const asRoot = process.getuid?.() === 0;
   const { stdout } = asRoot
-    ? await run('runuser', ['-u', 'postgres', '--', binary, ...args])
+    ? await run('runuser', ['-u', 'postgres', '--', binary, ...args], { cwd: '/' })
     : await run(binary, args);
   return stdout;
 }
@@ -166,6 +170,29 @@ function node(dir: string, name: string, port: number): PgNode {
   };
 }
 
+// A port from freePort() is free when asked, not when the server binds it: a client socket of a
+// test running beside this one can take it meanwhile, and the server then exits at once. So a
+// start that fails is tried again on a new port (the last `port` line of the configuration wins),
+// and the last failure says what the server logged.
+async function startOnFreePort(dataDir: string): Promise<number> {
+  let failure: Error | undefined;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const port = await freePort();
+    await appendFile(join(dataDir, 'postgresql.conf'), `port = ${port}\n`);
+    try {
+      await pgTool('pg_ctl', ['-D', dataDir, '-l', `${dataDir}.log`, '-w', 'start']);
+      return port;
+    } catch (error) {
+      const log = await readFile(`${dataDir}.log`, 'utf8').catch(() => '');
+      failure = new Error(
+        `${dataDir} did not start on port ${port}:\n${log.split('\n').slice(-20).join('\n')}`,
+        { cause: error },
+      );
+    }
+  }
+  throw failure;
+}
+
 /**
  * Makes a primary (`initdb`) and a standby (`pg_basebackup -R`) on free loopback ports in a new
  * temporary directory, starts both and waits until the standby streams (and, when synchronous, is
@@ -174,27 +201,22 @@ function node(dir: string, name: string, port: number): PgNode {
 export async function startPgCluster(options: PgClusterOptions): Promise<PgCluster> {
   const dir = await mkdtemp(join(tmpdir(), 'idem-pgcluster-'));
   if (process.getuid?.() === 0) await chown(dir, ...(await postgresIds()));
-  const [primaryPort, standbyPort] = [await freePort(), await freePort()];
-  const primary = node(dir, 'primary', primaryPort);
-  const standby = node(dir, 'standby', standbyPort);
+  const [primaryDir, standbyDir] = [join(dir, 'primary'), join(dir, 'standby')];
   let proxy: { port: number; close(): void } | undefined;
   const close = async () => {
     proxy?.close();
-    for (const server of [standby, primary]) {
-      if (existsSync(join(server.dataDir, 'postmaster.pid'))) {
-        await pgTool('pg_ctl', ['-D', server.dataDir, '-m', 'immediate', 'stop']).catch(
-          () => undefined,
-        );
+    for (const dataDir of [standbyDir, primaryDir]) {
+      if (existsSync(join(dataDir, 'postmaster.pid'))) {
+        await pgTool('pg_ctl', ['-D', dataDir, '-m', 'immediate', 'stop']).catch(() => undefined);
       }
     }
     await rm(dir, { recursive: true, force: true });
   };
   try {
-    await pgTool('initdb', ['-D', primary.dataDir, '-A', 'trust', '-U', 'postgres', '--no-sync']);
+    await pgTool('initdb', ['-D', primaryDir, '-A', 'trust', '-U', 'postgres', '--no-sync']);
     await appendFile(
-      join(primary.dataDir, 'postgresql.conf'),
+      join(primaryDir, 'postgresql.conf'),
       [
-        `port = ${primaryPort}`,
         "listen_addresses = '127.0.0.1'",
         `unix_socket_directories = '${dir}'`,
         'wal_level = replica',
@@ -205,26 +227,21 @@ export async function startPgCluster(options: PgClusterOptions): Promise<PgClust
         '',
       ].join('\n'),
     );
-    await appendFile(
-      join(primary.dataDir, 'pg_hba.conf'),
-      'host replication all 127.0.0.1/32 trust\n',
-    );
-    await pgTool('pg_ctl', ['-D', primary.dataDir, '-l', `${primary.dataDir}.log`, '-w', 'start']);
+    await appendFile(join(primaryDir, 'pg_hba.conf'), 'host replication all 127.0.0.1/32 trust\n');
+    const primaryPort = await startOnFreePort(primaryDir);
+    const primary = node(dir, 'primary', primaryPort);
     await pgTool('pg_basebackup', [
       ...['-h', '127.0.0.1', '-p', String(primaryPort), '-U', 'postgres'],
-      ...['-D', standby.dataDir, '-R', '-X', 'stream'],
+      ...['-D', standbyDir, '-R', '-X', 'stream'],
     ]);
     if (options.lagMs) proxy = await lagProxy(primaryPort, options.lagMs);
     const upstream = proxy?.port ?? primaryPort;
     await writeFile(
-      join(standby.dataDir, 'postgresql.auto.conf'),
+      join(standbyDir, 'postgresql.auto.conf'),
       `primary_conninfo = 'host=127.0.0.1 port=${upstream} user=postgres application_name=standby'\n`,
     );
-    await appendFile(
-      join(standby.dataDir, 'postgresql.conf'),
-      `port = ${standbyPort}\nsynchronous_standby_names = ''\n`,
-    );
-    await pgTool('pg_ctl', ['-D', standby.dataDir, '-l', `${standby.dataDir}.log`, '-w', 'start']);
+    await appendFile(join(standbyDir, 'postgresql.conf'), "synchronous_standby_names = ''\n");
+    const standby = node(dir, 'standby', await startOnFreePort(standbyDir));
     const wanted = options.synchronous ? 'sync' : 'async';
     const streaming = () =>
       until(async () => {
