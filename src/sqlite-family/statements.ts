@@ -174,6 +174,24 @@ export interface SyncSqliteConnection {
 }
 
 /**
+ * `prepare` run once per SQL text: each later call with the same text answers the statement
+ * prepared the first time, so a statement compiled once at start-up is parsed by SQLite once.
+ *
+ * @param prepare - prepares one SQL text on the connection
+ */
+export function preparedOnce<S>(prepare: (sql: string) => S): (sql: string) => S {
+  const prepared = new Map<string, S>();
+  return (sql) => {
+    let statement = prepared.get(sql);
+    if (statement === undefined) {
+      statement = prepare(sql);
+      prepared.set(sql, statement);
+    }
+    return statement;
+  };
+}
+
+/**
  * The driver of a synchronous connection (better-sqlite3, bun:sqlite): each statement text is
  * prepared once and reused, and the write and the read of what it left run in one IMMEDIATE
  * transaction (a savepoint inside an open one), so they see one state whatever another process
@@ -185,15 +203,7 @@ export function syncSqliteDriver(
   connection: SyncSqliteConnection,
 ): Pick<SqliteDriver<'sync'>, 'read' | 'returning' | 'changes' | 'writeThenRead'> &
   Required<Pick<SqliteDriver<'sync'>, 'readRow'>> {
-  const prepared = new Map<string, ReturnType<SyncSqliteConnection['prepare']>>();
-  const on = (sql: string) => {
-    let statement = prepared.get(sql);
-    if (statement === undefined) {
-      statement = connection.prepare(sql);
-      prepared.set(sql, statement);
-    }
-    return statement;
-  };
+  const on = preparedOnce((sql) => connection.prepare(sql));
   const all = (statement: SqliteStatement): unknown[] => on(statement.sql).all(...statement.args);
   const pair = connection.transaction(
     (write: SqliteStatement, read: SqliteStatement) => [all(write), all(read)] as const,

@@ -14,6 +14,7 @@ import { assertIntegerOption, DEFAULT_BATCH_MILLIS } from '../core/validation.js
 import { compileLibsqlStatement } from '../libsql/compile.js';
 import { type SqliteQueries, sqliteQueries } from '../sqlite-family/queries.js';
 import {
+  preparedOnce,
   type SqliteDriver,
   type SqliteStatement,
   sqliteStatements,
@@ -72,15 +73,7 @@ function betterSqliteDriver(
   Required<Pick<SqliteDriver<'sync'>, 'readRow'>> & {
     readValue(statement: SqliteStatement): unknown;
   } {
-  const plucked = new Map<string, BetterSqlite3.Statement>();
-  const pluck = (sql: string) => {
-    let statement = plucked.get(sql);
-    if (statement === undefined) {
-      statement = client.prepare(sql).pluck();
-      plucked.set(sql, statement);
-    }
-    return statement;
-  };
+  const pluck = preparedOnce((text) => client.prepare(text).pluck());
   return {
     ...syncSqliteDriver(client),
     readValue: (statement) => pluck(statement.sql).get(...statement.args),
