@@ -73,16 +73,17 @@ async function checkReplay(port: number, route: string): Promise<void> {
   check(retry.headers.get('idempotent-replayed') === 'true', `${route} marks the replay`);
 }
 
-// Each side's route on the benchmark's server (bench/children/http-server.ts).
-const ROUTES = {
-  ours: '/payments',
-  plain: '/plain/payments',
-  storeCalls: '/store/payments',
-  transactional: '/transactional/payments',
-  peer: '/peer/payments',
+// Each side's route on the benchmark's server (bench/children/http-server.ts), and its name in
+// the details.
+const SIDES = {
+  ours: { route: '/payments', name: 'ours' },
+  plain: { route: '/plain/payments', name: 'noLayer' },
+  storeCalls: { route: '/store/payments', name: 'storeCallsOnly' },
+  transactional: { route: '/transactional/payments', name: 'transactional' },
+  peer: { route: '/peer/payments', name: 'nodeIdempotencyRedis' },
 } as const;
 
-type Side = keyof typeof ROUTES;
+type Side = keyof typeof SIDES;
 
 /**
  * End to end over loopback HTTP: one Express server (a child process) with the payments route
@@ -101,15 +102,15 @@ export async function httpEndToEnd({ quick }: BenchSize): Promise<GroupResult> {
   try {
     const port = Number(await server.firstLine);
     for (const side of ['ours', 'transactional', 'peer'] as const) {
-      await checkReplay(port, ROUTES[side]);
+      await checkReplay(port, SIDES[side].route);
     }
     // Warm every route up (JIT, connections) before anything is timed.
-    for (const route of Object.values(ROUTES)) await load(port, route, 1);
-    const cpu = Object.fromEntries(Object.keys(ROUTES).map((side) => [side, [] as Load[]])) as {
+    for (const { route } of Object.values(SIDES)) await load(port, route, 1);
+    const cpu = Object.fromEntries(Object.keys(SIDES).map((side) => [side, [] as Load[]])) as {
       [S in Side]: Load[];
     };
     const timed = (side: Side) => async () => {
-      const run = await load(port, ROUTES[side], seconds);
+      const run = await load(port, SIDES[side].route, seconds);
       cpu[side].push(run);
       return run.requestsPerSec;
     };
@@ -120,23 +121,17 @@ export async function httpEndToEnd({ quick }: BenchSize): Promise<GroupResult> {
       transactional: timed('transactional'),
       peer: timed('peer'),
     });
-    const names: { readonly [S in Side]: string } = {
-      ours: 'ours',
-      plain: 'noLayer',
-      storeCalls: 'storeCallsOnly',
-      transactional: 'transactional',
-      peer: 'nodeIdempotencyRedis',
-    };
     const details: Record<string, number> = {
       'http.connections': CONNECTIONS,
       'http.secondsPerRun': seconds,
     };
-    for (const side of Object.keys(ROUTES) as Side[]) {
-      details[`http.requestsPerSec.${names[side]}`] = median(sides[side]);
-      details[`http.serverCpuMicrosPerRequest.${names[side]}`] = median(
+    for (const side of Object.keys(SIDES) as Side[]) {
+      const { name } = SIDES[side];
+      details[`http.requestsPerSec.${name}`] = median(sides[side]);
+      details[`http.serverCpuMicrosPerRequest.${name}`] = median(
         cpu[side].map((run) => run.cpuMicrosPerRequest),
       );
-      details[`http.serverCpuShare.${names[side]}`] = median(cpu[side].map((run) => run.cpuShare));
+      details[`http.serverCpuShare.${name}`] = median(cpu[side].map((run) => run.cpuShare));
     }
     return {
       metrics: {
