@@ -147,8 +147,13 @@ async function accepts(url: string, sql = 'SELECT 1'): Promise<boolean> {
   }
 }
 
-function node(dir: string, name: string, port: number): PgNode {
-  const dataDir = join(dir, name);
+// The last `lines` lines of the log `pg_ctl -l` writes beside a server's data directory.
+async function serverLog(dataDir: string, lines: number): Promise<string> {
+  const text = await readFile(`${dataDir}.log`, 'utf8').catch(() => '');
+  return `${dataDir}.log:\n${text.split('\n').slice(-lines).join('\n')}`;
+}
+
+function node(dataDir: string, port: number): PgNode {
   const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
   const pid = async () => {
     const text = await readFile(join(dataDir, 'postmaster.pid'), 'utf8');
@@ -183,10 +188,11 @@ async function startOnFreePort(dataDir: string): Promise<number> {
       await pgTool('pg_ctl', ['-D', dataDir, '-l', `${dataDir}.log`, '-w', 'start']);
       return port;
     } catch (error) {
-      const log = await readFile(`${dataDir}.log`, 'utf8').catch(() => '');
       failure = new Error(
-        `${dataDir} did not start on port ${port}:\n${log.split('\n').slice(-20).join('\n')}`,
-        { cause: error },
+        `${dataDir} did not start on port ${port}: ${await serverLog(dataDir, 20)}`,
+        {
+          cause: error,
+        },
       );
     }
   }
@@ -229,7 +235,7 @@ export async function startPgCluster(options: PgClusterOptions): Promise<PgClust
     );
     await appendFile(join(primaryDir, 'pg_hba.conf'), 'host replication all 127.0.0.1/32 trust\n');
     const primaryPort = await startOnFreePort(primaryDir);
-    const primary = node(dir, 'primary', primaryPort);
+    const primary = node(primaryDir, primaryPort);
     await pgTool('pg_basebackup', [
       ...['-h', '127.0.0.1', '-p', String(primaryPort), '-U', 'postgres'],
       ...['-D', standbyDir, '-R', '-X', 'stream'],
@@ -241,7 +247,7 @@ export async function startPgCluster(options: PgClusterOptions): Promise<PgClust
       `primary_conninfo = 'host=127.0.0.1 port=${upstream} user=postgres application_name=standby'\n`,
     );
     await appendFile(join(standbyDir, 'postgresql.conf'), "synchronous_standby_names = ''\n");
-    const standby = node(dir, 'standby', await startOnFreePort(standbyDir));
+    const standby = node(standbyDir, await startOnFreePort(standbyDir));
     const wanted = options.synchronous ? 'sync' : 'async';
     const streaming = () =>
       until(async () => {
@@ -257,13 +263,8 @@ export async function startPgCluster(options: PgClusterOptions): Promise<PgClust
         }
       }, 100);
     const logTail = async () => {
-      const tails = await Promise.all(
-        [primary, standby].map(async (server) => {
-          const text = await readFile(`${server.dataDir}.log`, 'utf8').catch(() => '');
-          return `${server.dataDir}.log:\n${text.split('\n').slice(-40).join('\n')}`;
-        }),
-      );
-      return tails.join('\n');
+      const tails = [primaryDir, standbyDir].map((dataDir) => serverLog(dataDir, 40));
+      return (await Promise.all(tails)).join('\n');
     };
     await streaming();
     return { primary, standby, streaming, logTail, close };
