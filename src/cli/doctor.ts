@@ -8,6 +8,7 @@ import {
 import { DatabaseOpenError } from '../core/errors.js';
 import { type CliIo, writeJson } from './io.js';
 import { describeLocation, type LocationFlags, type StoreLocation } from './location.js';
+import { cliMysqlPool } from './open-store.js';
 
 /** Exit codes of `idem doctor`. */
 export const DoctorExitCode = {
@@ -99,7 +100,7 @@ async function checkMysql(
     import('drizzle-orm/mysql2'),
     import('../mysql/deployment.js'),
   ]);
-  const pool = mysql.createPool({ uri: location.url, connectionLimit: 1, charset: 'utf8mb4' });
+  const pool = cliMysqlPool(mysql, location);
   try {
     try {
       await pool.query('SELECT 1');

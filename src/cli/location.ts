@@ -145,6 +145,44 @@ export function maskUrl(text: string): string {
 }
 
 /**
+ * A message with each of `secrets` hidden where a connection string in it holds one: as the
+ * password of a URL's userinfo (`scheme://user:SECRET@`), or as the value of a `password=` (or
+ * `pass`, `pwd`, `sslpassword`) query parameter. The same text anywhere else (a database or a
+ * host named like the password, a word of a driver's error) is left as it is, so a short password
+ * does not blank out the rest of the message.
+ *
+ * @param text - the message, which may quote connection strings
+ * @param secrets - the passwords to hide, as {@link urlSecrets} finds them
+ * @example
+ * ```ts
+ * maskSecrets('no table at mysql://root:test@db/test', ['test']); // 'no table at mysql://root:***@db/test'
+ * ```
+ */
+export function maskSecrets(text: string, secrets: readonly string[]): string {
+  // Longest first, so a password that starts with another is hidden whole.
+  const ordered = secrets.filter((secret) => secret !== '').sort((a, b) => b.length - a.length);
+  let out = '';
+  let copied = 0;
+  for (let at = text.indexOf('://'); at >= 0; at = text.indexOf('://', at + 1)) {
+    // The user name runs to the colon before the password; a `/`, `@` or space first means this
+    // URL has no password.
+    let colon = at + 3;
+    while (colon < text.length && !' \t\n/@:'.includes(text.charAt(colon))) colon++;
+    if (text.charAt(colon) !== ':') continue;
+    const start = colon + 1;
+    const secret = ordered.find(
+      (candidate) =>
+        text.startsWith(candidate, start) && text.charAt(start + candidate.length) === '@',
+    );
+    if (secret === undefined) continue;
+    out += `${text.slice(copied, start)}${MASK}`;
+    copied = start + secret.length;
+    at = copied;
+  }
+  return `${out}${text.slice(copied)}`.replace(PASSWORD_PARAMETER, `$1${MASK}`);
+}
+
+/**
  * The passwords a text holds as a connection string would (see {@link maskUrl}), as written and
  * percent-decoded: what must never be printed, whatever message might echo the text.
  */

@@ -11,7 +11,7 @@ import { quoteIdentifier } from '../pg/identifier.js';
 import { openPgStore } from '../pg/open.js';
 import { DEFAULT_PG_SCHEMA, pgKeysTable } from '../pg/schema.js';
 import { printableWord } from './keys.js';
-import { describeLocation, type StoreLocation, urlSecrets } from './location.js';
+import { describeLocation, maskSecrets, type StoreLocation, urlSecrets } from './location.js';
 
 /** An open store and what ends it. */
 export interface CliStore {
@@ -43,7 +43,7 @@ function reason(error: unknown, url: string): string {
     text =
       first instanceof Error ? first.message : ((error as { code?: string }).code ?? error.name);
   }
-  return urlSecrets(url).reduce((masked, secret) => masked.replaceAll(secret, '***'), text);
+  return maskSecrets(text, urlSecrets(url));
 }
 
 /** The command that creates or upgrades the store at `location`, for messages. */
@@ -214,6 +214,51 @@ async function mysqlTablesFound(pool: MysqlPool, names: readonly string[]): Prom
   return new Set(rows.map((row) => row.name));
 }
 
+// Which part of a MySQL URL mysql2 could not percent-decode, or the driver's own reason.
+function unusableMysqlUrl(error: unknown, url: string): string {
+  if (!(error instanceof URIError)) return reason(error, url);
+  const parsed = new URL(url);
+  const parts: [string, string][] = [
+    ['user name', parsed.username],
+    ['password', parsed.password],
+    ['host', parsed.hostname],
+    ['database name', parsed.pathname.slice(1)],
+  ];
+  const broken = parts.find(([, text]) => {
+    try {
+      decodeURIComponent(text);
+      return false;
+    } catch {
+      return true;
+    }
+  });
+  return `the ${broken?.[0] ?? 'connection string'} holds a malformed percent-escape: write % as %25, and every escape as % and two hex digits of UTF-8`;
+}
+
+/**
+ * The one-connection MySQL pool a command uses (a command runs one statement at a time). mysql2
+ * reads the URL when the pool is made and throws a bare URIError or TypeError for what it cannot
+ * use (a malformed percent-escape, an unknown `ssl` profile): that becomes one line saying what
+ * is wrong, as a connection failure does.
+ *
+ * @param mysql - the loaded `mysql2/promise` module
+ * @param location - the MySQL store location
+ * @throws {@link DatabaseOpenError} when mysql2 refuses the URL
+ */
+export function cliMysqlPool(
+  mysql: Pick<typeof import('mysql2/promise'), 'createPool'>,
+  location: Extract<StoreLocation, { dialect: 'mysql' }>,
+): MysqlPool {
+  try {
+    return mysql.createPool({ uri: location.url, connectionLimit: 1, charset: 'utf8mb4' });
+  } catch (error) {
+    throw new DatabaseOpenError(
+      `cannot open MySQL at ${describeLocation(location)}: ${unusableMysqlUrl(error, location.url)}`,
+      error,
+    );
+  }
+}
+
 async function openMysql(
   location: Extract<StoreLocation, { dialect: 'mysql' }>,
   mode: StoreMode,
@@ -224,8 +269,7 @@ async function openMysql(
     import('../mysql/open.js'),
     import('../mysql/schema.js'),
   ]);
-  // One connection: a command runs one statement at a time.
-  const pool = mysql.createPool({ uri: location.url, connectionLimit: 1, charset: 'utf8mb4' });
+  const pool = cliMysqlPool(mysql, location);
   try {
     const journal = migrationsTableName(location.table);
     let found: Set<string>;

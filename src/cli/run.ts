@@ -2,7 +2,7 @@ import { type Command, CommanderError } from 'commander';
 import { IdempotencyError, InvalidArgumentError } from '../core/errors.js';
 import { type CliIo, type CliOutput, processIo } from './io.js';
 import { terminalSafe } from './keys.js';
-import { urlSecrets } from './location.js';
+import { maskSecrets, urlSecrets } from './location.js';
 import { buildProgram } from './program.js';
 
 /** Exit codes of `idem`. */
@@ -65,21 +65,21 @@ function secretsOf(argv: readonly string[], env: CliIo['env']): string[] {
 }
 
 /**
- * stderr with every password hidden: a message that echoes an argument (commander's do, and a
- * driver's may quote its connection string) still never shows one. Only stderr is filtered:
+ * stderr with every password hidden where a connection string in a message holds it: a message
+ * that echoes an argument (commander's do, and a driver's may quote its connection string) still
+ * never shows one, and the same text elsewhere in it stays readable. Only stderr is filtered:
  * stdout holds results (keys, counts) that must stay exact, and none of them quote a URL
  * unmasked.
  */
 function redacting(output: CliOutput, secrets: readonly string[]): CliOutput {
   if (secrets.length === 0) return output;
-  // Longest first, so a password that contains another is hidden whole.
-  const ordered = [...secrets].sort((a, b) => b.length - a.length);
-  const hide = (text: string) =>
-    ordered.reduce((masked, secret) => masked.replaceAll(secret, '***'), text);
   return Object.assign(Object.create(output) as CliOutput, {
     write: (chunk: string | Uint8Array, ...rest: unknown[]) =>
       (output.write as (chunk: string, ...more: unknown[]) => boolean)(
-        hide(typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8')),
+        maskSecrets(
+          typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8'),
+          secrets,
+        ),
         ...rest,
       ),
   });
