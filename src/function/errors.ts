@@ -90,8 +90,9 @@ export class ResultExpiredError extends IdempotencyError {
 }
 
 /**
- * The function ran (its effect may have happened) but its result could not be recorded: the
- * serialiser or the store failed, or the key was taken from this call while it ran. The key is
+ * The function ran (its effect may have happened) but its result could not be recorded: the store
+ * failed (or a custom codec's `serialize` threw), or the key was taken from this call while it
+ * ran. A result with no stored form is {@link ResultNotStorableError} instead. The key is
  * **not** released, so no retry runs the effect a second time on its own: alert on this error,
  * check the effect, then release the key by hand. `result` holds what the function returned.
  */
@@ -137,5 +138,38 @@ export class CallSupersededError extends CallInProgressError {
       null,
       `the call with idempotency key ${JSON.stringify(key)} lost its key while it ran and was rolled back`,
     );
+  }
+}
+
+/**
+ * The function ran, but its result has no faithful stored form under the result codec (a `Map`, a
+ * `Set`, a class instance, a function, a cycle; see the `result` option). The key is recorded done
+ * with this outcome, so the function is not run again for it: this call and every later call with
+ * the key (until retention ends) reject with this error. Return plain data (or give a `result`
+ * codec) and use a new key. Its `code` is `IDEMPOTENCY_UNSERIALIZABLE_RESPONSE`.
+ */
+export class ResultNotStorableError extends IdempotencyError {
+  /** The idempotency key. */
+  readonly key: string;
+  /** What the function returned, on the call that ran it; `undefined` on a later call. */
+  readonly result: unknown;
+  /** Why the result could not be stored, e.g. `an instance of Map at $.byId`. */
+  readonly reason: string;
+
+  /**
+   * @param key - the idempotency key
+   * @param result - what the function returned, when this call ran it
+   * @param reason - why it could not be stored
+   * @param cause - the codec's error, when this call ran the function
+   */
+  constructor(key: string, result: unknown, reason: string, cause?: unknown) {
+    super(
+      ErrorCode.unserializableResponse,
+      `the result of idempotency key ${JSON.stringify(key)} could not be stored (${reason}); the function ran once and does not run again for this key`,
+      { cause },
+    );
+    this.key = key;
+    this.result = result;
+    this.reason = reason;
   }
 }

@@ -9,6 +9,7 @@ export {
   PayloadMismatchError,
   ResultExpiredError,
   ResultNotRecordedError,
+  ResultNotStorableError,
 } from './errors.js';
 export { payloadFingerprint } from './fingerprint.js';
 export { makeIdempotent } from './make-idempotent.js';

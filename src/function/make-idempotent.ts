@@ -1,5 +1,5 @@
 import { claim } from '../core/claim.js';
-import { InvalidOptionError } from '../core/errors.js';
+import { InvalidOptionError, UnserializableResponseError } from '../core/errors.js';
 import { type JsonValue, serializeResponse } from '../core/json.js';
 import type { Ownership } from '../core/ownership.js';
 import type { TransactionOutcome, TransactionRunner } from '../core/transaction-runner.js';
@@ -10,6 +10,7 @@ import {
   PayloadMismatchError,
   ResultExpiredError,
   ResultNotRecordedError,
+  ResultNotStorableError,
 } from './errors.js';
 import {
   type MakeIdempotentOptions,
@@ -53,6 +54,50 @@ async function notRecorded<R>(
   throw new ResultNotRecordedError(key, result, reason, cause);
 }
 
+// What the key holds when the function ran but its result could not be stored: an object no
+// codec of ours writes (the default one's envelopes have `value` or `encoded`), read back before
+// any codec sees it.
+const NOT_STORABLE = '$resultNotStorable';
+
+function notStorableReason(stored: unknown): string | undefined {
+  if (typeof stored !== 'object' || stored === null || !Object.hasOwn(stored, NOT_STORABLE)) {
+    return undefined;
+  }
+  const reason = (stored as Record<string, unknown>)[NOT_STORABLE];
+  return typeof reason === 'string' ? reason : 'the result could not be stored';
+}
+
+// The function ran and returned a result the codec (or the store's JSON check) refused. Leaving
+// the key pending would block every retry until an operator steps in, and releasing it would run
+// the effect again: the key is recorded done with that outcome instead, which every retry gets.
+async function notStorable<R>(
+  ownership: Ownership,
+  result: R,
+  refusal: UnserializableResponseError,
+): Promise<never> {
+  const { key } = ownership.owner;
+  let finished: boolean;
+  try {
+    finished = await ownership.finish({ [NOT_STORABLE]: refusal.message });
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    return notRecorded(
+      ownership,
+      result,
+      `${refusal.message}; recording that failed too: ${reason}`,
+      new AggregateError([refusal, error]),
+    );
+  }
+  if (!finished) {
+    throw new ResultNotRecordedError(
+      key,
+      result,
+      'the key was taken over or released while the function ran',
+    );
+  }
+  throw new ResultNotStorableError(key, result, refusal.message, refusal);
+}
+
 function plainExecute<A extends unknown[], R>(
   settings: ResolvedFunctionOptions<A, R>,
   fn: (...args: A) => R | Promise<R>,
@@ -71,6 +116,10 @@ function plainExecute<A extends unknown[], R>(
     try {
       finished = await ownership.finish(settings.codec.serialize(result));
     } catch (error) {
+      // The result's shape, not the store: nothing was written, and no retry would do better.
+      if (error instanceof UnserializableResponseError) {
+        return notStorable(ownership, result, error);
+      }
       const reason = error instanceof Error ? error.message : String(error);
       return notRecorded(ownership, result, reason, error);
     }
@@ -126,8 +175,11 @@ function wrap<A extends unknown[], R>(
         throw new PayloadMismatchError(key, found.record);
       case 'expired':
         throw new ResultExpiredError(key, found.record);
-      case 'replay':
+      case 'replay': {
+        const refused = notStorableReason(found.record.response);
+        if (refused !== undefined) throw new ResultNotStorableError(key, undefined, refused);
         return settings.codec.deserialize(found.record.response as JsonValue);
+      }
       case 'inProgress':
         throw new CallInProgressError(key, found.record, found.leaseUntil);
     }
@@ -145,9 +197,11 @@ function wrap<A extends unknown[], R>(
  *  call ─ key(args), fingerprint(payload(args))
  *     ▼
  *  claim the key ── new ──▶ run fn ─┬─ returns ─▶ store the result ─▶ return it
+ *     │                             │     no stored form ─▶ key done, ResultNotStorableError
  *     │                             │     store fails ─▶ key stays pending, ResultNotRecordedError
  *     │                             └─ throws ──▶ release the key, rethrow
- *     ├─ done, same payload ─────▶ return the stored result (fn does not run)
+ *     ├─ done, same payload ─────▶ return the stored result (fn does not run),
+ *     │                            or ResultNotStorableError if it had no stored form
  *     ├─ done, past retention ───▶ ResultExpiredError
  *     ├─ other payload ──────────▶ PayloadMismatchError
  *     └─ running elsewhere ──────▶ CallInProgressError, or wait (read the row, backing off)
@@ -178,7 +232,7 @@ function wrap<A extends unknown[], R>(
  * ```
  * @throws {@link InvalidOptionError} for a bad option, when called. The wrapped function rejects
  * with {@link CallInProgressError}, {@link PayloadMismatchError}, {@link ResultExpiredError},
- * {@link ResultNotRecordedError}, what `fn` throws, or an invalid-argument error for a key or
+ * {@link ResultNotRecordedError}, {@link ResultNotStorableError}, what `fn` throws, or an invalid-argument error for a key or
  * payload that cannot be used (nothing runs then).
  */
 export function makeIdempotent<A extends unknown[], R>(

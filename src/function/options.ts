@@ -9,6 +9,7 @@ import type { JsonValue } from '../core/json.js';
 import type { IdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../core/transaction-runner.js';
 import { payloadFingerprint } from './fingerprint.js';
+import { decodeResult, encodeResult } from './result-encoding.js';
 
 /** The default retention of a result: 24 hours (the claim engine's default). */
 export const DEFAULT_FUNCTION_TTL_SECONDS = DEFAULT_TTL_SECONDS;
@@ -59,8 +60,13 @@ export interface MakeIdempotentOptions<A extends unknown[], R> {
    */
   readonly now?: () => number;
   /**
-   * How results are stored and replayed. Default: the result as JSON, exactly (a result JSON
-   * cannot represent is refused, see {@link ResultNotRecordedError}); `undefined` is kept.
+   * How results are stored and replayed. Default: every result that can be given back exactly:
+   * JSON data, `undefined`, a `Date`, `-0`, `NaN`, `±Infinity` and a BigInt, anywhere in it; an
+   * object member that is `undefined` is left out, as `JSON.stringify` leaves it out. A result
+   * with anything else in it (a `Map`, a `Set`, a class instance, a function) is not stored: the
+   * key is recorded done with that outcome and every call with it rejects with
+   * {@link ResultNotStorableError}, without running the function again. A custom codec's
+   * `serialize` that returns what JSON cannot hold is treated the same way.
    */
   readonly result?: ResultCodec<R>;
   /**
@@ -94,15 +100,12 @@ export interface ResolvedFunctionOptions<A extends unknown[], R> extends ClaimSe
   readonly codec: ResultCodec<R>;
 }
 
-// `undefined` (a function with no result, the common case for jobs) is not JSON: the default
-// codec wraps every result so it survives the round trip.
+// The default codec stores every result it can give back exactly: plain JSON as it is, and
+// `undefined`, a Date, -0, NaN, ±Infinity and a BigInt in a tagged form (see result-encoding.ts).
 function defaultCodec<R>(): ResultCodec<R> {
   return {
-    serialize: (result): JsonValue => (result === undefined ? {} : { value: result as JsonValue }),
-    deserialize: (stored) => {
-      const envelope = stored as { value?: JsonValue };
-      return ('value' in envelope ? envelope.value : undefined) as R;
-    },
+    serialize: (result) => encodeResult(result),
+    deserialize: (stored) => decodeResult(stored) as R,
   };
 }
 

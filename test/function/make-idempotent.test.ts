@@ -5,10 +5,12 @@ import {
   PayloadMismatchError,
   ResultExpiredError,
   ResultNotRecordedError,
+  ResultNotStorableError,
 } from '../../src/function/index.js';
 import { type IdempotencyStore, InvalidKeyError, InvalidOptionError } from '../../src/index.js';
 import { openLibsqlStore } from '../../src/libsql/index.js';
 import { countedStore } from '../support/counted-store.js';
+import { FinishFailedError, failingFinish } from '../support/failing-store.js';
 import { type StoreFactory, storeFactories } from '../support/store-factories.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
 import { deferred, until, watched } from '../support/waiting.js';
@@ -213,20 +215,152 @@ describe.each(factories)('makeIdempotent on $name', (factory) => {
     expect(runs).toBe(1);
   });
 
-  it('keeps the key pending when the result cannot be recorded', async () => {
+  it('keeps the key pending when the store fails to record the result', async () => {
     let runs = 0;
-    const bad = makeIdempotent(
+    const job = makeIdempotent(
       async (_id: string) => {
         runs += 1;
-        return { total: 10n };
+        return { total: 10 };
+      },
+      { store: failingFinish(store), key: (id) => id },
+    );
+    const error = await job('k').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ResultNotRecordedError);
+    expect((error as ResultNotRecordedError).cause).toBeInstanceOf(FinishFailedError);
+    expect((error as ResultNotRecordedError).result).toEqual({ total: 10 });
+    expect((await store.get('k'))?.status).toBe('pending');
+    await expect(job('k')).rejects.toBeInstanceOf(CallInProgressError);
+    expect(runs).toBe(1);
+  });
+
+  // Results JSON alone cannot give back: each must replay as the first call returned it.
+  const faithful: readonly [string, unknown, (replayed: unknown) => void][] = [
+    [
+      'a Date',
+      new Date(Date.UTC(2026, 10, 30, 6)),
+      (replayed) => {
+        expect(replayed).toBeInstanceOf(Date);
+        expect((replayed as Date).toISOString()).toBe('2026-11-30T06:00:00.000Z');
+      },
+    ],
+    [
+      'an invalid Date',
+      new Date(Number.NaN),
+      (replayed) => {
+        expect(replayed).toBeInstanceOf(Date);
+        expect(Number.isNaN((replayed as Date).getTime())).toBe(true);
+      },
+    ],
+    ['-0', -0, (replayed) => expect(Object.is(replayed, -0)).toBe(true)],
+    ['NaN', Number.NaN, (replayed) => expect(Number.isNaN(replayed)).toBe(true)],
+    ['Infinity', Number.POSITIVE_INFINITY, (replayed) => expect(replayed).toBe(Infinity)],
+    ['-Infinity', Number.NEGATIVE_INFINITY, (replayed) => expect(replayed).toBe(-Infinity)],
+    ['a BigInt', 10n ** 30n, (replayed) => expect(replayed).toBe(10n ** 30n)],
+    [
+      'an object with an undefined member (left out, as JSON.stringify does)',
+      { a: undefined, b: 1 },
+      (replayed) => {
+        expect(replayed).toStrictEqual({ b: 1 });
+        expect(Object.keys(replayed as object)).toEqual(['b']);
+      },
+    ],
+    [
+      'all of them nested, beside data that looks like the encoding',
+      { at: new Date(0), list: [1, undefined, -0, Number.NaN], n: 5n, $t: 'date', v: { $t: 'x' } },
+      (replayed) => {
+        const value = replayed as { at: Date; list: unknown[]; n: bigint };
+        expect(value.at).toBeInstanceOf(Date);
+        expect(value.at.getTime()).toBe(0);
+        expect(value.list).toHaveLength(4);
+        expect(value.list[1]).toBeUndefined();
+        expect(Object.is(value.list[2], -0)).toBe(true);
+        expect(Number.isNaN(value.list[3])).toBe(true);
+        expect(value.n).toBe(5n);
+        expect(replayed).toMatchObject({ $t: 'date', v: { $t: 'x' } });
+      },
+    ],
+    [
+      'a member named __proto__',
+      JSON.parse('{"__proto__":{"x":1},"d":"2026"}') as unknown,
+      (replayed) => {
+        expect(Object.getPrototypeOf(replayed)).toBe(Object.prototype);
+        expect(Object.keys(replayed as object)).toEqual(['__proto__', 'd']);
+        expect(Object.getOwnPropertyDescriptor(replayed, '__proto__')?.value).toEqual({ x: 1 });
+      },
+    ],
+  ];
+
+  it.each(faithful)('replays %s exactly, running once', async (_name, result, check) => {
+    let runs = 0;
+    const job = makeIdempotent(
+      async (_id: string) => {
+        runs += 1;
+        return result;
       },
       { store, key: (id) => id },
     );
-    const error = await bad('k').catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(ResultNotRecordedError);
-    expect((error as ResultNotRecordedError).result).toEqual({ total: 10n });
-    expect((await store.get('k'))?.status).toBe('pending');
-    await expect(bad('k')).rejects.toBeInstanceOf(CallInProgressError);
+    expect(await job('k')).toBe(result);
+    check(await job('k'));
+    expect(runs).toBe(1);
+    expect((await store.get('k'))?.status).toBe('done');
+  });
+
+  class Receipt {
+    constructor(readonly id: string) {}
+  }
+  const cyclic: { self?: unknown } = {};
+  cyclic.self = cyclic;
+  // Results with no faithful stored form: the key is recorded done with that outcome.
+  const unstorable: readonly [string, unknown, string][] = [
+    ['a Map', new Map([['a', 1]]), 'an instance of Map at $'],
+    ['a Set', { tags: new Set(['a']) }, 'an instance of Set at $.tags'],
+    ['a class instance', [new Receipt('r-1')], 'an instance of Receipt at $[0]'],
+    ['a function', { retry: () => undefined }, 'a function at $.retry'],
+    ['a cycle', cyclic, 'a circular reference at $.self'],
+  ];
+
+  it.each(unstorable)(
+    'records %s as not storable: every call gets ResultNotStorableError, the function runs once',
+    async (_name, result, where) => {
+      let runs = 0;
+      const job = makeIdempotent(
+        async (_id: string) => {
+          runs += 1;
+          return result;
+        },
+        { store, key: (id) => id },
+      );
+      const first = await job('k').catch((e: unknown) => e);
+      expect(first).toBeInstanceOf(ResultNotStorableError);
+      expect((first as ResultNotStorableError).result).toBe(result);
+      expect((first as ResultNotStorableError).code).toBe('IDEMPOTENCY_UNSERIALIZABLE_RESPONSE');
+      expect((first as ResultNotStorableError).message).toContain(where);
+      expect((await store.get('k'))?.status).toBe('done');
+      for (let retry = 0; retry < 2; retry++) {
+        const again = await job('k').catch((e: unknown) => e);
+        expect(again).toBeInstanceOf(ResultNotStorableError);
+        expect((again as ResultNotStorableError).result).toBeUndefined();
+        expect((again as ResultNotStorableError).message).toContain(where);
+      }
+      expect(runs).toBe(1);
+    },
+  );
+
+  it('records a custom codec output JSON cannot hold as not storable', async () => {
+    let runs = 0;
+    const job = makeIdempotent(
+      async (_id: string) => {
+        runs += 1;
+        return 1;
+      },
+      {
+        store,
+        key: (id) => id,
+        result: { serialize: () => Number.NaN, deserialize: (stored) => stored as number },
+      },
+    );
+    await expect(job('k')).rejects.toBeInstanceOf(ResultNotStorableError);
+    await expect(job('k')).rejects.toBeInstanceOf(ResultNotStorableError);
     expect(runs).toBe(1);
   });
 

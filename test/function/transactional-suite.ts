@@ -82,7 +82,7 @@ export function transactionalSuite(
 
     it('rolls back a result that cannot be stored, and releases the key', async () => {
       const m = message();
-      await expect(d.credit({ result: { total: Number.NaN } })(m)).rejects.toBeInstanceOf(
+      await expect(d.credit({ result: { byId: new Map() } })(m)).rejects.toBeInstanceOf(
         UnserializableResponseError,
       );
       expect((await d.effects()).some((e) => e.id === m.id)).toBe(false);
