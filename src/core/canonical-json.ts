@@ -220,6 +220,40 @@ function countDigits(text: string): number {
   return text.length - (text.startsWith('-') ? 1 : 0) - (text.includes('.') ? 1 : 0);
 }
 
+// Decimal digits a double holds exactly, whatever they are.
+const EXACT_DIGITS = 15;
+const EXACT_LIMIT = 10 ** EXACT_DIGITS;
+
+// An exponent's text (`+12`, `-0004`, or '' for none) as its sign and its digits without leading
+// zeros ('0' for zero).
+function readExponent(text: string): { negative: boolean; magnitude: string } {
+  const negative = text.startsWith('-');
+  let at = negative || text.startsWith('+') ? 1 : 0;
+  while (at < text.length - 1 && text.charCodeAt(at) === 0x30) at++;
+  return { negative, magnitude: at < text.length ? text.slice(at) : '0' };
+}
+
+// The decimal text `digits` (more than EXACT_DIGITS digits, no leading zero) plus `delta`
+// (|delta| < 10^15, so the sum keeps its sign): the low digits are added as a number, and a carry
+// or a borrow walks into the high digits, in time linear in their count.
+function addToMagnitude(digits: string, delta: number): string {
+  let high = digits.slice(0, -EXACT_DIGITS);
+  let low = Number(digits.slice(-EXACT_DIGITS)) + delta;
+  const step = low >= EXACT_LIMIT ? 1 : low < 0 ? -1 : 0;
+  if (step !== 0) {
+    low -= step * EXACT_LIMIT;
+    const carried = step === 1 ? 0x39 : 0x30;
+    let at = high.length - 1;
+    while (at >= 0 && high.charCodeAt(at) === carried) at--;
+    const rest = (step === 1 ? '0' : '9').repeat(high.length - 1 - at);
+    const digit = at < 0 ? 0 : high.charCodeAt(at) - 0x30;
+    high = `${high.slice(0, Math.max(at, 0))}${at < 0 ? '1' : String(digit + step)}${rest}`;
+    if (high.startsWith('0')) high = high.slice(1);
+  }
+  if (high === '') return String(low);
+  return `${high}${String(low).padStart(EXACT_DIGITS, '0')}`;
+}
+
 /**
  * The canonical text of a JSON number text, exactly: its decimal value written the way
  * ECMAScript's Number::toString writes a number (no trailing zeros, `e+21` from 10^21 up,
@@ -243,33 +277,43 @@ export function canonicalNumber(text: string): string {
   const point = mantissa.indexOf('.');
   const whole = point < 0 ? mantissa : mantissa.slice(0, point);
   const all = point < 0 ? mantissa : whole + mantissa.slice(point + 1);
-  // The value is 0.<digits> × 10^position.
   // The zeros are counted by a walk in from each end: `/0+$/` retries from every zero of a run that
   // a later digit ends (`1`, 40,000 zeros, `1`), which is quadratic in a body the client sends.
   let first = 0;
   while (first < all.length && all.charCodeAt(first) === 0x30) first++;
   let last = all.length;
   while (last > first && all.charCodeAt(last - 1) === 0x30) last--;
-  const significant = all.slice(first);
   const digits = all.slice(first, last);
   if (digits === '') return '0';
-  const shift = exponentAt < 0 ? 0n : BigInt(unsigned.slice(exponentAt + 1));
-  const position = BigInt(whole.length - (all.length - significant.length)) + shift;
-  const count = BigInt(digits.length);
+  const head = digits.length === 1 ? digits : `${digits[0]}.${digits.slice(1)}`;
+  // Where the point sits in the digits as written, before the exponent: bounded by the text's
+  // length, so a double holds it exactly.
+  const offset = whole.length - first;
+  const exponent = readExponent(exponentAt < 0 ? '' : unsigned.slice(exponentAt + 1));
   let written: string;
-  if (count <= position && position <= 21n) {
-    written = digits + '0'.repeat(Number(position - count));
-  } else if (0n < position && position <= 21n) {
-    const at = Number(position);
-    written = `${digits.slice(0, at)}.${digits.slice(at)}`;
-  } else if (-6n < position && position <= 0n) {
-    written = `0.${'0'.repeat(Number(-position))}${digits}`;
+  if (exponent.magnitude.length > EXACT_DIGITS) {
+    // An exponent of 10^15 or more dwarfs the offset: the scientific form, its exponent added
+    // up as decimal text (a BigInt of a million-digit exponent takes a second to read and write).
+    const magnitude = addToMagnitude(
+      exponent.magnitude,
+      exponent.negative ? 1 - offset : offset - 1,
+    );
+    written = `${head}e${exponent.negative ? '-' : '+'}${magnitude}`;
   } else {
-    const exponent = position - 1n;
-    const sign = exponent < 0n ? '-' : '+';
-    const magnitude = exponent < 0n ? -exponent : exponent;
-    const head = digits.length === 1 ? digits : `${digits[0]}.${digits.slice(1)}`;
-    written = `${head}e${sign}${magnitude}`;
+    const shift = Number(exponent.magnitude) * (exponent.negative ? -1 : 1);
+    // The value is 0.<digits> × 10^position.
+    const position = offset + shift;
+    const count = digits.length;
+    if (count <= position && position <= 21) {
+      written = digits + '0'.repeat(position - count);
+    } else if (0 < position && position <= 21) {
+      written = `${digits.slice(0, position)}.${digits.slice(position)}`;
+    } else if (-6 < position && position <= 0) {
+      written = `0.${'0'.repeat(-position)}${digits}`;
+    } else {
+      const power = position - 1;
+      written = `${head}e${power < 0 ? '-' : '+'}${Math.abs(power)}`;
+    }
   }
   return negative ? `-${written}` : written;
 }
