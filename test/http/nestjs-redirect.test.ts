@@ -1,8 +1,16 @@
 import 'reflect-metadata';
 import { Controller, Post, Redirect } from '@nestjs/common';
+import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { IdempotencyModule, Idempotent } from '../../src/http/nestjs.js';
+import { IdempotencyModule, IdempotencyTransaction, Idempotent } from '../../src/http/nestjs.js';
+import {
+  type LibsqlHandlerTransaction,
+  type LibsqlIdempotencyStore,
+  libsqlTransaction,
+  openLibsqlStore,
+} from '../../src/libsql/index.js';
 import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/index.js';
+import { fileUrl } from '../support/libsql-harness.js';
 import { nestPlatforms, type RunningNestApp, startNestApp } from '../support/nest-app.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
 
@@ -34,6 +42,19 @@ class OrdersController {
   @Idempotent()
   fixed() {
     runs.count += 1;
+  }
+}
+
+// The transactional form: the write and the recorded redirect commit together.
+@Controller()
+class TransferController {
+  @Post('transfers')
+  @Redirect('/transfers', 303)
+  @Idempotent({ transactional: true })
+  async create(@IdempotencyTransaction() tx: LibsqlHandlerTransaction) {
+    runs.count += 1;
+    await tx.run(sql`INSERT INTO transfers (id) VALUES (${runs.count})`);
+    return { url: `/transfers/t_${runs.count}` };
   }
 }
 
@@ -94,4 +115,38 @@ describe.each(nestPlatforms)('NestJS on %s: @Redirect() with @Idempotent()', (pl
       expect(stored).not.toHaveProperty('body');
     },
   );
+});
+
+describe.each(nestPlatforms)('NestJS on %s: @Redirect() on a transactional route', (platform) => {
+  let store: LibsqlIdempotencyStore<unknown>;
+  let running: RunningNestApp;
+
+  beforeAll(async () => {
+    store = await openLibsqlStore(fileUrl(freshDbPath(dir)));
+    await store.db.run(sql`CREATE TABLE transfers (id INTEGER PRIMARY KEY)`);
+    running = await startNestApp(platform, {
+      imports: [IdempotencyModule.forRoot({ store, transaction: libsqlTransaction(store) })],
+      controllers: [TransferController],
+    });
+  });
+
+  afterAll(async () => {
+    await running.close();
+    store.close();
+  });
+
+  it('commits the write with the redirect it sends, and replays that redirect', async () => {
+    const key = `${platform}-transfer`;
+    const before = runs.count;
+    const first = await post(running.url, '/transfers', key);
+    expect(first.status).toBe(303);
+    expect(first.headers.get('location')).toBe(`/transfers/t_${before + 1}`);
+
+    const replay = await post(running.url, '/transfers', key);
+    expect(runs.count).toBe(before + 1);
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect(replay.status).toBe(303);
+    expect(replay.headers.get('location')).toBe(`/transfers/t_${before + 1}`);
+    expect(await store.db.all(sql`SELECT id FROM transfers`)).toHaveLength(1);
+  });
 });
