@@ -28,6 +28,9 @@ interface PaymentRequest {
 }
 
 const MAX_DELAY_MS = 5000;
+// The largest JSON body accepted, after decompression: express.json's default, named so that the
+// check on Content-Length and the parser agree.
+const BODY_LIMIT_BYTES = 100 * 1024;
 
 function problem(
   res: Response,
@@ -65,6 +68,35 @@ const BODY_ERRORS: Record<string, { readonly title: string; readonly detail: str
   },
 };
 
+// A refused body may not have been read to its end (body-parser leaves an unsupported encoding
+// unread, and a client may still be sending): the next request on that keep-alive connection would
+// start inside this body's leftover bytes. Closing the connection after the answer keeps every
+// refusal from spilling into the request after it.
+function refuseBody(
+  res: Response,
+  status: number,
+  title: string,
+  detail: string,
+  type: string,
+): void {
+  res.set('connection', 'close');
+  problem(res, status, title, detail, type);
+}
+
+// A body declared larger than the limit is refused before a byte of it is read: the parser would
+// read (and throw away) all of it before answering. Only an identity body: a compressed one's
+// limit applies to what it inflates to, which the parser checks as it reads.
+function refuseOversizeBody(req: Request, res: Response, next: NextFunction): void {
+  const declared = Number(req.headers['content-length']);
+  const encoding = (req.headers['content-encoding'] ?? 'identity').toLowerCase();
+  const tooLarge = BODY_ERRORS['entity.too.large'];
+  if (encoding === 'identity' && declared > BODY_LIMIT_BYTES && tooLarge) {
+    refuseBody(res, 413, tooLarge.title, tooLarge.detail, 'unreadable-body');
+  } else {
+    next();
+  }
+}
+
 /**
  * The error handler a real service installs last: every error becomes an
  * `application/problem+json` answer, a client error with its own status (a body too large, a
@@ -81,10 +113,10 @@ function problemErrors(error: unknown, _req: Request, res: Response, next: NextF
   const clientStatus = typeof status === 'number' && status >= 400 && status < 500 ? status : 0;
   if (known && clientStatus) {
     const kind = type === 'entity.parse.failed' ? 'invalid-body' : 'unreadable-body';
-    problem(res, clientStatus, known.title, known.detail, kind);
+    refuseBody(res, clientStatus, known.title, known.detail, kind);
   } else if (clientStatus) {
     // Broken gzip or deflate data, and any other client error a parser reports.
-    problem(
+    refuseBody(
       res,
       clientStatus,
       'Unreadable request body',
@@ -142,7 +174,7 @@ export function createPaymentsApp(
   const app = express();
   app.disable('x-powered-by');
   // The parser keeps the bytes it read, so the idempotency layer fingerprints the body as written.
-  app.use(express.json({ verify: keepRawBody }));
+  app.use(refuseOversizeBody, express.json({ limit: BODY_LIMIT_BYTES, verify: keepRawBody }));
 
   // The payment row and the stored answer commit in one transaction, fenced by the key's attempt
   // token: a crash at any point leaves both or neither, so a retry never charges twice.

@@ -102,6 +102,31 @@ export function keepRawBody(req: IncomingMessage, _res: ServerResponse, raw: Buf
   (req as IncomingMessage & { rawBody?: Buffer }).rawBody = raw;
 }
 
+type WriteHead = Response['writeHead'];
+
+// Node writes the headers `writeHead(status, headers)` is given straight into the header block
+// when no header was set before (`app.disable('x-powered-by')`), where `getHeaders()` never sees
+// them, so the recorded answer would lose its Location and content type. Set through `setHeader`
+// first, they are merged as Node merges them when a header was set: an object's members, or a
+// flat array's name/value pairs.
+function mergingWriteHead(res: Response): void {
+  const writeHead = res.writeHead;
+  res.writeHead = function mergedWriteHead(this: Response, status: number, ...rest: unknown[]) {
+    const [reason, headers] = typeof rest[0] === 'string' ? rest : [undefined, rest[0]];
+    if (Array.isArray(headers)) {
+      for (let n = 0; n + 1 < headers.length; n += 2) {
+        if (headers[n]) this.setHeader(String(headers[n]), headers[n + 1]);
+      }
+    } else if (typeof headers === 'object' && headers !== null) {
+      for (const [name, value] of Object.entries(headers)) {
+        if (value !== undefined) this.setHeader(name, value);
+      }
+    }
+    const plain = writeHead as (this: Response, status: number, reason?: string) => Response;
+    return typeof reason === 'string' ? plain.call(this, status, reason) : plain.call(this, status);
+  } as WriteHead;
+}
+
 /**
  * Holds back what the handler writes until its answer is recorded, so the client never sees an
  * answer that a retry would not get back: a crash before `finish` leaves the client without an
@@ -120,6 +145,7 @@ function capture(
   const write = res.write;
   const end = res.end;
   const chunks: Buffer[] = [];
+  mergingWriteHead(res);
   let failed: { readonly error: unknown } | undefined;
   failures.set(req, (error) => {
     failed ??= { error };

@@ -199,6 +199,27 @@ async function answerOf(value: unknown, res: NestHttpResponse): Promise<HttpResp
   };
 }
 
+// Nest's REDIRECT_METADATA (`@nestjs/common/constants`, not exported by the package's root): what
+// `@Redirect(url, statusCode)` puts on the handler.
+const REDIRECT_METADATA = '__redirect__';
+
+/** What `@Redirect(url, statusCode)` declares on a route. */
+interface RedirectRoute {
+  readonly url: string;
+  readonly statusCode?: number;
+}
+
+// The redirect Nest sends for a `@Redirect` route's return value: the returned `url` and
+// `statusCode` over the decorator's (302 without either), as its router does. No body is kept:
+// Express writes its own short one for the redirect, as it does on every replay.
+function redirectAnswer(value: unknown, route: RedirectRoute, res: NestHttpResponse): HttpResponse {
+  const { url, statusCode } = (value ?? {}) as { url?: unknown; statusCode?: unknown };
+  const status =
+    typeof statusCode === 'number' && statusCode ? statusCode : (route.statusCode ?? 302);
+  const location = typeof url === 'string' && url ? url : route.url;
+  return { status, headers: { ...flattenHeaders(res.getHeaders()), location } };
+}
+
 // What the layer sees of the request Nest hands over. Nest keeps the bytes the parser read as
 // `rawBody` when the app is made with `rawBody: true`: the fingerprint then tells apart bodies a
 // JSON parser reads alike.
@@ -218,12 +239,19 @@ function nestPort(
   req: NestHttpRequest,
   res: NestHttpResponse,
   next: CallHandler,
+  redirect: RedirectRoute | undefined,
 ): Port<NestHttpRequest, Observable<unknown>> {
   return {
     request: req,
     read: () => nestRequest(req),
     send(answer: WireResponse) {
       setHeaders(res, answer.headers);
+      // Nest answers a `@Redirect` route with a redirect to what the handler returns, whatever
+      // it is: the recorded redirect is handed back in the form Nest reads.
+      const location = answer.headers.location;
+      if (redirect !== undefined && location !== undefined) {
+        return of({ url: location, statusCode: answer.status });
+      }
       setStatus(res, answer.status);
       if (answer.body === undefined) return of(undefined);
       const type = answer.headers['content-type'] ?? 'application/octet-stream';
@@ -300,8 +328,15 @@ export class IdempotencyInterceptor implements NestInterceptor {
       );
     }
     const layer = this.#layer(context, route);
-    const port = nestPort(req, res, next);
-    const answer = async () => answerOf(await runHandler(next), res);
+    const redirect = this.#reflector.get<RedirectRoute | undefined>(
+      REDIRECT_METADATA,
+      context.getHandler(),
+    );
+    const port = nestPort(req, res, next, redirect);
+    const answer = async () => {
+      const value = await runHandler(next);
+      return redirect === undefined ? answerOf(value, res) : redirectAnswer(value, redirect, res);
+    };
     if (runner) {
       // The handler's parameter decorator takes the transaction from the request.
       return layer.transact(port, runner, (request, tx) => {

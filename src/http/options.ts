@@ -46,7 +46,10 @@ export interface IdempotentOptions {
    * An answer that is not stored releases the key, so a retry runs again.
    */
   readonly shouldStore?: (status: number) => boolean;
-  /** Response headers stored and replayed with the answer (case-insensitive). */
+  /**
+   * Response headers stored and replayed with the answer (case-insensitive). `Content-Type` and
+   * `Content-Encoding` are always kept: they describe the stored bytes.
+   */
   readonly storedHeaders?: readonly string[];
   /**
    * An estimate of how long the handler takes, in whole seconds: the `Retry-After` of a 409 for a

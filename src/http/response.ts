@@ -164,8 +164,12 @@ function base64(bytes: Uint8Array): string {
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
 }
 
+// Kept whatever `storedHeaders` says: without them the stored bytes mean nothing (a route that
+// compresses its own answer stores the compressed bytes, which only Content-Encoding explains).
+const DESCRIBE_BYTES: ReadonlySet<string> = new Set(['content-type', 'content-encoding']);
+
 /**
- * What is stored of an answer on the wire: its status, its content type and the headers in
+ * What is stored of an answer on the wire: its status, its content type and encoding, the headers in
  * `storedHeaders`, and the exact bytes of its body (text when they are UTF-8, base64 otherwise),
  * or only their size when there are more than `maxStoredBytes` of them.
  */
@@ -176,8 +180,7 @@ export function toStoredAnswer(
 ): StoredAnswer {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(wire.headers)) {
-    // The content type is always kept: without it the bytes mean nothing.
-    if (storedHeaders.has(name) || name === 'content-type') headers[name] = value;
+    if (storedHeaders.has(name) || DESCRIBE_BYTES.has(name)) headers[name] = value;
   }
   const { status, body } = wire;
   if (body === undefined) return { wire: 1, status, headers };
