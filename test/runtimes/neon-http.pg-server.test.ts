@@ -254,6 +254,41 @@ describe('neonHttpTransaction', () => {
     ]);
   });
 
+  it('reports a batch that committed but lost its answer as committed, from what the row holds', async () => {
+    const owner = await lease('t-lost');
+    endpoint?.dropNextBatchAnswer();
+    const outcome = await neonHttpTransaction(store).run(
+      owner,
+      (tx) => {
+        tx.add(credit('t-lost', 4));
+        return { credited: 4 };
+      },
+      JSON.stringify,
+    );
+    expect(outcome).toEqual({ committed: true, result: { credited: 4 } });
+    expect(await effectRows()).toContainEqual({ id: 't-lost', amount: 4 });
+    expect((await store.get('t-lost'))?.status).toBe('done');
+  });
+
+  it('gives makeIdempotent the result of a batch whose answer was lost, and replays it', async () => {
+    let runs = 0;
+    const pay = makeIdempotent(
+      async (tx, message: { id: string; amount: number }) => {
+        runs += 1;
+        tx.add(credit(message.id, message.amount));
+        return { credited: message.amount };
+      },
+      { transaction: neonHttpTransaction(store), key: (message) => message.id },
+    );
+    endpoint?.dropNextBatchAnswer();
+    expect(await pay({ id: 't-lost-make', amount: 6 })).toEqual({ credited: 6 });
+    expect(await pay({ id: 't-lost-make', amount: 6 })).toEqual({ credited: 6 });
+    expect(runs).toBe(1);
+    expect((await effectRows()).filter((row) => row.id === 't-lost-make')).toEqual([
+      { id: 't-lost-make', amount: 6 },
+    ]);
+  });
+
   it('is refused over a driver without batch', async () => {
     const fresh = await freshServerSchema(url);
     try {
