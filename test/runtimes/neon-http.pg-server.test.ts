@@ -3,6 +3,7 @@ import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/neon-http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeIdempotent } from '../../src/function/index.js';
+import { fetchTransaction } from '../../src/http/fetch.js';
 import { quoteIdentifier } from '../../src/pg/identifier.js';
 import {
   type AnyNeonHttpDatabase,
@@ -287,6 +288,29 @@ describe('neonHttpTransaction', () => {
     expect((await effectRows()).filter((row) => row.id === 't-lost-make')).toEqual([
       { id: 't-lost-make', amount: 6 },
     ]);
+  });
+
+  it('answers a request whose batch committed but lost its answer with the handler’s answer, not 409', async () => {
+    let runs = 0;
+    const post = fetchTransaction(neonHttpTransaction(store), async (_request, tx) => {
+      runs += 1;
+      tx.add(credit('t-lost-http', 8));
+      return { status: 201, body: { credited: 8 } };
+    });
+    const request = () =>
+      new Request('http://payments.test/credits', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'idempotency-key': '"t-lost-http"' },
+        body: '{"amount":8}',
+      });
+    endpoint?.dropNextBatchAnswer();
+    const first = await post(request());
+    expect(first.status).toBe(201);
+    expect(await first.json()).toEqual({ credited: 8 });
+    const replay = await post(request());
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect(await replay.json()).toEqual({ credited: 8 });
+    expect(runs).toBe(1);
   });
 
   it('is refused over a driver without batch', async () => {
