@@ -32,6 +32,7 @@ export {
   DEFAULT_PENDING_LIMIT,
   MAX_PENDING_LIMIT,
 } from './core/lease.js';
+export { DEFAULT_TRANSACTION_ATTEMPTS, TransactionRolledBackError } from './core/rolled-back.js';
 export { KeyStatus } from './core/status.js';
 export type {
   AcquireOptions,

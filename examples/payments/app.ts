@@ -4,6 +4,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { keepRawBody } from '../../src/http/express.js';
 import { PROMETHEUS_CONTENT_TYPE, prometheusStats } from '../../src/observe/index.js';
 import type { PaymentsBackend } from './backend.js';
+import type { Drain } from './drain.js';
 import type { Payment } from './schema.js';
 
 /** Options of {@link createPaymentsApp}. */
@@ -19,6 +20,11 @@ export interface PaymentsAppOptions {
    * transaction commits: the crash the demo and the tests make, between effect and answer.
    */
   readonly crashAfterEffect?: boolean;
+  /**
+   * The claims a graceful stop waits for (see `createDrain`): new requests are refused once it
+   * began, and every payment in flight is counted until its key is finished or released.
+   */
+  readonly drain?: Drain;
 }
 
 interface PaymentRequest {
@@ -174,38 +180,40 @@ export function createPaymentsApp(
   const app = express();
   app.disable('x-powered-by');
   // The parser keeps the bytes it read, so the idempotency layer fingerprints the body as written.
+  if (options.drain) app.use(options.drain.refuseWhenStopping);
   app.use(refuseOversizeBody, express.json({ limit: BODY_LIMIT_BYTES, verify: keepRawBody }));
 
   // The payment row and the stored answer commit in one transaction, fenced by the key's attempt
   // token: a crash at any point leaves both or neither, so a retry never charges twice.
+  const postPayment = backend.postPayment({
+    create: (req) => {
+      const body = req.body as PaymentRequest;
+      return {
+        id: `pay_${randomUUID()}`,
+        amount: body.amount,
+        currency: body.currency.toUpperCase(),
+        createdAt: options.now(),
+      };
+    },
+    afterWrite: () => {
+      if (options.crashAfterEffect) process.kill(process.pid, 'SIGKILL');
+    },
+    options: {
+      ttlSeconds: options.ttlSeconds,
+      now: options.now,
+      ...(options.leaseSeconds === undefined ? {} : { leaseSeconds: options.leaseSeconds }),
+      // Slow processing after the key is claimed (duplicates get 409 meanwhile), outside the
+      // transaction: a better-sqlite3 transaction cannot span an await.
+      prepare: async (req) => {
+        const { delay_ms: delayMs } = req.body as PaymentRequest;
+        if (delayMs) await sleep(delayMs);
+      },
+    },
+  });
   app.post(
     '/payments',
     validatePayment,
-    backend.postPayment({
-      create: (req) => {
-        const body = req.body as PaymentRequest;
-        return {
-          id: `pay_${randomUUID()}`,
-          amount: body.amount,
-          currency: body.currency.toUpperCase(),
-          createdAt: options.now(),
-        };
-      },
-      afterWrite: () => {
-        if (options.crashAfterEffect) process.kill(process.pid, 'SIGKILL');
-      },
-      options: {
-        ttlSeconds: options.ttlSeconds,
-        now: options.now,
-        ...(options.leaseSeconds === undefined ? {} : { leaseSeconds: options.leaseSeconds }),
-        // Slow processing after the key is claimed (duplicates get 409 meanwhile), outside the
-        // transaction: a better-sqlite3 transaction cannot span an await.
-        prepare: async (req) => {
-          const { delay_ms: delayMs } = req.body as PaymentRequest;
-          if (delayMs) await sleep(delayMs);
-        },
-      },
-    }),
+    options.drain ? options.drain.track(postPayment) : postPayment,
   );
 
   app.get('/payments', async (_req, res) => {

@@ -14,6 +14,7 @@ import type { AddressInfo } from 'node:net';
 import { sweep } from '../../src/index.js';
 import { createPaymentsApp } from './app.js';
 import { openPaymentsBackend } from './backend.js';
+import { createDrain } from './drain.js';
 
 function numberFromEnv(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -35,7 +36,8 @@ const now = () => Date.now() / 1000;
 const crashAfterEffect = process.env.IDEM_CRASH_AFTER_EFFECT === '1';
 const backend = await openPaymentsBackend(process.env);
 const { store } = backend;
-const app = createPaymentsApp(backend, { ttlSeconds, now, leaseSeconds, crashAfterEffect });
+const drain = createDrain();
+const app = createPaymentsApp(backend, { ttlSeconds, now, leaseSeconds, crashAfterEffect, drain });
 
 // Retention runs in the background: each sweep deletes expired answers in short batches of 100
 // and never touches a pending row.
@@ -62,22 +64,35 @@ const server = app.listen(port, '127.0.0.1', (error?: NodeJS.ErrnoException) => 
   );
 });
 
-// Graceful shutdown: stop accepting, let the requests in flight finish and record their answers
-// (closing every connection at once would leave their keys pending), then close the store. A
-// request still running after the grace period loses its connection; its key stays pending.
+// Graceful shutdown: stop accepting, let the requests in flight finish and record their answers,
+// then close the store. A request still running after the grace period loses its connection, but
+// the store closes only once every payment in flight has finished or released its key (the drain):
+// closing it under a running payment would leave its key pending, and retries would get 409 until
+// its lease lapsed.
 let stopping = false;
 function shutdown(signal: NodeJS.Signals): void {
   if (stopping) return;
   stopping = true;
   console.log(`${signal}: draining requests in flight (up to ${graceMs} ms)`);
   clearInterval(sweeper);
+  const drained = drain.stop();
   // Keep-alive connections between requests would hold close() open: drop them as they go idle.
   const idle = setInterval(() => server.closeIdleConnections(), 50);
-  const grace = setTimeout(() => server.closeAllConnections(), graceMs);
-  server.close(() => {
-    clearInterval(idle);
-    clearTimeout(grace);
-    backend.close().then(
+  const grace = setTimeout(() => {
+    if (drain.running > 0) {
+      console.log(`grace period over: ${drain.running} payments still finishing their keys`);
+    }
+    server.closeAllConnections();
+  }, graceMs);
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeIdleConnections();
+  Promise.all([closed, drained])
+    .then(() => {
+      clearInterval(idle);
+      clearTimeout(grace);
+      return backend.close();
+    })
+    .then(
       () => {
         console.log('stopped');
         process.exit(0);
@@ -87,8 +102,6 @@ function shutdown(signal: NodeJS.Signals): void {
         process.exit(1);
       },
     );
-  });
-  server.closeIdleConnections();
 }
 process.on('SIGTERM', shutdown);
 process.on('SIGINT', shutdown);

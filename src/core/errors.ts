@@ -25,6 +25,7 @@ export const ErrorCode = {
   scopeMalformed: 'IDEMPOTENCY_SCOPE_MALFORMED',
   requestSuperseded: 'IDEMPOTENCY_REQUEST_SUPERSEDED',
   transactionDeadlock: 'IDEMPOTENCY_TRANSACTION_DEADLOCK',
+  requestRolledBack: 'IDEMPOTENCY_REQUEST_ROLLED_BACK',
   replicationUnconfirmed: 'IDEMPOTENCY_REPLICATION_UNCONFIRMED',
   deploymentRefused: 'IDEMPOTENCY_DEPLOYMENT_REFUSED',
   storeThreadExited: 'IDEMPOTENCY_STORE_THREAD_EXITED',

@@ -12,25 +12,39 @@ export interface KeyOwner {
 }
 
 /**
- * Whether the key's row is still the pending row `owner` claimed. A runner without an interactive
- * transaction (a batch with a guard statement) asks after a failed batch: the guard failed when the
- * row is no longer the owner's, and any other failure (one of the handler's statements) left it the
- * owner's pending row, so that error is the handler's to see.
+ * What a batch that failed (or whose answer never arrived) committed, decided from what the
+ * database holds, for a runner without an interactive transaction (a batch with a guard
+ * statement), whose batch commits whole or not at all:
+ *
+ * - the key's row is done with the owner's fingerprint and fencing token: the batch committed and
+ *   only its acknowledgement was lost (a dropped HTTP response), since no one else can record an
+ *   answer under this owner's token: `{ committed: true, result }`;
+ * - it is still the owner's pending row: the batch did not commit because one of the handler's
+ *   statements failed (or the request never reached the database), so `error` is rethrown;
+ * - anything else (gone, another fingerprint or token): the guard refused a row that is no longer
+ *   the owner's and the batch rolled back: `{ committed: false }`.
+ *
+ * Throws what the store throws when the row cannot be read.
  *
  * @param store - the store whose table the runner records in
  * @param owner - the claim the batch ran for
+ * @param result - what the handler returned
+ * @param error - the batch's error
  */
-export async function ownsPendingRow(
+export async function failedBatchOutcome<R>(
   store: Pick<IdempotencyStore<unknown>, 'get'>,
   owner: KeyOwner,
-): Promise<boolean> {
+  result: R,
+  error: unknown,
+): Promise<TransactionOutcome<R>> {
   const row = await store.get(owner.key);
-  return (
+  const owners =
     row !== null &&
-    row.status === KeyStatus.pending &&
     row.fingerprint === owner.digest &&
-    (owner.attempt === undefined || row.attempt === owner.attempt)
-  );
+    (owner.attempt === undefined || row.attempt === owner.attempt);
+  if (owners && row.status === KeyStatus.done) return { committed: true, result };
+  if (owners && row.status === KeyStatus.pending) throw error;
+  return { committed: false };
 }
 
 /** What {@link TransactionRunner.run} committed. */

@@ -1,6 +1,6 @@
 import { ownerRow } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
-import { ownsPendingRow, type TransactionRunner } from '../core/transaction-runner.js';
+import { failedBatchOutcome, type TransactionRunner } from '../core/transaction-runner.js';
 import { type AnyD1Database, type BoundStatement, prepare } from './client.js';
 import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 import type { D1IdempotencyStore } from './store.js';
@@ -49,7 +49,8 @@ function bound(query: D1Query): BoundStatement {
  * with leases) and a guard statement that fails when that UPDATE changed no row. D1 runs a batch
  * as one transaction, so a takeover or a release that happened meanwhile rolls back the handler's
  * writes with the answer: both commit or neither does. The app's tables must live in the same D1
- * database as the keys table.
+ * database as the keys table. When the batch fails, the outcome is read from the row: done under
+ * the owner's token means the batch committed and only its answer was lost, so the run committed.
  *
  * The handler's reads (`tx.db.select()…`) run before the batch, not inside it: what it writes
  * must not depend on a read staying true until the commit, unless the write itself checks it.
@@ -105,8 +106,7 @@ export function d1Transaction(
         );
         return { committed: true, result };
       } catch (error) {
-        if (!(await ownsPendingRow(store, owner))) return { committed: false };
-        throw error;
+        return failedBatchOutcome(store, owner, result, error);
       }
     },
   };

@@ -1,3 +1,4 @@
+export { TransactionRolledBackError } from '../core/rolled-back.js';
 export type {
   KeyOwner,
   TransactionOutcome,

@@ -212,7 +212,10 @@ function wrap<A extends unknown[], R>(
  * `store`, `fn` receives the drizzle transaction as its first argument, and its writes commit
  * together with the stored result, or not at all: a throw rolls them back and releases the
  * key; a process that dies commits nothing. The claim of the key stays its own short commit
- * before, so duplicates see the call in progress instead of waiting on a lock.
+ * before, so duplicates see the call in progress instead of waiting on a lock. A transaction the
+ * database rolls back on its own (a serialization failure, a deadlock) runs again in place, up to
+ * the runner's attempts; after the last one the key is released and the call rejects with
+ * `TransactionRolledBackError`, which may be called again.
  *
  * @param fn - the function to protect
  * @param options - the store, the key and the rest of {@link MakeIdempotentOptions}

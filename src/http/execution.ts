@@ -1,11 +1,17 @@
 import { IdempotencyError } from '../core/errors.js';
 import { serializeResponse } from '../core/json.js';
 import type { Ownership } from '../core/ownership.js';
+import { TransactionRolledBackError } from '../core/rolled-back.js';
 import { isThenable } from '../core/thenable.js';
 import type { TransactionOutcome, TransactionRunner } from '../core/transaction-runner.js';
 import type { ResolvedOptions } from './options.js';
 import { type IdempotentResult, Outcome, problemResult } from './outcome.js';
-import { AnswerNotRecordedError, RequestSupersededError } from './problems.js';
+import {
+  AnswerNotRecordedError,
+  type IdempotencyProblem,
+  RequestRolledBackError,
+  RequestSupersededError,
+} from './problems.js';
 import { type Report, reported } from './report.js';
 import { type HttpResponse, toStoredAnswer, toWire, type WireResponse } from './response.js';
 
@@ -41,7 +47,10 @@ export interface Execution {
    * transaction that fails on its own (its begin, the recording or the commit: the database's
    * error, not the handler's) releases the key and answers an {@link AnswerNotRecordedError}
    * problem with that error as its `cause`: never rethrown, so the driver's text (a statement and
-   * its parameters) cannot reach the client through an error handler.
+   * its parameters) cannot reach the client through an error handler. A transaction the database
+   * rolled back on its own (a serialization failure, a deadlock) on every attempt of the runner
+   * releases the key too, and answers a {@link RequestRolledBackError} problem (503, may be
+   * retried).
    */
   transact<TX>(
     runner: TransactionRunner<TX>,
@@ -137,6 +146,16 @@ class OwnedExecution implements Execution {
     return { outcome: Outcome.executed, response };
   }
 
+  // A transaction that rolled back: the key is released and `problem` answered, or, when releasing
+  // fails, the problem of that failure.
+  async #releasedWith(problem: IdempotencyProblem, sent: WireResponse): Promise<IdempotentResult> {
+    const released = await this.#notStored(sent);
+    return reported(
+      this.#report,
+      released.outcome === 'problem' ? released : problemResult(problem),
+    );
+  }
+
   async fail(error: unknown): Promise<void> {
     try {
       await this.#ownership.abandon(
@@ -164,6 +183,8 @@ class OwnedExecution implements Execution {
     };
     // Synchronous while the handler is: a better-sqlite3 transaction cannot span an await.
     const ownHandler = (tx: Parameters<typeof handler>[0]) => {
+      // A runner runs the handler again after the database rolled an attempt back.
+      handlerThrew = false;
       try {
         const answer = handler(tx);
         return isThenable(answer) ? Promise.resolve(answer).catch(threw) : answer;
@@ -192,9 +213,10 @@ class OwnedExecution implements Execution {
       // Rolled back: nothing of the handler's was committed, so the key is released and a retry runs.
       if (error instanceof NotStoredAnswer)
         return reported(report, await this.#notStored(error.response));
-      if (error instanceof AnswerNotRecordedError) {
-        const released = await this.#notStored(sent);
-        return reported(report, released.outcome === 'problem' ? released : problemResult(error));
+      if (error instanceof AnswerNotRecordedError) return this.#releasedWith(error, sent);
+      // Whatever statement failed, the database undid the whole transaction: the client may retry.
+      if (error instanceof TransactionRolledBackError) {
+        return this.#releasedWith(new RequestRolledBackError(error), sent);
       }
       if (!handlerThrew && !(error instanceof IdempotencyError)) {
         // The database failed the transaction itself. Its error says which statement, with which
@@ -204,8 +226,7 @@ class OwnedExecution implements Execution {
           sent,
           error,
         );
-        const released = await this.#notStored(sent);
-        return reported(report, released.outcome === 'problem' ? released : problemResult(problem));
+        return this.#releasedWith(problem, sent);
       }
       await this.fail(error);
       throw error;

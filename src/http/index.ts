@@ -25,6 +25,7 @@ export {
   PROBLEM_CONTENT_TYPE,
   ProblemType,
   RequestInProgressError,
+  RequestRolledBackError,
   RequestSupersededError,
   ScopeMalformedError,
 } from './problems.js';

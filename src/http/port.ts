@@ -19,7 +19,7 @@ export interface AdapterOptions<R> extends IdempotentOptions {
    * status, headers and a body (bytes, a JSON value, or a string with a non-JSON content type),
    * as a transactional handler returns it. It shapes every problem, those answered before the
    * handler runs (400, 409, 410, 422) and after it (500 `answer-not-recorded`, 409
-   * `request-superseded`); like every answer of the layer, it keeps the headers set before the
+   * `request-superseded`, 503 `request-rolled-back`); like every answer of the layer, it keeps the headers set before the
    * layer ran (CORS, a request id).
    */
   readonly onError?: (

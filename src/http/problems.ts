@@ -17,6 +17,7 @@ export const ProblemType = {
   bodyRefused: 'urn:drizzle-idempotency:problem:body-refused',
   scopeMalformed: 'urn:drizzle-idempotency:problem:scope-malformed',
   requestSuperseded: 'urn:drizzle-idempotency:problem:request-superseded',
+  requestRolledBack: 'urn:drizzle-idempotency:problem:request-rolled-back',
 } as const;
 
 /** One of the values of {@link ProblemType}. */
@@ -288,5 +289,35 @@ export class RequestSupersededError extends IdempotencyProblem {
       'this request took longer than its lease and a retry took its Idempotency-Key over; retry it to get the answer of record',
     );
     this.response = response;
+  }
+}
+
+/** The `Retry-After` of {@link RequestRolledBackError}: a rollback by the database is short-lived. */
+const ROLLED_BACK_RETRY_AFTER_SECONDS = 1;
+
+/**
+ * 503 with `Retry-After`: the database rolled back the transaction of a transactional route on its
+ * own (a serialization failure or a deadlock) on every attempt the runner made: none of the
+ * handler's writes and no answer were committed, and the key was released, so the client may send
+ * the same request again and it runs anew. `cause` is the runner's `TransactionRolledBackError`.
+ */
+export class RequestRolledBackError extends IdempotencyProblem {
+  readonly status = 503;
+  readonly type = ProblemType.requestRolledBack;
+  readonly title = 'Request rolled back';
+  /** The `Retry-After` value, in seconds. */
+  readonly retryAfterSeconds = ROLLED_BACK_RETRY_AFTER_SECONDS;
+
+  /** @param cause - the runner's error, for logs; not sent to the client */
+  constructor(cause: unknown) {
+    super(
+      ErrorCode.requestRolledBack,
+      'the database rolled this request back because of a conflict with concurrent requests; nothing of it was committed and its Idempotency-Key is free, so retry it',
+      { cause },
+    );
+  }
+
+  protected override extraHeaders(): Record<string, string> {
+    return { 'retry-after': String(this.retryAfterSeconds) };
   }
 }

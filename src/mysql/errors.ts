@@ -1,10 +1,16 @@
-import { ErrorCode, IdempotencyError } from '../core/errors.js';
+import { ErrorCode } from '../core/errors.js';
+import { type RollbackRetry, TransactionRolledBackError } from '../core/rolled-back.js';
 
 // MySQL server error numbers the store handles by name.
 /** A duplicate key on insert: `reserve` lost to an existing row. */
 export const ER_DUP_ENTRY = 1062;
 /** The transaction was chosen as a deadlock victim and rolled back as a whole. */
 export const ER_LOCK_DEADLOCK = 1213;
+/**
+ * A lock wait ran past `innodb_lock_wait_timeout`. InnoDB undoes the statement; the runner's
+ * transaction then rolls back as a whole, as for any error that leaves it.
+ */
+export const ER_LOCK_WAIT_TIMEOUT = 1205;
 
 // PlanetScale's serverless driver has no errno field: Vitess writes the number into the message,
 // as in "Duplicate entry 'k' for key 'PRIMARY' (errno 1062) (sqlstate 23000)".
@@ -78,24 +84,37 @@ export async function retryDeadlocks<R>(
 
 /**
  * MySQL chose the transaction of a transactional call as a deadlock victim (error 1213) and
- * rolled it back whole: none of the handler's writes and no result were committed, and the key
- * was released. It is not run again on its own, since that would run the handler a second time
- * behind the caller's back; call again (`retryDeadlocks(() => call(...))` does) to run it anew.
+ * rolled it back whole on every attempt the runner made (it runs again in place, up to its
+ * `attempts`): none of the handler's writes and no result were committed, and the key was
+ * released. Call again (`retryDeadlocks(() => call(...))` does) to run it anew. It is a
+ * {@link TransactionRolledBackError} with its own code.
  */
-export class TransactionDeadlockError extends IdempotencyError {
-  /** The idempotency key of the call that was rolled back. */
-  readonly key: string;
-
+export class TransactionDeadlockError extends TransactionRolledBackError {
   /**
    * @param key - the idempotency key
    * @param cause - the driver's deadlock error
+   * @param attempts - how many times the transaction ran
    */
-  constructor(key: string, cause: unknown) {
-    super(
-      ErrorCode.transactionDeadlock,
-      `the transaction of idempotency key ${JSON.stringify(key)} was rolled back as a deadlock victim`,
-      { cause },
-    );
-    this.key = key;
+  constructor(key: string, cause: unknown, attempts = 1) {
+    super(key, attempts, cause, ErrorCode.transactionDeadlock);
   }
+}
+
+/**
+ * The {@link RollbackRetry} of a MySQL runner for `key`: a deadlock (1213) or a lock wait timeout
+ * (1205) runs the transaction again, up to `attempts` times; a deadlock on the last one surfaces
+ * as {@link TransactionDeadlockError}, a timeout as {@link TransactionRolledBackError}.
+ */
+export function mysqlRollbackRetry(key: string, attempts: number): RollbackRetry {
+  return {
+    attempts,
+    rolledBack: (error) => {
+      const errno = mysqlErrno(error);
+      return errno === ER_LOCK_DEADLOCK || errno === ER_LOCK_WAIT_TIMEOUT;
+    },
+    surface: (error, ran) =>
+      mysqlErrno(error) === ER_LOCK_DEADLOCK
+        ? new TransactionDeadlockError(key, error, ran)
+        : new TransactionRolledBackError(key, ran, error),
+  };
 }

@@ -5,10 +5,11 @@ import type {
   PlanetscaleQueryResultHKT,
 } from 'drizzle-orm/planetscale-serverless';
 import { ownerRow } from '../core/key-conditions.js';
+import { DEFAULT_TRANSACTION_ATTEMPTS, runRetryingRollbacks } from '../core/rolled-back.js';
 import { KeyStatus } from '../core/status.js';
 import { runFenced, type TransactionRunner } from '../core/transaction-runner.js';
 import { writeHeader } from './compile.js';
-import { ER_LOCK_DEADLOCK, mysqlErrno, TransactionDeadlockError } from './errors.js';
+import { mysqlRollbackRetry } from './errors.js';
 import { type AnyMysqlDatabase, MysqlIdempotencyStore, type MysqlStoreOptions } from './store.js';
 
 /** A drizzle database over PlanetScale's serverless driver, whatever its schema. */
@@ -69,9 +70,10 @@ export class PlanetscaleIdempotencyStore<T = unknown> extends MysqlIdempotencySt
  * stored answer commit in one `db.transaction(async (tx) => …)` (the driver's session, kept by
  * the service between requests), the answer recorded last by an `UPDATE` of the owner's pending
  * row (and attempt, with leases); when it changes no row (a takeover or a release came first),
- * the whole transaction rolls back. As with `mysqlTransaction`, a deadlock victim rejects with
- * {@link TransactionDeadlockError} and is not run again on its own. The driver sets no isolation
- * level: the server's default applies.
+ * the whole transaction rolls back. As with `mysqlTransaction`, a transaction rolled back as a
+ * deadlock victim (or after a lock wait timeout) runs again in place, handler included, up to 3
+ * times, then rejects with `TransactionDeadlockError` (or `TransactionRolledBackError`), its key
+ * released. The driver sets no isolation level: the server's default applies.
  *
  * @param store - the store the keys are kept in; the transaction runs on its database
  * @example
@@ -96,25 +98,21 @@ export function planetscaleTransaction(
   return {
     store,
     synchronous: false,
-    async run(owner, handler, record) {
-      try {
-        return await runFenced(
-          (body) => store.planetscale.transaction(body),
-          handler,
-          async (tx, result) =>
-            writeHeader(
-              await tx
-                .update(table)
-                .set({ status: KeyStatus.done, response: record(result) })
-                .where(ownerRow(table, owner.key, owner.digest, owner.attempt)),
-            ).affectedRows,
-        );
-      } catch (error) {
-        if (mysqlErrno(error) === ER_LOCK_DEADLOCK) {
-          throw new TransactionDeadlockError(owner.key, error);
-        }
-        throw error;
-      }
-    },
+    run: (owner, handler, record) =>
+      runRetryingRollbacks(
+        () =>
+          runFenced(
+            (body) => store.planetscale.transaction(body),
+            handler,
+            async (tx, result) =>
+              writeHeader(
+                await tx
+                  .update(table)
+                  .set({ status: KeyStatus.done, response: record(result) })
+                  .where(ownerRow(table, owner.key, owner.digest, owner.attempt)),
+              ).affectedRows,
+          ),
+        mysqlRollbackRetry(owner.key, DEFAULT_TRANSACTION_ATTEMPTS),
+      ),
   };
 }

@@ -1,9 +1,10 @@
 import type { MySqlTransaction, MySqlTransactionConfig } from 'drizzle-orm/mysql-core';
 import type { MySql2PreparedQueryHKT, MySql2QueryResultHKT } from 'drizzle-orm/mysql2';
 import { ownerRow } from '../core/key-conditions.js';
+import { runRetryingRollbacks, transactionAttempts } from '../core/rolled-back.js';
 import { KeyStatus } from '../core/status.js';
 import { runFenced, type TransactionRunner } from '../core/transaction-runner.js';
-import { ER_LOCK_DEADLOCK, mysqlErrno, TransactionDeadlockError } from './errors.js';
+import { mysqlRollbackRetry } from './errors.js';
 import type { MysqlIdempotencyStore } from './store.js';
 
 /** The drizzle transaction a MySQL handler receives. */
@@ -20,6 +21,11 @@ export type MysqlHandlerTransaction = MySqlTransaction<
 export interface MysqlTransactionOptions {
   /** The transaction's isolation level. Default `'read committed'`, as the store's own transactions. */
   readonly isolationLevel?: NonNullable<MySqlTransactionConfig['isolationLevel']>;
+  /**
+   * How many times the transaction runs when InnoDB rolls it back (deadlock 1213, lock wait
+   * timeout 1205), the handler included. Default 3; 1 never runs it again.
+   */
+  readonly attempts?: number;
 }
 
 /**
@@ -37,13 +43,18 @@ export interface MysqlTransactionOptions {
  * into a 409 commits with its other writes). A deadlock must not be caught in the handler: InnoDB
  * has then rolled the whole transaction back and the connection runs in autocommit.
  *
- * A transaction MySQL picks as a deadlock victim is rolled back whole and **not** run again on its
- * own (that would run the handler twice behind the caller's back): the call's key is released and
- * it rejects with {@link TransactionDeadlockError}. Wrap the call in `retryDeadlocks` to run it
- * again from the start.
+ * A transaction MySQL picks as a deadlock victim (1213), or one whose lock wait timed out (1205),
+ * is rolled back whole while the key stays this call's, so it runs again in place, handler
+ * included, up to `attempts` times (default 3). When every attempt was rolled back the key is
+ * released and the call rejects with `TransactionDeadlockError` (a deadlock) or
+ * `TransactionRolledBackError` (HTTP: 503 `request-rolled-back`), which may be retried:
+ * `retryDeadlocks` runs it again from the start. Keep effects outside the database out of the
+ * handler, or make them idempotent: it may run more than once, though its database writes commit
+ * at most once.
  *
  * @param store - the store the keys are kept in; the transaction runs on its database
- * @param options - the isolation level
+ * @param options - the isolation level and the attempts
+ * @throws `InvalidOptionError` for `attempts` that is not a whole number of at least 1
  * @example
  * ```ts
  * import { sql } from 'drizzle-orm';
@@ -69,27 +80,25 @@ export function mysqlTransaction(
   const config: MySqlTransactionConfig = {
     isolationLevel: options.isolationLevel ?? 'read committed',
   };
+  const attempts = transactionAttempts(options.attempts);
   return {
     store,
     synchronous: false,
-    async run(owner, handler, record) {
-      try {
-        return await runFenced(
-          (body) => store.db.transaction(body, config),
-          handler,
-          async (tx, result) => {
-            const [done] = await tx
-              .update(table)
-              .set({ status: KeyStatus.done, response: record(result) })
-              .where(ownerRow(table, owner.key, owner.digest, owner.attempt));
-            return done.affectedRows;
-          },
-        );
-      } catch (error) {
-        if (mysqlErrno(error) === ER_LOCK_DEADLOCK)
-          throw new TransactionDeadlockError(owner.key, error);
-        throw error;
-      }
-    },
+    run: (owner, handler, record) =>
+      runRetryingRollbacks(
+        () =>
+          runFenced(
+            (body) => store.db.transaction(body, config),
+            handler,
+            async (tx, result) => {
+              const [done] = await tx
+                .update(table)
+                .set({ status: KeyStatus.done, response: record(result) })
+                .where(ownerRow(table, owner.key, owner.digest, owner.attempt));
+              return done.affectedRows;
+            },
+          ),
+        mysqlRollbackRetry(owner.key, attempts),
+      ),
   };
 }

@@ -18,5 +18,5 @@ export type {
 export { DEFAULT_PG_SCHEMA, keys, pgKeysTable } from './schema.js';
 export type { AnyPgDatabase, PgStoreOptions } from './store.js';
 export { PgIdempotencyStore } from './store.js';
-export type { PgHandlerTransaction } from './transaction.js';
+export type { PgHandlerTransaction, PgTransactionOptions } from './transaction.js';
 export { pgTransaction } from './transaction.js';

@@ -3,7 +3,7 @@ import type { BatchItem } from 'drizzle-orm/batch';
 import { InvalidOptionError } from '../core/errors.js';
 import { ownerRow } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
-import { ownsPendingRow, type TransactionRunner } from '../core/transaction-runner.js';
+import { failedBatchOutcome, type TransactionRunner } from '../core/transaction-runner.js';
 import type { AnyNeonHttpDatabase } from './neon-migrate.js';
 import type { PgIdempotencyStore } from './store.js';
 
@@ -29,7 +29,9 @@ export interface NeonHttpHandlerBatch {
  * by the number of rows it changed, so it fails when the row is no longer the owner's. Neon runs
  * a batch as one transaction, so a takeover or a release that happened meanwhile rolls back the
  * handler's writes with the answer: both commit or neither does. The app's tables must be in the
- * same database as the keys table.
+ * same database as the keys table. When the batch fails, the outcome is read from the row: done
+ * under the owner's token means the batch committed and only its HTTP answer was lost, so the run
+ * committed (see `failedBatchOutcome`).
  *
  * The handler's reads (`tx.db.select()…`) run before the batch, not inside it: what it writes
  * must not depend on a read staying true until the commit, unless the write itself checks it.
@@ -85,8 +87,7 @@ export function neonHttpTransaction(
         await db.batch(statements as [BatchItem<'pg'>, ...BatchItem<'pg'>[]]);
         return { committed: true, result };
       } catch (error) {
-        if (!(await ownsPendingRow(store, owner))) return { committed: false };
-        throw error;
+        return failedBatchOutcome(store, owner, result, error);
       }
     },
   };

@@ -1,12 +1,25 @@
-import type { PgQueryResultHKT, PgTransaction } from 'drizzle-orm/pg-core';
+import type { PgQueryResultHKT, PgTransaction, PgTransactionConfig } from 'drizzle-orm/pg-core';
 import { ownerRow } from '../core/key-conditions.js';
+import { runRetryingRollbacks, transactionAttempts } from '../core/rolled-back.js';
 import { KeyStatus } from '../core/status.js';
 import { runFenced, type TransactionRunner } from '../core/transaction-runner.js';
+import { pgRollbackRetry } from './rolled-back.js';
 import type { PgIdempotencyStore } from './store.js';
 
 /** The drizzle transaction a PostgreSQL handler receives, whatever the driver. */
 // biome-ignore lint/suspicious/noExplicitAny: the handler may use any schema of the app's
 export type PgHandlerTransaction = PgTransaction<PgQueryResultHKT, any, any>;
+
+/** Options of {@link pgTransaction}. */
+export interface PgTransactionOptions {
+  /** The transaction's isolation level. Default: the server's (`read committed` unless configured). */
+  readonly isolationLevel?: NonNullable<PgTransactionConfig['isolationLevel']>;
+  /**
+   * How many times the transaction runs when PostgreSQL rolls it back on its own (serialization
+   * failure 40001, deadlock 40P01), the handler included. Default 3; 1 never runs it again.
+   */
+  readonly attempts?: number;
+}
 
 /**
  * Runs `handler` in a savepoint of `tx` (drizzle's nested transaction), so that a statement of
@@ -54,8 +67,18 @@ async function isolated<R>(
  * on every dialect, put the statement that may fail in `tx.transaction(async (sp) => …)` (a
  * savepoint of its own) and catch around it.
  *
+ * **A transaction PostgreSQL rolls back on its own** (a serialization failure 40001 under
+ * `repeatable read` or `serializable`, a deadlock 40P01) committed nothing and the key is still
+ * this call's, so it runs again in place, handler included, up to `attempts` times (default 3).
+ * When every attempt was rolled back the key is released and the call rejects with
+ * `TransactionRolledBackError` (HTTP: 503 `request-rolled-back`), which may be retried. Keep
+ * effects outside the database out of the handler, or make them idempotent: it may run more than
+ * once, though its database writes commit at most once.
+ *
  * @param store - the store the keys are kept in; the transaction runs on its database and records
  *   in its table
+ * @param options - the isolation level and the attempts
+ * @throws `InvalidOptionError` for `attempts` that is not a whole number of at least 1
  * @example
  * ```ts
  * import { makeIdempotent } from 'drizzle-idempotency/function';
@@ -73,23 +96,31 @@ async function isolated<R>(
  */
 export function pgTransaction(
   store: PgIdempotencyStore<unknown>,
+  options: PgTransactionOptions = {},
 ): TransactionRunner<PgHandlerTransaction> {
   const { table } = store;
+  const attempts = transactionAttempts(options.attempts);
+  const config: PgTransactionConfig | undefined =
+    options.isolationLevel === undefined ? undefined : { isolationLevel: options.isolationLevel };
   return {
     store,
     synchronous: false,
     run: (owner, handler, record) =>
-      runFenced(
-        (body) => store.db.transaction(body),
-        (tx: PgHandlerTransaction) => isolated(tx, handler),
-        async (tx, result) => {
-          const done = await tx
-            .update(table)
-            .set({ status: KeyStatus.done, response: record(result) })
-            .where(ownerRow(table, owner.key, owner.digest, owner.attempt))
-            .returning({ id: table.id });
-          return done.length;
-        },
+      runRetryingRollbacks(
+        () =>
+          runFenced(
+            (body) => store.db.transaction(body, config),
+            (tx: PgHandlerTransaction) => isolated(tx, handler),
+            async (tx, result) => {
+              const done = await tx
+                .update(table)
+                .set({ status: KeyStatus.done, response: record(result) })
+                .where(ownerRow(table, owner.key, owner.digest, owner.attempt))
+                .returning({ id: table.id });
+              return done.length;
+            },
+          ),
+        pgRollbackRetry(owner.key, attempts),
       ),
   };
 }

@@ -8,6 +8,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPaymentsApp } from '../../examples/payments/app.js';
 import { sqlitePayments } from '../../examples/payments/backend.js';
+import { createDrain } from '../../examples/payments/drain.js';
 import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/index.js';
 import { SWEEP_NOW, seedBacklog, tally } from '../support/backlog.js';
 import { spawnTs } from '../support/child.js';
@@ -160,6 +161,80 @@ describe('npm start under SIGTERM and SIGINT', () => {
       }
     });
   }
+});
+
+describe('the payments service while it stops', () => {
+  it('waits for a payment in flight to finish its key, and refuses new requests before claiming anything', async () => {
+    const store = openSqliteStore(freshDbPath(dir));
+    const drain = createDrain();
+    const server = createPaymentsApp(sqlitePayments(store), {
+      ttlSeconds: 60,
+      now: () => Date.now() / 1000,
+      drain,
+    }).listen(0, '127.0.0.1');
+    try {
+      await once(server, 'listening');
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const pay = (key: string, delayMs = 0) =>
+        fetch(`${url}/payments`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'idempotency-key': key },
+          body: JSON.stringify({ amount: 5, currency: 'EUR', delay_ms: delayMs }),
+        });
+      const inFlight = pay('slow', 1000);
+      await until(() => store.get('slow')?.status === 'pending', 20);
+      const stopped = drain.stop();
+      const late = await pay('late');
+      expect(late.status).toBe(503);
+      expect(late.headers.get('connection')).toBe('close');
+      expect(store.get('late')).toBeNull();
+      await stopped;
+      expect(store.get('slow')?.status).toBe('done');
+      expect((await inFlight).status).toBe(201);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+      store.close();
+    }
+  });
+});
+
+describe('npm start under SIGTERM past its grace period', () => {
+  it('drops the connection of a payment still running, but closes the store only once its key is finished', async () => {
+    const path = freshDbPath(dir);
+    openSqliteStore(path).close();
+    const run = npm(['start'], {
+      IDEM_DB: path,
+      IDEM_URL: '',
+      PORT: '0',
+      IDEM_SWEEP_INTERVAL_MS: '3600000',
+      // Far shorter than the payment: the grace period ends while it runs.
+      IDEM_SHUTDOWN_GRACE_MS: '100',
+    });
+    try {
+      await until(() => /listening on (http:\S+)/.test(run.output()), 20);
+      const url = /listening on (http:\S+)/.exec(run.output())?.[1] ?? '';
+      const inFlight = fetch(`${url}/payments`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'idempotency-key': 'slow' },
+        body: JSON.stringify({ amount: 5, currency: 'EUR', delay_ms: 2000 }),
+      }).then(
+        (response) => response.status,
+        () => 'dropped' as const,
+      );
+      await until(() => keyRow(path, 'slow')?.status === 'pending', 20);
+      process.kill(run.child.pid as number, 'SIGTERM');
+      expect(await run.exit).toBe(0);
+      // The client got its answer, or lost its connection; either way the key is not left pending.
+      const answer = await inFlight;
+      const row = keyRow(path, 'slow');
+      if (answer === 201) expect(row?.status).toBe('done');
+      else expect(row?.status).not.toBe('pending');
+      await until(() => !groupAlive(run.child.pid as number), 20);
+    } finally {
+      if (groupAlive(run.child.pid as number)) process.kill(-(run.child.pid as number), 'SIGKILL');
+    }
+  });
 });
 
 describe('npm run idem -- sweep under SIGTERM', () => {

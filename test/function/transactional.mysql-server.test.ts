@@ -1,7 +1,11 @@
 import { count, eq, sql } from 'drizzle-orm';
 import { int, mysqlTable, varchar } from 'drizzle-orm/mysql-core';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CallSupersededError, makeIdempotent } from '../../src/function/index.js';
+import {
+  CallSupersededError,
+  makeIdempotent,
+  TransactionRolledBackError,
+} from '../../src/function/index.js';
 import { ER_LOCK_DEADLOCK, mysqlErrno } from '../../src/mysql/errors.js';
 import {
   applyMysqlMigrations,
@@ -84,11 +88,12 @@ describe('transactional makeIdempotent on the MySQL server', () => {
     return { pool: opened.database.pool, store: opened.store };
   }
 
-  it('surfaces a deadlock victim as TransactionDeadlockError, releases its key, and runs again only when asked', async () => {
+  // Two calls lock the two accounts in opposite orders on their first run: a lock cycle InnoDB
+  // must break by rolling one of them back.
+  async function deadlocking(attempts?: number) {
     const { pool, store } = await open();
     await pool.query('CREATE TABLE accounts (id INT PRIMARY KEY, balance INT NOT NULL)');
     await pool.query('INSERT INTO accounts VALUES (1, 0), (2, 0)');
-    // Two calls lock the two accounts in opposite orders: a lock cycle InnoDB must break.
     const locked = { a: deferred(), b: deferred() };
     const runs: string[] = [];
     const transfer = makeIdempotent(
@@ -104,26 +109,49 @@ describe('transactional makeIdempotent on the MySQL server', () => {
         await tx.execute(sql`UPDATE accounts SET balance = balance + 1 WHERE id = ${second}`);
         return { moved: call.key };
       },
-      { transaction: mysqlTransaction(store), key: (call) => call.key },
+      { transaction: mysqlTransaction(store, { attempts }), key: (call) => call.key },
     );
     const calls = [
       { key: 'a', first: 1 as const },
       { key: 'b', first: 2 as const },
     ];
     const outcomes = await Promise.allSettled(calls.map((call) => transfer(call)));
+    const balances = async () =>
+      (await pool.query('SELECT id, balance FROM accounts ORDER BY id'))[0];
+    return { store, transfer, calls, outcomes, runs, balances };
+  }
+
+  it('runs a deadlock victim again in place: both calls commit once', async () => {
+    const { store, outcomes, runs, balances } = await deadlocking();
+    expect(outcomes).toEqual([
+      { status: 'fulfilled', value: { moved: 'a' } },
+      { status: 'fulfilled', value: { moved: 'b' } },
+    ]);
+    // One of the two ran twice: its first run was the victim, rolled back whole.
+    expect(runs).toHaveLength(3);
+    expect(await store.get('a')).toMatchObject({ status: 'done' });
+    expect(await store.get('b')).toMatchObject({ status: 'done' });
+    expect(await balances()).toEqual([
+      { id: 1, balance: 2 },
+      { id: 2, balance: 2 },
+    ]);
+  });
+
+  it('with attempts: 1, surfaces a deadlock victim as TransactionDeadlockError, releases its key, and runs again only when asked', async () => {
+    const { store, transfer, calls, outcomes, runs, balances } = await deadlocking(1);
     const failed = outcomes.flatMap((outcome, i) =>
       outcome.status === 'rejected' ? [{ call: calls[i], reason: outcome.reason as unknown }] : [],
     );
     expect(failed).toHaveLength(1);
     const [victim] = failed;
     expect(victim?.reason).toBeInstanceOf(TransactionDeadlockError);
+    expect(victim?.reason).toBeInstanceOf(TransactionRolledBackError);
     expect(mysqlErrno(victim?.reason)).toBe(ER_LOCK_DEADLOCK);
     const victimKey = victim?.call?.key as string;
     // Nothing of the victim's was committed and its key is free again; it ran once, not twice.
     expect(await store.get(victimKey)).toBeNull();
     expect(runs.filter((key) => key === victimKey)).toHaveLength(1);
-    const [balances] = await pool.query('SELECT id, balance FROM accounts ORDER BY id');
-    expect(balances).toEqual([
+    expect(await balances()).toEqual([
       { id: 1, balance: 1 },
       { id: 2, balance: 1 },
     ]);
@@ -132,8 +160,7 @@ describe('transactional makeIdempotent on the MySQL server', () => {
     if (call === undefined) throw new Error('the victim is one of the calls');
     expect(await retryDeadlocks(() => transfer(call))).toEqual({ moved: victimKey });
     expect(await store.get(victimKey)).toMatchObject({ status: 'done' });
-    const [after] = await pool.query('SELECT id, balance FROM accounts ORDER BY id');
-    expect(after).toEqual([
+    expect(await balances()).toEqual([
       { id: 1, balance: 2 },
       { id: 2, balance: 2 },
     ]);

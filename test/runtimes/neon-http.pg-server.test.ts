@@ -3,6 +3,7 @@ import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/neon-http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeIdempotent } from '../../src/function/index.js';
+import { fetchTransaction } from '../../src/http/fetch.js';
 import { quoteIdentifier } from '../../src/pg/identifier.js';
 import {
   type AnyNeonHttpDatabase,
@@ -252,6 +253,64 @@ describe('neonHttpTransaction', () => {
     expect((await effectRows()).filter((row) => row.id === 't-make')).toEqual([
       { id: 't-make', amount: 5 },
     ]);
+  });
+
+  it('reports a batch that committed but lost its answer as committed, from what the row holds', async () => {
+    const owner = await lease('t-lost');
+    endpoint?.dropNextBatchAnswer();
+    const outcome = await neonHttpTransaction(store).run(
+      owner,
+      (tx) => {
+        tx.add(credit('t-lost', 4));
+        return { credited: 4 };
+      },
+      JSON.stringify,
+    );
+    expect(outcome).toEqual({ committed: true, result: { credited: 4 } });
+    expect(await effectRows()).toContainEqual({ id: 't-lost', amount: 4 });
+    expect((await store.get('t-lost'))?.status).toBe('done');
+  });
+
+  it('gives makeIdempotent the result of a batch whose answer was lost, and replays it', async () => {
+    let runs = 0;
+    const pay = makeIdempotent(
+      async (tx, message: { id: string; amount: number }) => {
+        runs += 1;
+        tx.add(credit(message.id, message.amount));
+        return { credited: message.amount };
+      },
+      { transaction: neonHttpTransaction(store), key: (message) => message.id },
+    );
+    endpoint?.dropNextBatchAnswer();
+    expect(await pay({ id: 't-lost-make', amount: 6 })).toEqual({ credited: 6 });
+    expect(await pay({ id: 't-lost-make', amount: 6 })).toEqual({ credited: 6 });
+    expect(runs).toBe(1);
+    expect((await effectRows()).filter((row) => row.id === 't-lost-make')).toEqual([
+      { id: 't-lost-make', amount: 6 },
+    ]);
+  });
+
+  it('answers a request whose batch committed but lost its answer with the handler’s answer, not 409', async () => {
+    let runs = 0;
+    const post = fetchTransaction(neonHttpTransaction(store), async (_request, tx) => {
+      runs += 1;
+      tx.add(credit('t-lost-http', 8));
+      return { status: 201, body: { credited: 8 } };
+    });
+    const request = () =>
+      new Request('http://payments.test/credits', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'idempotency-key': '"t-lost-http"' },
+        body: '{"amount":8}',
+      });
+    endpoint?.dropNextBatchAnswer();
+    const first = await post(request());
+    expect(first.status).toBe(201);
+    expect(await first.json()).toEqual({ credited: 8 });
+    const replay = await post(request());
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect(await replay.json()).toEqual({ credited: 8 });
+    expect(runs).toBe(1);
   });
 
   it('is refused over a driver without batch', async () => {

@@ -147,8 +147,15 @@ describe('in workerd (Miniflare), bundled as wrangler bundles a Worker', () => {
       replay: { credited: 7 },
       taker: 'acquired',
       lost: { committed: false },
-      ledger: [{ id: 'tx-1', amount: 7 }],
+      ledger: [
+        { id: 'tx-1', amount: 7 },
+        { id: 'tx-1-lost-answer', amount: 3 },
+      ],
       staleRow: 'pending',
+      // A batch that committed but lost its answer: the call's result, from what the row holds.
+      answerLost: { credited: 3 },
+      answerLostReplay: { credited: 3 },
+      lostAnswerRuns: 1,
     });
   });
 

@@ -18,6 +18,11 @@ export interface NeonEndpoint {
   readonly url: string;
   /** How many requests it answered, and how many of them were batches. */
   readonly served: { requests: number; batches: number };
+  /**
+   * Makes the next batch commit and then lose its answer: the connection is destroyed instead of
+   * the 200 being sent, as when the network fails after the database committed.
+   */
+  dropNextBatchAnswer(): void;
   close(): Promise<void>;
 }
 
@@ -93,6 +98,7 @@ function refusal(response: ServerResponse, error: unknown) {
 export async function startNeonEndpoint(url: string): Promise<NeonEndpoint> {
   const pool = new pg.Pool({ connectionString: url, max: 8 });
   const served = { requests: 0, batches: 0 };
+  let dropNext = false;
   const server = createServer(async (request, response) => {
     served.requests += 1;
     const client = await pool.connect();
@@ -106,6 +112,11 @@ export async function startNeonEndpoint(url: string): Promise<NeonEndpoint> {
           const results = [];
           for (const query of payload.queries) results.push(await run(client, query));
           await client.query('COMMIT');
+          if (dropNext) {
+            dropNext = false;
+            request.socket.destroy();
+            return;
+          }
           response.writeHead(200, { 'content-type': 'application/json' });
           response.end(JSON.stringify({ results }));
         } catch (error) {
@@ -129,6 +140,9 @@ export async function startNeonEndpoint(url: string): Promise<NeonEndpoint> {
   return {
     url: `http://127.0.0.1:${port}/sql`,
     served,
+    dropNextBatchAnswer: () => {
+      dropNext = true;
+    },
     close: async () => {
       server.close();
       await once(server, 'close');

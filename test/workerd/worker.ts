@@ -205,6 +205,41 @@ async function transactional(env: Env, key: string) {
     },
     (result) => JSON.stringify(result),
   );
+  // A batch that D1 commits but whose answer is lost on its way back (the connection failed after
+  // the commit): the binding runs it, then throws as a failed network would. The runner decides
+  // from the row, which is done under the call's token: the call succeeded.
+  let dropNextAnswer = false;
+  const dropping = new Proxy(env.DB, {
+    get(target, name) {
+      const value = Reflect.get(target, name);
+      if (name !== 'batch') return typeof value === 'function' ? value.bind(target) : value;
+      return async (statements: unknown[]) => {
+        const answer = await target.batch(statements);
+        if (!dropNextAnswer) return answer;
+        dropNextAnswer = false;
+        throw new Error('Network connection lost.');
+      };
+    },
+  });
+  const droppingStore = new D1IdempotencyStore(drizzle(dropping));
+  let lostAnswerRuns = 0;
+  const creditLosingAnswer = makeIdempotent(
+    async (tx, message: { id: string; amount: number }) => {
+      lostAnswerRuns += 1;
+      // Armed here, after the claim's own batch: only the batch that records the answer loses it.
+      dropNextAnswer = true;
+      tx.add(
+        tx.db.run(sql`INSERT INTO ledger (id, amount) VALUES (${message.id}, ${message.amount})`),
+      );
+      return { credited: message.amount };
+    },
+    { transaction: d1Transaction(droppingStore), key: (message) => message.id },
+  );
+  const lostAnswer = `${key}-lost-answer`;
+  const answerLost = await creditLosingAnswer({ id: lostAnswer, amount: 3 }).catch(
+    (error: Error) => error.name,
+  );
+  const answerLostReplay = await creditLosingAnswer({ id: lostAnswer, amount: 3 });
   const { results } = await env.DB.prepare('SELECT id, amount FROM ledger ORDER BY id').all();
   return {
     once,
@@ -213,6 +248,9 @@ async function transactional(env: Env, key: string) {
     lost,
     ledger: results,
     staleRow: (await store.get(stale))?.status,
+    answerLost,
+    answerLostReplay,
+    lostAnswerRuns,
   };
 }
 
