@@ -4,6 +4,7 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { IdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../core/transaction-runner.js';
 import type { Execution } from './execution.js';
+import { abandonClaim, watchNodeResponse } from './node-response.js';
 import {
   type AdapterLayer,
   type AdapterOptions,
@@ -121,8 +122,18 @@ function capture(
   const end = res.end;
   const chunks: Buffer[] = [];
   let failed: { readonly error: unknown } | undefined;
+  // A response closed unanswered after a failure (a stream errored into `pipeline(stream, res)`,
+  // `res.destroy()`, an error once the headers were out, which Express answers by destroying the
+  // socket) never reaches `res.end`: its key is released here instead.
+  const watch = watchNodeResponse(res, ({ failure }) => {
+    failures.delete(req);
+    res.write = write;
+    res.end = end;
+    abandonClaim(execution, failure?.error);
+  });
   failures.set(req, (error) => {
     failed ??= { error };
+    watch.fail(error);
   });
   res.write = function heldWrite(this: Response, chunk: unknown, ...rest: unknown[]): boolean {
     chunks.push(toBuffer(chunk, rest[0]));
@@ -141,6 +152,11 @@ function capture(
     const bytes = Buffer.concat(chunks);
     const forward = () => endWith(end, res, bytes, callback);
     failures.delete(req);
+    // The key was already released for a failure: what is ended now is nobody's answer to keep.
+    if (!watch.settle()) {
+      forward();
+      return res;
+    }
     if (failed !== undefined) {
       execution.fail(failed.error).then(forward).catch(next);
       return res;
