@@ -102,7 +102,8 @@ export function honoIdempotency(
         await execution.fail(c.error);
         return undefined;
       }
-      const ran = await webAnswer(c.res);
+      // A streamed answer (`c.body(stream)`) is read here: a stream that errors releases the key.
+      const ran = await releasingOnThrow(execution, () => webAnswer(c.res));
       return layer.finish(answeredPort(port), execution, ran.answer, () => {
         c.res = undefined;
         c.res = ran.copy();
