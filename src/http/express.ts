@@ -223,7 +223,9 @@ function expressPort(req: Request, res: Response, next: NextFunction): Port<Requ
  * - every other outcome is an `application/problem+json` answer (an `IdempotencyProblem`), or `onError`'s;
  * - a handler that fails (a throw, a rejection, `next(err)`, or a status that is not stored)
  *   releases the key; what the app's error handler answers is sent, never stored (the error is
- *   heard on router's `express.router.request` tracing channel, router 2.3 and later);
+ *   heard on router's `express.router.request` tracing channel, router 2.3 and later); so does a
+ *   response that closes unanswered after a failure (a stream that errored into
+ *   `pipeline(stream, res)`, `res.destroy()`, an error once the headers were out);
  * - an answer that cannot be recorded (the store fails) gives a 500 `answer-not-recorded` and
  *   leaves the key pending, since the handler's effect happened (see `idempotent`).
  *

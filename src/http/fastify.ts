@@ -159,7 +159,9 @@ function fastifyPort<Sent>(
  * - a retry gets the stored answer with `Idempotent-Replayed: true`, without running the handler;
  * - every other outcome is an `application/problem+json` answer (or `onError`'s);
  * - a handler that throws (`onError` hook) or answers a status that is not stored releases the
- *   key, so a retry runs;
+ *   key, so a retry runs; so do a streamed answer that errors and a reply destroyed unsent;
+ * - a reply taken over with `reply.hijack()` and written to `reply.raw` is copied as it goes out:
+ *   recorded (and replayed) when the handler ended it completely, its key released otherwise;
  * - an answer that cannot be recorded (the store fails) gives a 500 `answer-not-recorded` and
  *   leaves the key pending, since the handler's effect happened (see `idempotent`).
  *

@@ -352,8 +352,10 @@ Inject(Reflector)(IdempotencyInterceptor, undefined, 1);
  *   a missing or malformed key 400: each an {@link IdempotencyHttpException} through Nest's
  *   exception layer, `application/problem+json` by default;
  * - a handler that throws (an `HttpException` too), a pipe that refuses the request, or an answer
- *   whose status is not stored (5xx by default) releases the key, so the retry runs. Guards run
- *   before the layer: what they refuse never touches the store.
+ *   whose status is not stored (5xx by default) releases the key, so the retry runs; so do a
+ *   `StreamableFile` whose stream errors and a response destroyed before the handler answered
+ *   (its late answer is dropped). Guards run before the layer: what they refuse never touches
+ *   the store.
  *
  * A handler that writes its answer through `@Res()` itself is not covered: return the answer.
  *
