@@ -79,9 +79,10 @@ async function firstAttempt(url: string): Promise<void> {
   }
 }
 
-function post(url: string): Promise<Response> {
+function post(url: string, signal?: AbortSignal): Promise<Response> {
   return fetch(url, {
     method: 'POST',
+    ...(signal === undefined ? {} : { signal }),
     headers: { 'content-type': 'application/json', 'idempotency-key': KEY },
     body: '{"amount":1}',
   });
@@ -143,6 +144,38 @@ describe('Express: a handler that fails without ending its response releases its
   });
 });
 
+// A client that leaves is no failure of the process: the handler still runs, and its answer is
+// recorded when it ends, so the retry replays it instead of running the handler a second time.
+async function expectLeftClientAnswered(url: string, hold: Deferred<void>, closed: () => boolean) {
+  const leaving = new AbortController();
+  const first = post(url, leaving.signal).catch(() => undefined);
+  await until(() => runs === 1);
+  leaving.abort();
+  await first;
+  await until(closed);
+  hold.resolve();
+  expect((await settledRow())?.status).toBe('done');
+  const retry = await post(url);
+  expect(retry.headers.get('idempotent-replayed')).toBe('true');
+  expect(await retry.json()).toEqual({ ok: true });
+  expect(runs).toBe(1);
+}
+
+it('Express: a client that leaves while the handler runs still gets its answer recorded', async () => {
+  const hold = deferred();
+  let closed = false;
+  const app = express();
+  app.post('/pay', expressIdempotency(store), async (_req, res) => {
+    runs += 1;
+    res.once('close', () => {
+      closed = true;
+    });
+    await hold.promise;
+    res.status(201).json({ ok: true });
+  });
+  await expectLeftClientAnswered(await listen(app.listen(0, '127.0.0.1')), hold, () => closed);
+});
+
 describe('Fastify: a failed stream or a hijacked reply ends the claim', () => {
   async function start(fail: (reply: import('fastify').FastifyReply) => unknown): Promise<string> {
     const app = Fastify({ forceCloseConnections: true });
@@ -164,6 +197,15 @@ describe('Fastify: a failed stream or a hijacked reply ends the claim', () => {
       reply.code(201).type('application/json').send(failingStream()),
     );
     await expectReleased(url);
+  });
+
+  it('releases the key of a reply destroyed before it was sent', async () => {
+    await expectReleased(
+      await start((reply) => {
+        reply.raw.destroy();
+        return reply;
+      }),
+    );
   });
 
   it('records the answer a hijacked reply ended completely, and replays it', async () => {
