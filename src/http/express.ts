@@ -127,6 +127,7 @@ function capture(
   // socket) never reaches `res.end`: its key is released here instead.
   const watch = watchNodeResponse(res, ({ failure }) => {
     failures.delete(req);
+    // Nothing written from now on is an answer to keep: it goes out as written, if at all.
     res.write = write;
     res.end = end;
     abandonClaim(execution, failure?.error);
