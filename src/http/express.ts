@@ -4,6 +4,7 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { IdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../core/transaction-runner.js';
 import type { Execution } from './execution.js';
+import { abandonClaim, watchNodeResponse } from './node-response.js';
 import {
   type AdapterLayer,
   type AdapterOptions,
@@ -147,8 +148,19 @@ function capture(
   const chunks: Buffer[] = [];
   mergingWriteHead(res);
   let failed: { readonly error: unknown } | undefined;
+  // A response closed unanswered after a failure (a stream errored into `pipeline(stream, res)`,
+  // `res.destroy()`, an error once the headers were out, which Express answers by destroying the
+  // socket) never reaches `res.end`: its key is released here instead.
+  const watch = watchNodeResponse(res, ({ failure }) => {
+    failures.delete(req);
+    // Nothing written from now on is an answer to keep: it goes out as written, if at all.
+    res.write = write;
+    res.end = end;
+    abandonClaim(execution, failure?.error);
+  });
   failures.set(req, (error) => {
     failed ??= { error };
+    watch.fail(error);
   });
   res.write = function heldWrite(this: Response, chunk: unknown, ...rest: unknown[]): boolean {
     chunks.push(toBuffer(chunk, rest[0]));
@@ -167,6 +179,11 @@ function capture(
     const bytes = Buffer.concat(chunks);
     const forward = () => endWith(end, res, bytes, callback);
     failures.delete(req);
+    // The key was already released for a failure: what is ended now is nobody's answer to keep.
+    if (!watch.settle()) {
+      forward();
+      return res;
+    }
     if (failed !== undefined) {
       execution.fail(failed.error).then(forward).catch(next);
       return res;
@@ -233,7 +250,9 @@ function expressPort(req: Request, res: Response, next: NextFunction): Port<Requ
  * - every other outcome is an `application/problem+json` answer (an `IdempotencyProblem`), or `onError`'s;
  * - a handler that fails (a throw, a rejection, `next(err)`, or a status that is not stored)
  *   releases the key; what the app's error handler answers is sent, never stored (the error is
- *   heard on router's `express.router.request` tracing channel, router 2.3 and later);
+ *   heard on router's `express.router.request` tracing channel, router 2.3 and later); so does a
+ *   response that closes unanswered after a failure (a stream that errored into
+ *   `pipeline(stream, res)`, `res.destroy()`, an error once the headers were out);
  * - an answer that cannot be recorded (the store fails) gives a 500 `answer-not-recorded` and
  *   leaves the key pending, since the handler's effect happened (see `idempotent`).
  *

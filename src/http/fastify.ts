@@ -4,12 +4,20 @@ import type { IdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../core/transaction-runner.js';
 import type { Execution } from './execution.js';
 import {
+  abandonClaim,
+  copyNodeResponse,
+  type NodeResponseWatch,
+  ResponseClosedError,
+  watchNodeResponse,
+} from './node-response.js';
+import {
   type AdapterOptions,
   type AdapterTransactionOptions,
   adapterLayer,
   capturedAnswer,
   type Port,
   type ReadRequest,
+  releasingOnThrow,
   type TransactionalHandler,
 } from './port.js';
 import { nodeHeaders } from './request.js';
@@ -151,7 +159,9 @@ function fastifyPort<Sent>(
  * - a retry gets the stored answer with `Idempotent-Replayed: true`, without running the handler;
  * - every other outcome is an `application/problem+json` answer (or `onError`'s);
  * - a handler that throws (`onError` hook) or answers a status that is not stored releases the
- *   key, so a retry runs;
+ *   key, so a retry runs; so do a streamed answer that errors and a reply destroyed unsent;
+ * - a reply taken over with `reply.hijack()` and written to `reply.raw` is copied as it goes out:
+ *   recorded (and replayed) when the handler ended it completely, its key released otherwise;
  * - an answer that cannot be recorded (the store fails) gives a 500 `answer-not-recorded` and
  *   leaves the key pending, since the handler's effect happened (see `idempotent`).
  *
@@ -186,7 +196,11 @@ export function fastifyIdempotency(
   // headers set before the handler ran (CORS, a request id), which a problem answer keeps.
   const running = new WeakMap<
     FastifyRequest,
-    { readonly execution: Execution; readonly before: OutgoingHeaders }
+    {
+      readonly execution: Execution;
+      readonly before: OutgoingHeaders;
+      readonly watch: NodeResponseWatch;
+    }
   >();
 
   return {
@@ -205,7 +219,27 @@ export function fastifyIdempotency(
         () => undefined,
       );
       return layer.serve(port, (execution) => {
-        running.set(request, { execution, before });
+        const { raw } = reply;
+        let copy: (() => WireResponse) | undefined;
+        // A reply never sent through Fastify (destroyed, or hijacked and written to `reply.raw`)
+        // reaches neither onSend nor onError: its claim ends when its response closes.
+        const watch = watchNodeResponse(raw, ({ finished, failure }) => {
+          running.delete(request);
+          if (finished && copy !== undefined) {
+            // The client got the whole hijacked answer: it is recorded, and a retry replays it.
+            // A problem recording it is reported; there is no client left to answer.
+            execution.complete(copy()).catch(() => undefined);
+          } else {
+            abandonClaim(execution, failure?.error ?? new ResponseClosedError());
+          }
+        });
+        const hijack = reply.hijack;
+        reply.hijack = function hijacked(this: FastifyReply) {
+          copy ??= copyNodeResponse(raw);
+          watch.endAtClose();
+          return hijack.call(this);
+        };
+        running.set(request, { execution, before, watch });
         return undefined;
       });
     },
@@ -214,7 +248,9 @@ export function fastifyIdempotency(
       const owned = running.get(request);
       if (owned === undefined) return payload;
       running.delete(request);
-      const bytes = await payloadBytes(payload);
+      if (!owned.watch.settle()) return payload;
+      // A streamed answer that errors is the handler's failure: its key is released.
+      const bytes = await releasingOnThrow(owned.execution, () => payloadBytes(payload));
       const kept = () => bytes;
       const port = fastifyPort<string | Buffer>(request, reply, owned.before, (body) => body, kept);
       const answer = capturedAnswer(reply.statusCode, flattenHeaders(reply.getHeaders()), bytes);
@@ -225,7 +261,7 @@ export function fastifyIdempotency(
       const owned = running.get(request);
       if (owned === undefined) return;
       running.delete(request);
-      await owned.execution.fail(error);
+      if (owned.watch.settle()) await owned.execution.fail(error);
     },
   };
 }

@@ -66,7 +66,8 @@ function answeredPort(port: Port<Context, Response | undefined>): Port<Context, 
  * - a retry gets the stored answer with `Idempotent-Replayed: true`, without running the handler;
  * - every other outcome is an `application/problem+json` answer (or `onError`'s);
  * - a handler that throws (Hono's `onError` answered instead) or answers a status that is not
- *   stored releases the key, so a retry runs;
+ *   stored releases the key, so a retry runs; so does a streamed answer (`c.body(stream)`) whose
+ *   stream errors;
  * - an answer that cannot be recorded (the store fails) gives a 500 `answer-not-recorded` and
  *   leaves the key pending, since the handler's effect happened (see `idempotent`).
  *
@@ -102,7 +103,8 @@ export function honoIdempotency(
         await execution.fail(c.error);
         return undefined;
       }
-      const ran = await webAnswer(c.res);
+      // A streamed answer (`c.body(stream)`) is read here: a stream that errors releases the key.
+      const ran = await releasingOnThrow(execution, () => webAnswer(c.res));
       return layer.finish(answeredPort(port), execution, ran.answer, () => {
         c.res = undefined;
         c.res = ran.copy();

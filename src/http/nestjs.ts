@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import {
   applyDecorators,
@@ -21,6 +22,7 @@ import { defer, lastValueFrom, mergeMap, type Observable, of } from 'rxjs';
 import { InvalidOptionError } from '../core/errors.js';
 import type { IdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../core/transaction-runner.js';
+import { abandonClaim, watchNodeResponse } from './node-response.js';
 import { resolveOptions } from './options.js';
 import {
   type AdapterLayer,
@@ -28,7 +30,6 @@ import {
   adapterLayer,
   type Port,
   type ReadRequest,
-  releasingOnThrow,
 } from './port.js';
 import type { IdempotencyProblem } from './problems.js';
 import { type HeaderValues, nodeHeaders } from './request.js';
@@ -135,6 +136,11 @@ export class IdempotencyHttpException extends HttpException {
 interface NestHttpResponse {
   readonly statusCode: number;
   getHeaders(): OutgoingHeaders;
+}
+
+// The Node response under Express's `Response` (itself) or Fastify's reply (`raw`).
+function nodeResponse(res: NestHttpResponse): ServerResponse {
+  return (res as { raw?: ServerResponse }).raw ?? (res as unknown as ServerResponse);
 }
 
 function setStatus(res: NestHttpResponse, status: number): void {
@@ -344,11 +350,23 @@ export class IdempotencyInterceptor implements NestInterceptor {
         return answer();
       });
     }
-    return layer.serve(port, async (execution) =>
-      layer.finish(port, execution, await releasingOnThrow(execution, answer), (result) =>
-        port.send(result.response),
-      ),
-    );
+    return layer.serve(port, async (execution) => {
+      // A handler that destroys its response (or has it destroyed) may never return: its key is
+      // released when the response closes, not left pending under a live heartbeat.
+      const watch = watchNodeResponse(nodeResponse(res), ({ failure }) =>
+        abandonClaim(execution, failure?.error),
+      );
+      let answered: HttpResponse;
+      try {
+        answered = await answer();
+      } catch (error) {
+        if (watch.settle()) await execution.fail(error);
+        throw error;
+      }
+      // The key was released when the response was destroyed: this late answer is nobody's.
+      if (!watch.settle()) return of(undefined);
+      return layer.finish(port, execution, answered, (result) => port.send(result.response));
+    });
   }
 }
 
@@ -369,8 +387,10 @@ Inject(Reflector)(IdempotencyInterceptor, undefined, 1);
  *   a missing or malformed key 400: each an {@link IdempotencyHttpException} through Nest's
  *   exception layer, `application/problem+json` by default;
  * - a handler that throws (an `HttpException` too), a pipe that refuses the request, or an answer
- *   whose status is not stored (5xx by default) releases the key, so the retry runs. Guards run
- *   before the layer: what they refuse never touches the store.
+ *   whose status is not stored (5xx by default) releases the key, so the retry runs; so do a
+ *   `StreamableFile` whose stream errors and a response destroyed before the handler answered
+ *   (its late answer is dropped). Guards run before the layer: what they refuse never touches
+ *   the store.
  *
  * A handler that writes its answer through `@Res()` itself is not covered: return the answer.
  *
