@@ -302,14 +302,17 @@ describe.each(nestPlatforms)('NestJS on %s: a failed answer releases its key', (
   });
 
   // On Fastify, headers flushed past the reply make its error handler throw
-  // ERR_HTTP_HEADERS_SENT and leave the connection open: Fastify's behaviour, not the layer's.
-  it.runIf(platform === 'express')('when it throws after its headers went out', async () => {
-    const url = await start((res) => {
-      nodeResponse(res).flushHeaders();
-      throw new Error('failed after the headers went out');
+  // ERR_HTTP_HEADERS_SENT and leave the connection open: Fastify's behaviour, not the layer's,
+  // so the case exists on Express only.
+  if (platform === 'express') {
+    it('when it throws after its headers went out', async () => {
+      const url = await start((res) => {
+        nodeResponse(res).flushHeaders();
+        throw new Error('failed after the headers went out');
+      });
+      await expectReleased(url);
     });
-    await expectReleased(url);
-  });
+  }
 
   it('when it destroys the response and is still running', async () => {
     const url = await start(async (res) => {
