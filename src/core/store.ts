@@ -208,7 +208,10 @@ export interface IdempotencyStore<T = unknown> {
    * once its answer is purged a key is a new request, which is why retention must outlast retries.
    */
   retentionCycle(key: string): MaybePromise<boolean>;
-  /** Releases the store's resources; later calls throw `StoreClosedError`. */
+  /**
+   * Releases the store's resources once every call made before it has run to its end (its writes
+   * committed); calls made after it throw `StoreClosedError`.
+   */
   close(): MaybePromise<void>;
 }
 

@@ -37,6 +37,30 @@ export function describeLeaseContract(dialect: string, makeHarness: HarnessFacto
       await h.close();
     });
 
+    it('runs the fenced finishes and acquires called before close, each to its last statement', async () => {
+      const ids = Array.from({ length: 20 }, (_, i) => `k${String(i).padStart(2, '0')}`);
+      const tokens: number[] = [];
+      for (const id of ids) tokens.push(tokenOf(await store.acquire(id, 'd', LEASE)));
+      await store.finish('k00', 'd', { n: 0 }, tokens[0]);
+      // In one turn: a repeated finish whose own update changes nothing and that must read the
+      // row next, fenced finishes, an acquire that must read before it writes, then close.
+      const repeated = store.finish('k00', 'd', { n: 0 }, tokens[0]);
+      const finishes = ids
+        .slice(1)
+        .map((id, i) => store.finish(id, 'd', { n: i + 1 }, tokens[i + 1]));
+      const fresh = store.acquire('fresh', 'd', LEASE);
+      const closed = store.close();
+      expect(await repeated).toBe(true);
+      expect(await Promise.all(finishes)).toEqual(ids.slice(1).map(() => true));
+      expect((await fresh).status).toBe('acquired');
+      await closed;
+      const rows = await h.rows();
+      expect(rows.map((row) => [row.id, row.status, row.response])).toEqual([
+        ['fresh', 'pending', null],
+        ...ids.map((id, i) => [id, 'done', `{"n":${i}}`]),
+      ]);
+    });
+
     it('acquires a key of MAX_KEY_BYTES UTF-8 bytes and refuses one byte more, writing nothing', async () => {
       const longest = `${'é'.repeat((MAX_KEY_BYTES - 2) / 2)}ab`;
       const over = `${longest}x`;
