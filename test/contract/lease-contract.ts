@@ -207,7 +207,7 @@ export function describeLeaseContract(dialect: string, makeHarness: HarnessFacto
       expect(await store.finish('k', 'd', { r: 1 })).toBe(true);
     });
 
-    it('a key released and claimed again gets a token above every earlier one: stale owners are refused (ABA)', async () => {
+    it('a key released and claimed again gets a token unlike every earlier one: stale owners are refused (ABA)', async () => {
       // A acquires and freezes past its lease; B takes it over, fails and releases the key.
       const a = tokenOf(await store.acquire('k', 'd', LEASE));
       const b = tokenOf(await store.acquire('k', 'd', { ...LEASE, now: 131 }));
@@ -216,8 +216,9 @@ export function describeLeaseContract(dialect: string, makeHarness: HarnessFacto
       const claimed = await store.acquire('k', 'd', { ...LEASE, now: 131 });
       expect(claimed).toMatchObject({ status: 'acquired', takenOver: false });
       const c = tokenOf(claimed);
-      expect(c).toBeGreaterThan(b);
-      expect(c).toBeGreaterThan(a);
+      // The takeover raised the row's token; the fresh claim after the release is a new draw.
+      expect(b).toBeGreaterThan(a);
+      expect([a, b]).not.toContain(c);
       // A and B wake up: none of their fenced writes touches C's row.
       for (const stale of [a, b]) {
         expect(await store.renew('k', 'd', stale, 10_000)).toBe(false);
@@ -244,11 +245,11 @@ export function describeLeaseContract(dialect: string, makeHarness: HarnessFacto
       const a = tokenOf(await store.acquire('k', 'd', LEASE));
       expect(await store.releasePending('k')).toBe('released');
       const c = tokenOf(await store.acquire('k', 'd', LEASE));
-      expect(c).toBeGreaterThan(a);
+      expect(c).not.toBe(a);
       // The token-less release an operator's tooling may call, then a third claim.
       expect(await store.release('k', 'd')).toBe(true);
       const e = tokenOf(await store.acquire('k', 'd', LEASE));
-      expect(e).toBeGreaterThan(c);
+      expect([a, c]).not.toContain(e);
       for (const stale of [a, c]) {
         expect(await store.renew('k', 'd', stale, 10_000)).toBe(false);
         expect(await store.markUnrecorded('k', 'd', stale)).toBe(false);
@@ -260,14 +261,13 @@ export function describeLeaseContract(dialect: string, makeHarness: HarnessFacto
       expect(await store.fetch('k', 110)).toEqual({ by: 'e' });
     });
 
-    it('gives every fresh claim of one key a distinct, growing token while the caller clock stands still', async () => {
+    it('gives every fresh claim of one key a distinct token while the caller clock stands still', async () => {
       const tokens: number[] = [];
       for (let i = 0; i < 20; i++) {
         const token = tokenOf(await store.acquire('k', 'd', LEASE));
         tokens.push(token);
         expect(await store.release('k', 'd', token)).toBe(true);
       }
-      expect(tokens).toEqual([...tokens].sort((x, y) => x - y));
       expect(new Set(tokens).size).toBe(tokens.length);
     });
 

@@ -631,12 +631,14 @@ export function describeStoreContract(dialect: string, makeHarness: HarnessFacto
         const finishes = ids.map((id, i) => h.store.finish(id, 'd', { n: i }));
         const counted = h.store.counts();
         const closed = h.store.close();
-        const late = Promise.resolve().then(() => h.store.reserve('late', 'd', 100));
+        const late = expect(
+          Promise.resolve().then(() => h.store.reserve('late', 'd', 100)),
+        ).rejects.toBeInstanceOf(StoreClosedError);
         expect(await Promise.all(finishes)).toEqual(ids.map(() => true));
         // A read called before close is answered too (what it saw depends on the dialect's pool).
         expect(await counted).toHaveProperty('done');
         await closed;
-        await expect(late).rejects.toBeInstanceOf(StoreClosedError);
+        await late;
         // Read from the database itself, through a connection of its own.
         expect(await h.rows()).toEqual(ids.map((id, i) => done(id, 100, `{"n":${i}}`)));
       });
