@@ -1,23 +1,25 @@
 /**
- * How many token values each millisecond of the real clock spans. The low bits of a generated
- * token are random, so two processes claiming one key in the same millisecond almost never draw
- * the same one; at 1,024 per millisecond a token stays below 2^53 (a safe integer) until the
- * year 2248.
+ * The least fresh token: above every token of the earlier clock-based rule (real-clock
+ * milliseconds × 1,024, below 2^52 until the year 2112), the counters of older releases and the 1
+ * of the lease-less `reserve`, so a fresh token never meets a token an older process handed out.
  */
-const TOKENS_PER_MILLISECOND = 1024;
+const FRESH_BASE = 2 ** 52;
 
-// The last token this process handed out: the next one is always at least two more, so a token
-// and the takeover token derived from it (one more, see takeoverToken) never meet another
-// generated token of this process, however the real clock moves.
-let lastIssued = 0;
+/**
+ * How many random bits a fresh token carries. Two claims of one key draw the same token with a
+ * chance of 2^-50 (about 1 in 10^15), whatever their clocks read. Fresh tokens span
+ * [2^52, 2^52 + 2^51), leaving 2^51 takeovers (each one more) before the safe integer's end.
+ */
+const RANDOM_BITS = 50;
+const HIGH_BITS = RANDOM_BITS - 32;
 
 // Random values drawn a block at a time: one call to the system's generator costs about as much
-// as a whole block, and every claim needs one value.
+// as a whole block, and every claim needs two values.
 const RANDOM_BLOCK = 512;
-const random = new Uint16Array(RANDOM_BLOCK);
+const random = new Uint32Array(RANDOM_BLOCK);
 let unused = 0;
 
-function randomBits(): number {
+function randomWord(): number {
   if (unused === 0) {
     crypto.getRandomValues(random);
     unused = RANDOM_BLOCK;
@@ -27,22 +29,23 @@ function randomBits(): number {
 }
 
 /**
- * A fresh fencing token for an `acquire` that may start an ownership of a key: the real clock's
- * milliseconds times 1,024 plus an even random number below 1,024, raised to two more than the
- * last token this process issued when the clock has not moved on (or moved back).
+ * A fresh fencing token for an `acquire` that may insert a missing key: 2^52 plus an even random
+ * number of 50 bits (`crypto.getRandomValues`). It reads no clock: a token must not repeat for a
+ * key however the clocks of the processes claiming it read (frozen, equal, or hours apart), and a
+ * clock in the token would only narrow its random part.
  *
- * Generated tokens are even: the takeover of a pending row sets its token to one more than the
- * greater of its old token and this one, an odd number when this one wins, so whether a statement
- * inserted the key afresh or took it over shows in the token it returns (equal to this one: fresh).
+ * What the row knows is used where there is a row: a takeover of a lapsed lease sets the token to
+ * one more than the greater of the row's token and this one (see `takeoverToken`), so it is
+ * greater than every token the row carried. Where the key was deleted (released, purged), nothing
+ * of its past tokens is left, and only the random bits keep a stale owner's token apart from the
+ * next owner's.
  *
- * It reads `Date.now()`, never a store's injectable clock: tokens must keep growing while a test
- * freezes the caller's `now`. Within one process every token is greater than the one before;
- * across processes a later claim gets a greater token as long as their clocks run forward, and two
- * claims of one key can only draw the same token in the same millisecond with the same random bits.
+ * Fresh tokens are even: a takeover's token is one more than this one when this one wins, odd, so
+ * whether a statement inserted the key afresh or took it over shows in the token it returns (equal
+ * to this one: fresh).
  */
 export function nextFencingToken(): number {
-  const drawn =
-    Date.now() * TOKENS_PER_MILLISECOND + (randomBits() % (TOKENS_PER_MILLISECOND / 2)) * 2;
-  lastIssued = Math.max(drawn, lastIssued + 2);
-  return lastIssued;
+  const high = randomWord() % 2 ** HIGH_BITS;
+  const drawn = high * 2 ** 32 + randomWord();
+  return FRESH_BASE + drawn * 2;
 }

@@ -1,3 +1,5 @@
+import { StoreClosedError } from './errors.js';
+
 /** Runs a synchronous body inside one transaction, committing when it returns. */
 export type Transact = <R>(body: () => R) => R;
 
@@ -45,6 +47,10 @@ export class GroupCommit {
   // turn waits for its batch too instead of paying a commit of its own.
   #bursting = false;
   #batches = 0;
+  // Set by `close`: later calls are refused.
+  #closed = false;
+  // Settles once the flush scheduled for this turn has run.
+  #flushed: Promise<void> | undefined;
 
   /** @param transact - runs a body in one transaction of the underlying connection */
   constructor(transact: Transact) {
@@ -63,20 +69,39 @@ export class GroupCommit {
    * in the same turn still has its write run at once while calls come singly.
    */
   read<R>(op: () => R): Promise<R> {
+    if (this.#closed) return Promise.reject(new StoreClosedError());
     return this.#queue.length > 0 ? this.run(op) : runNow(op);
   }
 
   /** Runs `op`, alone or in a batch with the operations queued beside it, in arrival order. */
   run<R>(op: () => R): Promise<R> {
+    if (this.#closed) return Promise.reject(new StoreClosedError());
     const firstOfTurn = !this.#busyTurn;
     if (firstOfTurn) {
       this.#busyTurn = true;
-      setImmediate(() => this.#flush());
+      this.#flushed = new Promise((resolve) =>
+        setImmediate(() => {
+          this.#flush();
+          resolve();
+        }),
+      );
     }
     if (firstOfTurn && !this.#bursting) return runNow(op);
     return new Promise<R>((resolve, reject) => {
       this.#queue.push({ run: op, resolve: resolve as (value: unknown) => void, reject });
     });
+  }
+
+  /**
+   * Runs `op` (the close of the connection) once every operation called before has run, on its
+   * own and outside any transaction: inside the batch it would end the connection before the
+   * batch commits. Every call after this one rejects with {@link StoreClosedError}; a second
+   * `close` runs its `op` after the first's.
+   */
+  close<R>(op: () => R): Promise<R> {
+    this.#closed = true;
+    const before = this.#busyTurn ? this.#flushed : undefined;
+    return before === undefined ? runNow(op) : before.then(op);
   }
 
   #flush(): void {

@@ -27,7 +27,7 @@ import type {
   ReleasePendingResult,
   StatusCounts,
 } from './store.js';
-import { andThen as then } from './thenable.js';
+import { isThenable, andThen as then } from './thenable.js';
 import {
   assertDigest,
   assertIntegerOption,
@@ -187,6 +187,8 @@ export function readPendingOptions(options: PendingKeysOptions): PendingQuery {
 
 const isOne = (changed: number): boolean => changed === 1;
 
+function noop(): void {}
+
 /**
  * How an operation's body is run: a synchronous store runs it as it is; an asynchronous one runs
  * it in an `async` function, so a bad argument rejects the returned promise instead of throwing.
@@ -208,8 +210,13 @@ const RUNNERS: { readonly [M in Mode]: <R>(body: () => MaybePromise<R>) => Maybe
  */
 export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   readonly #statements: KeyStatementsOf<Mode>;
-  readonly #run: <R>(body: () => MaybePromise<R>) => Answer<M, R>;
+  readonly #runner: <R>(body: () => MaybePromise<R>) => Answer<M, R>;
+  // The operations called and not yet settled: `close()` waits for them before it closes the
+  // connection, since one may still have a statement to send (a fenced finish's read, a takeover
+  // after a read). A synchronous store settles each before the next call, so it never has any.
+  readonly #inFlight = new Set<Promise<unknown>>();
   #closed = false;
+  #closing: MaybePromise<unknown> | undefined;
 
   /**
    * @param statements - the dialect's statements, see {@link KeyStatementsOf}
@@ -217,7 +224,18 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
    */
   constructor(statements: KeyStatementsOf<M> | KeyStatementsOf<Mode>, mode: M) {
     this.#statements = statements as KeyStatementsOf<Mode>;
-    this.#run = RUNNERS[mode] as <R>(body: () => MaybePromise<R>) => Answer<M, R>;
+    this.#runner = RUNNERS[mode] as <R>(body: () => MaybePromise<R>) => Answer<M, R>;
+  }
+
+  // Runs an operation's body and keeps its promise, if any, among those `close()` waits for.
+  #run<R>(body: () => MaybePromise<R>): Answer<M, R> {
+    const answer = this.#runner(body);
+    if (isThenable(answer)) {
+      const settled = Promise.resolve(answer).then(noop, noop);
+      this.#inFlight.add(settled);
+      void settled.then(() => this.#inFlight.delete(settled));
+    }
+    return answer;
   }
 
   #open(): KeyStatementsOf<Mode> {
@@ -433,24 +451,38 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
     return this.#run(() => {
       this.#checkKey(key);
       const { first, purgeAt, second } = RETENTION_CYCLE;
-      // Each step is this store's own operation, so each answers in this store's mode.
-      const step = <R>(answer: Answer<M, R>) => answer as MaybePromise<R>;
-      return then(step(this.reserve(key, first.digest, first.expires)), () =>
-        then(step(this.finish(key, first.digest, first.response as T)), () =>
-          then(step(this.purge(purgeAt)), () =>
-            step(this.reserve(key, second.digest, second.expires)),
+      const text = serializeResponse(first.response);
+      // The statements themselves, not this store's operations: a `close()` called while the
+      // cycle runs waits for its last step instead of refusing it.
+      const statements = this.#open();
+      return then(statements.reserve(key, first.digest, first.expires), () =>
+        then(statements.finish(key, first.digest, text), () =>
+          then(statements.purge(purgeAt, DEFAULT_LIMIT), () =>
+            then(statements.reserve(key, second.digest, second.expires), isOne),
           ),
         ),
       );
     });
   }
 
-  /** {@inheritDoc IdempotencyStore.close} */
+  /**
+   * {@inheritDoc IdempotencyStore.close}
+   *
+   * Refuses every operation called after it at once, waits until every operation called before
+   * it has settled, then closes the connection (the dialect's `close`). A second call waits for
+   * the first.
+   */
   close(): Answer<M, void> {
-    return this.#run(() => {
-      if (this.#closed) return;
-      this.#closed = true;
-      return then(this.#statements.close?.(), () => undefined);
+    return this.#runner(() => {
+      if (!this.#closed) {
+        this.#closed = true;
+        const running = [...this.#inFlight];
+        this.#closing =
+          running.length === 0
+            ? this.#statements.close?.()
+            : Promise.all(running).then(() => this.#statements.close?.());
+      }
+      return then(this.#closing, noop);
     });
   }
 }

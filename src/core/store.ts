@@ -22,7 +22,7 @@ export interface IdempotencyRecord<T> {
   readonly leaseUntil: number | null;
   /**
    * The fencing token of the row's ownership (the column keeps its first name, `attempt`): a
-   * fresh claim by `acquire` gets a new token from the real clock (`nextFencingToken`), each
+   * fresh claim by `acquire` gets a new random token (`nextFencingToken`, 50 random bits), each
    * takeover a greater one, so a token names one ownership of the key for the key's whole life,
    * across its deletion and reuse. It is not a count; `takenOver` tells a takeover. Rows made by
    * the lease-less `reserve` carry 1, a value `acquire` never hands out.
@@ -208,7 +208,10 @@ export interface IdempotencyStore<T = unknown> {
    * once its answer is purged a key is a new request, which is why retention must outlast retries.
    */
   retentionCycle(key: string): MaybePromise<boolean>;
-  /** Releases the store's resources; later calls throw `StoreClosedError`. */
+  /**
+   * Releases the store's resources once every call made before it has run to its end (its writes
+   * committed); calls made after it throw `StoreClosedError`.
+   */
   close(): MaybePromise<void>;
 }
 
@@ -237,7 +240,7 @@ export interface IdempotencyStore<T = unknown> {
 export interface LeasedIdempotencyStore<T = unknown> extends IdempotencyStore<T> {
   /**
    * In one atomic step: inserts a missing key as pending with a lease until
-   * `now + leaseSeconds` and a fresh fencing token from the real clock; or takes over a pending
+   * `now + leaseSeconds` and a fresh random fencing token; or takes over a pending
    * row with the same fingerprint whose lease has lapsed (`leaseUntil <= now`, not unrecorded),
    * raising its token above both its old one and a fresh one; or reports what is there. Of many
    * concurrent contenders exactly one acquires.

@@ -62,7 +62,9 @@ function libsqlDriver(client: Client, onClose: (() => unknown) | undefined): Sql
     ...(client.protocol === 'file'
       ? { checkpoint: () => client.execute('PRAGMA wal_checkpoint(PASSIVE)') }
       : {}),
-    close: () => onClose?.(),
+    // Behind every write queued on the client, a transaction of `libsqlTransaction` included:
+    // closing the client under one would lose its commit.
+    close: () => queued(async () => onClose?.()),
   };
 }
 

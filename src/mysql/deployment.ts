@@ -6,7 +6,7 @@ import {
   type DeploymentReport,
   deploymentReport,
 } from '../core/deployment.js';
-import { queryRows } from './migrate.js';
+import { queryRows } from './query-rows.js';
 import type { AnyMysqlDatabase } from './store.js';
 
 // Read as global variables: the settings a failure meets are the server's, whatever a session set.
@@ -69,8 +69,8 @@ export function mysqlDeploymentFindings(variables: MysqlDeploymentVariables): De
       level: DeploymentLevel.warn,
       code: DeploymentCode.galera,
       message:
-        'the server is a Galera cluster node (wsrep_on = ON): GET_LOCK is node-local, so migrations started on several nodes at once can run the same DDL twice and fail; writes racing on one key from several nodes end in certification conflicts (1213); and a node may read an answer another node has just stored as missing. This library does not test Galera yet.',
-      fix: 'run the migrations from one node, send the store to one node (or set wsrep_sync_wait = 1 for its sessions), and keep wsrep_on with a quorum',
+        'the server is a Galera cluster node (wsrep_on = ON): writes racing on one key from several nodes end in certification conflicts (1213); and a node may read an answer another node has just stored as missing. This library does not test Galera yet.',
+      fix: 'send the store to one node (or set wsrep_sync_wait = 1 for its sessions), and keep wsrep_on with a quorum',
     });
   }
   const flush = value('innodb_flush_log_at_trx_commit');

@@ -3,7 +3,9 @@ import { type ColumnType, keysTableProblems } from '../core/adoption.js';
 import { SchemaMismatchError } from '../core/errors.js';
 import { type MigrationSession, type MigrationStatements, migrateAsync } from '../core/migrator.js';
 import { mysqlMigrations } from '../generated/migrations.js';
+import { withClusterLock } from './cluster-lock.js';
 import { mysqlErrno, retryDeadlocks } from './errors.js';
+import { queryRows } from './query-rows.js';
 import { MYSQL_MAX_TEXT_BYTES, type MysqlTableOptions, resolveMysqlTable } from './schema.js';
 import type { AnyMysqlDatabase } from './store.js';
 
@@ -28,18 +30,6 @@ function normalType(columnType: string): string {
   const type = columnType.toLowerCase();
   if (type === 'tinyint(1)') return 'boolean';
   return type.replace(/^(tinyint|smallint|mediumint|int|bigint)\(\d+\)/, '$1');
-}
-
-/**
- * Runs a statement and returns its rows: mysql2 answers `[rows, fields]`, PlanetScale's
- * serverless driver an object holding `rows`.
- */
-export async function queryRows<Row>(
-  db: Pick<AnyMysqlDatabase, 'execute'>,
-  statement: SQL,
-): Promise<Row[]> {
-  const result = (await db.execute(statement)) as unknown as [Row[]] | { rows: Row[] };
-  return Array.isArray(result) ? result[0] : result.rows;
 }
 
 interface ColumnInfo {
@@ -116,11 +106,8 @@ const LOCK_TIMEOUT_SECONDS = 120;
 // Table exists (1050), duplicate column (1060), duplicate key name (1061).
 const ALREADY_MADE = new Set([1050, 1060, 1061]);
 
-// Runs one statement of a migration, taking "it already exists" as done. GET_LOCK is node-local
-// on Galera, so instances started on several nodes each hold "the" lock and run the same DDL,
-// which Galera replicates in total order: the second CREATE of an index then finds it made. A
-// run cut off between two statements (MySQL's DDL is not transactional) meets the same errors
-// when it is started again.
+// Runs one statement of a migration, taking "it already exists" as done: a run cut off between
+// two statements (MySQL's DDL is not transactional) meets these errors when it is started again.
 async function executeRepeatable(tx: Pick<AnyMysqlDatabase, 'execute'>, statement: SQL) {
   try {
     await tx.execute(statement);
@@ -182,7 +169,9 @@ function sessionOf(db: Pick<AnyMysqlDatabase, 'execute'>): MigrationSession<SQL,
  *
  * Safe when many instances start at once: MySQL's DDL cannot run inside a transaction, so the
  * instances serialise on a named lock (`GET_LOCK`, keyed by the database and the table) held by
- * one connection for the whole run, and each decides what is pending only once it holds it.
+ * one connection for the whole run, and each decides what is pending only once it holds it. On a
+ * Galera node, where `GET_LOCK` is node-local, they first take a lock the whole cluster sees: a
+ * row of `__idempotency_locks` (see `withClusterLock`), so each migration is recorded once.
  *
  * @example
  * ```ts
@@ -208,25 +197,27 @@ export async function applyMysqlMigrations(
       // implicitly, which is harmless: GET_LOCK belongs to the connection, not to the
       // transaction, and READ COMMITTED lets every read see what an earlier lock holder committed.
       locked: (run) =>
-        db.transaction(
-          async (tx) => {
-            const [locked] = await queryRows<{ got: number | null }>(
-              tx,
-              sql`SELECT GET_LOCK(${lockName(table)}, ${LOCK_TIMEOUT_SECONDS}) AS got`,
-            );
-            if (Number(locked?.got) !== 1) {
-              throw new Error(
-                `could not take the migrations lock for ${table} within ${LOCK_TIMEOUT_SECONDS} s`,
+        withClusterLock(db, table, LOCK_TIMEOUT_SECONDS, () =>
+          db.transaction(
+            async (tx) => {
+              const [locked] = await queryRows<{ got: number | null }>(
+                tx,
+                sql`SELECT GET_LOCK(${lockName(table)}, ${LOCK_TIMEOUT_SECONDS}) AS got`,
               );
-            }
-            try {
-              await assertAdoptableMysqlKeysTable(retryingDeadlocks(tx), options);
-              await run(sessionOf(tx));
-            } finally {
-              await tx.execute(sql`SELECT RELEASE_LOCK(${lockName(table)})`);
-            }
-          },
-          { isolationLevel: 'read committed' },
+              if (Number(locked?.got) !== 1) {
+                throw new Error(
+                  `could not take the migrations lock for ${table} within ${LOCK_TIMEOUT_SECONDS} s`,
+                );
+              }
+              try {
+                await assertAdoptableMysqlKeysTable(retryingDeadlocks(tx), options);
+                await run(sessionOf(tx));
+              } finally {
+                await tx.execute(sql`SELECT RELEASE_LOCK(${lockName(table)})`);
+              }
+            },
+            { isolationLevel: 'read committed' },
+          ),
         ),
     },
     { table, migrations: mysqlMigrations, committed: mysqlMigrations },

@@ -2,8 +2,9 @@ import { sql } from 'drizzle-orm';
 import { migrationsTableName, renameMigrationStatement } from '../core/table-name.js';
 import { mysqlMigrations } from '../generated/migrations.js';
 import { mysqlErrno } from './errors.js';
-import { assertAdoptableMysqlKeysTable, type MysqlMigrationOptions, queryRows } from './migrate.js';
+import { assertAdoptableMysqlKeysTable, type MysqlMigrationOptions } from './migrate.js';
 import type { AnyPlanetscaleDatabase } from './planetscale.js';
+import { queryRows } from './query-rows.js';
 import { resolveMysqlTable } from './schema.js';
 import type { AnyMysqlDatabase } from './store.js';
 

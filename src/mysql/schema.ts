@@ -72,7 +72,7 @@ export function mysqlKeysTable<const N extends string = typeof DEFAULT_TABLE_NAM
       // The pending owner's lease deadline on the caller's clock; NULL means no lease.
       leaseUntil: double('lease_until'),
       // The fencing token of the row's ownership: every owner's write requires it, a takeover
-      // raises it (see nextFencingToken); bigint, since tokens are real-clock milliseconds × 1,024.
+      // raises it (see nextFencingToken); bigint, since tokens are 2^52 and up.
       attempt: bigint('attempt', { mode: 'number' }).notNull().default(1),
       // The handler ran but its answer was not recorded: never retried automatically.
       unrecorded: boolean('unrecorded').notNull().default(false),

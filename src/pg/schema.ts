@@ -44,7 +44,7 @@ export function pgKeysColumns() {
     // The lease of a pending owner (see LeasedIdempotencyStore): NULL for rows without one.
     leaseUntil: doublePrecision('lease_until'),
     // The fencing token of the row's ownership (see nextFencingToken): bigint, since tokens are
-    // milliseconds of the real clock times 1,024.
+    // 2^52 and up.
     attempt: bigint('attempt', { mode: 'number' }).notNull().default(1),
     unrecorded: boolean('unrecorded').notNull().default(false),
   };

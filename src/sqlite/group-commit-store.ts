@@ -134,8 +134,11 @@ export class SqliteGroupCommitStore<T = unknown> implements LeasedIdempotencySto
     return this.#group.run(() => this.#store.retentionCycle(key));
   }
 
-  /** Closes the store once every operation called before has run. */
+  /**
+   * Closes the store once every operation called before has run and committed; every operation
+   * called after it rejects with `StoreClosedError`.
+   */
   close(): Promise<void> {
-    return this.#group.run(() => this.#store.close());
+    return this.#group.close(() => this.#store.close());
   }
 }

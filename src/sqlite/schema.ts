@@ -49,7 +49,7 @@ export function sqliteKeysColumns() {
     // The lease of a pending owner (see LeasedIdempotencyStore): NULL for rows without one.
     leaseUntil: real('lease_until'),
     // The fencing token of the row's ownership (see nextFencingToken); a takeover raises it.
-    // INTEGER is 64-bit in SQLite, wide enough for real-clock milliseconds × 1,024.
+    // INTEGER is 64-bit in SQLite, wide enough for tokens of 2^52 and up.
     attempt: integer('attempt').notNull().default(1),
     unrecorded: integer('unrecorded', { mode: 'boolean' }).notNull().default(false),
   };

@@ -10,6 +10,7 @@ import { betterSqliteStatements } from './store.js';
 import {
   type FromWorker,
   READS,
+  type StatementName,
   type ToWorker,
   toWire,
   type WorkerOpenData,
@@ -51,11 +52,17 @@ function serve(port: MessagePort, data: WorkerOpenData): void {
   );
   const transaction = db.$client.transaction((body: () => unknown) => body());
   const group = new GroupCommit(((body) => transaction.immediate(body)) as Transact);
+  // A close goes after every call sent before it, and outside their transaction: inside it, it
+  // would end the connection before the batch commits.
+  const order = (name: StatementName, run: () => unknown): Promise<unknown> => {
+    if (name === 'close') return group.close(run);
+    return READS.has(name) ? group.read(run) : group.run(run);
+  };
   port.on('message', (message: ToWorker) => {
     const answers = message.calls.map((call): Promise<WorkerResult> => {
       const statement = statements[call.name] as (...args: readonly unknown[]) => unknown;
       const run = () => statement(...call.args);
-      return (READS.has(call.name) ? group.read(run) : group.run(run)).then(
+      return order(call.name, run).then(
         (value) => ({ id: call.id, ok: true, value }),
         (error: unknown) => ({ id: call.id, ok: false, error: toWire(error) }),
       );

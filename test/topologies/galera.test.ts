@@ -1,6 +1,7 @@
 import { drizzle } from 'drizzle-orm/mysql2';
 import mysql from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mysqlMigrations } from '../../src/generated/migrations.js';
 import { applyMysqlMigrations, MysqlIdempotencyStore } from '../../src/mysql/index.js';
 import {
   type GaleraCluster,
@@ -52,6 +53,28 @@ describe.skipIf(unavailable !== undefined)('MariaDB Galera, three nodes', () => 
     expect(results.filter((result) => result.status === 'rejected')).toEqual([]);
     const store = new MysqlIdempotencyStore(drizzle(instances[2] as mysql.Pool));
     expect(await store.reserve('after-migration', digest, 10)).toBe(true);
+  });
+
+  it('six instances opened at once on three nodes record each migration once in the journal', async () => {
+    const instances = await poolsOn(2);
+    const results = await Promise.allSettled(
+      instances.map((pool) => applyMysqlMigrations(drizzle(pool))),
+    );
+    expect(results.filter((result) => result.status === 'rejected')).toEqual([]);
+    const expected = mysqlMigrations.map((migration) => migration.hash).sort();
+    // Every node's own journal, each read once it applied what the cluster committed before.
+    for (const pool of instances.filter((_, index) => index % 2 === 0)) {
+      const connection = await pool.getConnection();
+      try {
+        await connection.query('SET SESSION wsrep_sync_wait = 1');
+        const [rows] = await connection.query(
+          'SELECT hash FROM `__idempotency_migrations` ORDER BY hash',
+        );
+        expect((rows as { hash: string }[]).map((row) => row.hash)).toEqual(expected);
+      } finally {
+        connection.release();
+      }
+    }
   });
 
   it('the deployment check says the server is a Galera node', async () => {
