@@ -75,3 +75,12 @@ export {
   MIN_TIMED_BATCH_SIZE,
   sweep,
 } from './sweep.js';
+export type { Sweeper, SweeperOptions, SweeperStore } from './sweeper.js';
+export {
+  DEFAULT_SWEEP_INTERVAL_SECONDS,
+  DEFAULT_SWEEPER_LEASE_SECONDS,
+  SWEEP_JITTER,
+  SWEEPER_LEASE_FINGERPRINT,
+  SWEEPER_LEASE_KEY,
+  startSweeper,
+} from './sweeper.js';
