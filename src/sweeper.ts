@@ -7,7 +7,13 @@
 import { InvalidOptionError, StoreClosedError } from './core/errors.js';
 import type { LeasedIdempotencyStore } from './core/store.js';
 import { MAX_LEASE_SECONDS } from './core/validation.js';
-import { type SweepProgress, type SweepResult, sweep, validateSweepOptions } from './sweep.js';
+import {
+  type SweepableStore,
+  type SweepProgress,
+  type SweepResult,
+  sweep,
+  validateSweepOptions,
+} from './sweep.js';
 
 /**
  * The id of the row that holds the sweeper's lease, in the keys table itself, so the lease works
@@ -80,10 +86,8 @@ export interface Sweeper {
 }
 
 /** What a sweeper needs of a store: the sweep's calls and the fenced lease. */
-export type SweeperStore = Pick<
-  LeasedIdempotencyStore,
-  'acquire' | 'renew' | 'release' | 'sweepBatch' | 'stats' | 'sweepBatchMillis'
->;
+export type SweeperStore = SweepableStore &
+  Pick<LeasedIdempotencyStore, 'acquire' | 'renew' | 'release'>;
 
 function positive(value: unknown, name: string, most: number): void {
   if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value > most) {

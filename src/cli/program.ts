@@ -22,6 +22,7 @@ import {
   parseBatch,
   parseBatchMillis,
   parseDbPath,
+  parseDuration,
   parseFingerprint,
   parseLimit,
   parseMaxBatches,
@@ -31,7 +32,7 @@ import {
   parseSchema,
   parseTable,
 } from './parse.js';
-import { sweepCommand } from './sweep-command.js';
+import { sweepCommand, sweepEveryCommand } from './sweep-command.js';
 
 // `--db`, `--url`, `--schema` and `--table` on a command. Their defaults come from the environment when the
 // command runs (see resolveStoreLocation), not from commander, so that commander's conflict
@@ -192,10 +193,24 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
     .addOption(
       new Option('--dry-run', 'delete nothing; report the backlog and what a sweep would delete'),
     )
+    .addOption(
+      new Option(
+        '--every <duration>',
+        'keep running and sweep every duration (30s, 5m, 1h; jittered), one process at a time among all sweeping this store, until SIGINT or SIGTERM',
+      )
+        .argParser(parseDuration)
+        .conflicts(['now', 'maxBatches', 'maxSeconds', 'dryRun']),
+    )
     .addOption(jsonOption())
     .action(async (options) =>
       setExitCode(
-        await sweepCommand(io, { ...options, location: locate(options), now: timeOf(options) }),
+        options.every === undefined
+          ? await sweepCommand(io, { ...options, location: locate(options), now: timeOf(options) })
+          : await sweepEveryCommand(io, {
+              ...options,
+              every: options.every,
+              location: locate(options),
+            }),
       ),
     );
 
@@ -259,6 +274,7 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
         parseFingerprint,
       ),
     )
+    .addOption(nowOption())
     .addOption(jsonOption())
     .action(async (key: string, options) =>
       setExitCode(
