@@ -32,6 +32,8 @@ export {
   DEFAULT_PENDING_LIMIT,
   MAX_PENDING_LIMIT,
 } from './core/lease.js';
+export type { ReleaseStuckKeyOptions, ReleaseStuckKeyResult } from './core/release-stuck.js';
+export { releaseStuckKey } from './core/release-stuck.js';
 export { KeyStatus } from './core/status.js';
 export type {
   AcquireOptions,

@@ -110,7 +110,10 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
       // Commander's messages quote the arguments they refuse, which may hold escape sequences.
       writeErr: (text) => io.stderr.write(terminalSafe(text)),
     })
-    .option('--force', 'accept a --now that looks like milliseconds or lies over a year ahead')
+    .option(
+      '--force',
+      'accept a --now that looks like milliseconds or lies over a year ahead; with release, release a key whose lease is live',
+    )
     .hook('preAction', (root, command) => {
       const { now } = command.opts<{ now?: number }>();
       assertSaneNow(now, root.opts<{ force?: boolean }>().force === true, Date.now() / 1000);
@@ -263,7 +266,7 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
     program
       .command('release')
       .description(
-        'delete the pending row of <key>, whatever its lease, so its next retry runs again; refuses a done row or a missing key',
+        'delete the pending row of <key> nobody works on (lapsed, unrecorded or unleased), so its next retry runs again; refuses a live lease (unless --force), a done row or a missing key',
       )
       .argument('<key>', 'the idempotency key, as idem pending prints it', parseKeyWord),
   )
@@ -278,7 +281,14 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
     .addOption(jsonOption())
     .action(async (key: string, options) =>
       setExitCode(
-        await releaseCommand(io, { ...options, id: idOf(key, options), location: locate(options) }),
+        await releaseCommand(io, {
+          ...options,
+          // The program's own --force, wherever it is typed: commander gives it to the program.
+          force: program.opts<{ force?: boolean }>().force === true,
+          id: idOf(key, options),
+          location: locate(options),
+          now: timeOf(options),
+        }),
       ),
     );
 
