@@ -5,6 +5,8 @@
  *
  * @module
  */
+
+export type { AfterExpiry } from './core/claim-options.js';
 export type {
   DeploymentFinding,
   DeploymentReport,
