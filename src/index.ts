@@ -5,6 +5,8 @@
  *
  * @module
  */
+
+export type { AfterExpiry } from './core/claim-options.js';
 export type {
   DeploymentFinding,
   DeploymentReport,
@@ -32,6 +34,8 @@ export {
   DEFAULT_PENDING_LIMIT,
   MAX_PENDING_LIMIT,
 } from './core/lease.js';
+export type { ReleaseStuckKeyOptions, ReleaseStuckKeyResult } from './core/release-stuck.js';
+export { releaseStuckKey } from './core/release-stuck.js';
 export { DEFAULT_TRANSACTION_ATTEMPTS, TransactionRolledBackError } from './core/rolled-back.js';
 export { KeyStatus } from './core/status.js';
 export type {
@@ -76,3 +80,12 @@ export {
   MIN_TIMED_BATCH_SIZE,
   sweep,
 } from './sweep.js';
+export type { Sweeper, SweeperOptions, SweeperStore } from './sweeper.js';
+export {
+  DEFAULT_SWEEP_INTERVAL_SECONDS,
+  DEFAULT_SWEEPER_LEASE_SECONDS,
+  SWEEP_JITTER,
+  SWEEPER_LEASE_FINGERPRINT,
+  SWEEPER_LEASE_KEY,
+  startSweeper,
+} from './sweeper.js';

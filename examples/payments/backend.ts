@@ -1,6 +1,6 @@
 import { asc, eq, sql } from 'drizzle-orm';
 import type { Request, RequestHandler } from 'express';
-import type { IdempotencyStore } from '../../src/core/store.js';
+import type { LeasedIdempotencyStore } from '../../src/core/store.js';
 import { type ExpressTransactionOptions, expressTransaction } from '../../src/http/express.js';
 import type { HttpResponse } from '../../src/http/index.js';
 import {
@@ -29,7 +29,7 @@ export interface PaymentRoute {
 /** The database the payments service keeps its keys and its payments in. */
 export interface PaymentsBackend {
   /** The store of the idempotency keys. */
-  readonly store: IdempotencyStore<unknown>;
+  readonly store: LeasedIdempotencyStore<unknown>;
   /** Where the data lives, for the log: a file, or a server URL without its credentials. */
   readonly location: string;
   /**

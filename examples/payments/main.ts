@@ -6,12 +6,12 @@
 //   IDEM_TTL_SECONDS        how long answers are replayed (default 86400)
 //   IDEM_LEASE_SECONDS      the lease of a request in flight (default 30): the key of a request
 //                           whose process died is taken over by a retry once it lapses
-//   IDEM_SWEEP_INTERVAL_MS  how often expired answers are purged (default 60000)
+//   IDEM_SWEEP_INTERVAL_MS  how often the built-in sweeper deletes expired answers (default 60000)
 //   IDEM_SHUTDOWN_GRACE_MS  how long SIGTERM/SIGINT wait for requests in flight (default 10000)
 //   IDEM_CRASH_AFTER_EFFECT set to 1 to die by SIGKILL inside the first payment's transaction,
 //                           after its row is written: what `npm run demo` shows surviving
 import type { AddressInfo } from 'node:net';
-import { sweep } from '../../src/index.js';
+import { startSweeper } from '../../src/index.js';
 import { createPaymentsApp } from './app.js';
 import { openPaymentsBackend } from './backend.js';
 import { createDrain } from './drain.js';
@@ -39,11 +39,13 @@ const { store } = backend;
 const drain = createDrain();
 const app = createPaymentsApp(backend, { ttlSeconds, now, leaseSeconds, crashAfterEffect, drain });
 
-// Retention runs in the background: each sweep deletes expired answers in short batches of 100
-// and never touches a pending row.
-const sweeper = setInterval(() => {
-  sweep(store, { now: now() }).catch((error: unknown) => console.error('sweep failed:', error));
-}, sweepIntervalMs);
+// Retention runs in the background: each sweep deletes expired answers in short batches and never
+// touches a pending row. Every instance of the service may run it: one sweeps at a time.
+const sweeper = startSweeper(store, {
+  intervalSeconds: sweepIntervalMs / 1000,
+  now,
+  onError: (error: unknown) => console.error('sweep failed:', error),
+});
 
 // Express 5 hands a listen error (a busy port) to this callback: an operator's mistake, not a
 // crash, so one line and exit 1 instead of a stack trace.
@@ -54,8 +56,10 @@ const server = app.listen(port, '127.0.0.1', (error?: NodeJS.ErrnoException) => 
         ? `port ${port} on 127.0.0.1 is already in use; stop the other process or set PORT (0 picks a free one)`
         : `cannot listen on 127.0.0.1:${port}: ${error.message}`;
     console.error(`payments service: ${reason}`);
-    clearInterval(sweeper);
-    backend.close().finally(() => process.exit(1));
+    sweeper
+      .stop()
+      .then(() => backend.close())
+      .finally(() => process.exit(1));
     return;
   }
   const { port: actual } = server.address() as AddressInfo;
@@ -74,7 +78,8 @@ function shutdown(signal: NodeJS.Signals): void {
   if (stopping) return;
   stopping = true;
   console.log(`${signal}: draining requests in flight (up to ${graceMs} ms)`);
-  clearInterval(sweeper);
+  // Ends after the batch in flight; awaited before the store closes below.
+  const sweeperStopped = sweeper.stop();
   const drained = drain.stop();
   // Keep-alive connections between requests would hold close() open: drop them as they go idle.
   const idle = setInterval(() => server.closeIdleConnections(), 50);
@@ -86,7 +91,7 @@ function shutdown(signal: NodeJS.Signals): void {
   }, graceMs);
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   server.closeIdleConnections();
-  Promise.all([closed, drained])
+  Promise.all([closed, drained, sweeperStopped])
     .then(() => {
       clearInterval(idle);
       clearTimeout(grace);

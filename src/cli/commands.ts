@@ -1,3 +1,4 @@
+import { releaseStuckKey } from '../core/release-stuck.js';
 import { KeyStatus } from '../core/status.js';
 import type { IdempotencyRecord } from '../core/store.js';
 import { fromStoredAnswer, omittedSize } from '../http/response.js';
@@ -302,16 +303,24 @@ export async function showCommand(io: CliIo, options: ShowOptions): Promise<numb
 export interface ReleaseOptions extends LocatedOptions {
   /** The stored id, scope included. */
   readonly id: string;
+  /** The moment the lease is judged at. */
+  readonly now: number;
   readonly yes?: boolean;
+  /** Release even a key whose owner holds a live lease. */
+  readonly force?: boolean;
   readonly fingerprint?: string;
   readonly json?: boolean;
 }
 
 /**
- * `idem release <key> --yes`: deletes one pending row, whatever its lease. Without `--yes` it
- * changes nothing and says so (exit 2). A done row, a missing key or another fingerprint changes
- * nothing (exit 1). With `--json`, one line `{"key":…,"result":…}` on stdout whatever the outcome
- * (`result` is `released`, `missing`, `done`, `mismatch` or `unconfirmed`).
+ * `idem release <key> --yes`: deletes one pending row nobody is working on (a lapsed lease, a key
+ * marked unrecorded, a key without a lease), through {@link releaseStuckKey}. A key whose owner
+ * holds a live lease is refused with the lease left and the owner's token (exit 1) unless
+ * `--force` is given: its request may still be running, and its retry would run the work twice.
+ * Without `--yes` it changes nothing and says so (exit 2). A done row, a missing key or another
+ * fingerprint changes nothing (exit 1). With `--json`, one line `{"key":…,"result":…}` on stdout
+ * whatever the outcome (`result` is `released`, `missing`, `done`, `mismatch`, `live` (with
+ * `leaseUntil` and `attempt`) or `unconfirmed`).
  *
  * @returns the exit code: 0 released, 1 refused, 2 not confirmed
  */
@@ -324,10 +333,21 @@ export async function releaseCommand(io: CliIo, options: ReleaseOptions): Promis
     );
     return 2;
   }
-  const result = await withStore(options.location, 'write', async (store) =>
-    store.releasePending(options.id, options.fingerprint),
+  const outcome = await withStore(options.location, 'write', async (store) =>
+    releaseStuckKey(store, options.id, {
+      now: options.now,
+      fingerprint: options.fingerprint,
+      force: options.force === true,
+    }),
   );
-  if (options.json) writeJson(io.stdout, { key: options.id, result });
+  if (options.json) writeJson(io.stdout, { key: options.id, ...outcome });
+  if (outcome.result === 'live') {
+    io.stderr.write(
+      `idem: ${key} is held by a live lease (token ${outcome.attempt}, ends ${fromNow(outcome.leaseUntil, options.now)}): its request may still be running, and releasing it would let a retry run the work a second time; wait for the lease to lapse and run this again, or add --force if you know the owner is gone; nothing changed\n`,
+    );
+    return 1;
+  }
+  const { result } = outcome;
   const messages = {
     released: undefined,
     missing: `no row with the key ${key}`,

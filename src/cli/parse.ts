@@ -77,6 +77,27 @@ export function parseMaxSeconds(text: string): number {
   return Number(text);
 }
 
+const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/;
+const DURATION_SECONDS = { ms: 0.001, s: 1, m: 60, h: 3600 } as const;
+
+/**
+ * `--every D` of `sweep`: a duration such as `5m`, `30s`, `1h` or `250ms` (a bare number is
+ * seconds), above 0 and at most about 23 days (what a Node timer can wait). Answers seconds.
+ */
+export function parseDuration(text: string): number {
+  const match = DURATION.exec(text.trim());
+  const seconds =
+    match === null
+      ? Number.NaN
+      : Number(match[1]) * DURATION_SECONDS[(match[2] ?? 's') as keyof typeof DURATION_SECONDS];
+  if (!(seconds > 0 && seconds <= 2_000_000)) {
+    throw new InvalidArgumentError(
+      'expected a duration such as 30s, 5m or 1h, greater than 0 and at most 23 days.',
+    );
+  }
+  return seconds;
+}
+
 /** `--now T`: a decimal number of seconds on the application's clock. */
 export function parseNow(text: string): number {
   const now = Number(text);

@@ -22,6 +22,7 @@ import {
   parseBatch,
   parseBatchMillis,
   parseDbPath,
+  parseDuration,
   parseFingerprint,
   parseLimit,
   parseMaxBatches,
@@ -31,7 +32,7 @@ import {
   parseSchema,
   parseTable,
 } from './parse.js';
-import { sweepCommand } from './sweep-command.js';
+import { sweepCommand, sweepEveryCommand } from './sweep-command.js';
 
 // `--db`, `--url`, `--schema` and `--table` on a command. Their defaults come from the environment when the
 // command runs (see resolveStoreLocation), not from commander, so that commander's conflict
@@ -109,7 +110,10 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
       // Commander's messages quote the arguments they refuse, which may hold escape sequences.
       writeErr: (text) => io.stderr.write(terminalSafe(text)),
     })
-    .option('--force', 'accept a --now that looks like milliseconds or lies over a year ahead')
+    .option(
+      '--force',
+      'accept a --now that looks like milliseconds or lies over a year ahead; with release, release a key whose lease is live',
+    )
     .hook('preAction', (root, command) => {
       const { now } = command.opts<{ now?: number }>();
       assertSaneNow(now, root.opts<{ force?: boolean }>().force === true, Date.now() / 1000);
@@ -192,10 +196,24 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
     .addOption(
       new Option('--dry-run', 'delete nothing; report the backlog and what a sweep would delete'),
     )
+    .addOption(
+      new Option(
+        '--every <duration>',
+        'keep running and sweep every duration (30s, 5m, 1h; jittered), one process at a time among all sweeping this store, until SIGINT or SIGTERM',
+      )
+        .argParser(parseDuration)
+        .conflicts(['now', 'maxBatches', 'maxSeconds', 'dryRun']),
+    )
     .addOption(jsonOption())
     .action(async (options) =>
       setExitCode(
-        await sweepCommand(io, { ...options, location: locate(options), now: timeOf(options) }),
+        options.every === undefined
+          ? await sweepCommand(io, { ...options, location: locate(options), now: timeOf(options) })
+          : await sweepEveryCommand(io, {
+              ...options,
+              every: options.every,
+              location: locate(options),
+            }),
       ),
     );
 
@@ -248,7 +266,7 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
     program
       .command('release')
       .description(
-        'delete the pending row of <key>, whatever its lease, so its next retry runs again; refuses a done row or a missing key',
+        'delete the pending row of <key> nobody works on (lapsed, unrecorded or unleased), so its next retry runs again; refuses a live lease (unless --force), a done row or a missing key',
       )
       .argument('<key>', 'the idempotency key, as idem pending prints it', parseKeyWord),
   )
@@ -259,10 +277,18 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
         parseFingerprint,
       ),
     )
+    .addOption(nowOption())
     .addOption(jsonOption())
     .action(async (key: string, options) =>
       setExitCode(
-        await releaseCommand(io, { ...options, id: idOf(key, options), location: locate(options) }),
+        await releaseCommand(io, {
+          ...options,
+          // The program's own --force, wherever it is typed: commander gives it to the program.
+          force: program.opts<{ force?: boolean }>().force === true,
+          id: idOf(key, options),
+          location: locate(options),
+          now: timeOf(options),
+        }),
       ),
     );
 

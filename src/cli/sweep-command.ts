@@ -1,5 +1,6 @@
 import { type SweepOptions, type SweepResult, sweep, validateSweepOptions } from '../sweep.js';
-import type { TimedOptions } from './commands.js';
+import { startSweeper } from '../sweeper.js';
+import type { LocatedOptions, TimedOptions } from './commands.js';
 import { type CliIo, writeJson } from './io.js';
 import { withStore } from './open-store.js';
 import { sweepBar } from './progress.js';
@@ -75,4 +76,58 @@ export async function sweepCommand(io: CliIo, options: SweepCommandOptions): Pro
     bar?.stop();
     for (const remove of handlers) remove();
   }
+}
+
+/** The flags of `idem sweep --every`. */
+export interface SweepEveryOptions extends LocatedOptions {
+  /** Seconds between sweeps. */
+  readonly every: number;
+  readonly batch?: number;
+  readonly batchMillis?: number;
+  readonly json?: boolean;
+}
+
+/**
+ * `idem sweep --every 5m`: a sidecar that runs {@link startSweeper} on the store until SIGINT or
+ * SIGTERM, which stop it after the batch in flight. It prints a summary of each sweep it ran
+ * (one JSON line each with `--json`), and writes a failed sweep to stderr and carries on, as a
+ * sidecar must survive a database restart. Any number may run against one store: one sweeps at a
+ * time, the others skip.
+ *
+ * @returns 0 once stopped by a signal
+ */
+export async function sweepEveryCommand(io: CliIo, options: SweepEveryOptions): Promise<number> {
+  validateSweepOptions({ now: 0, batchSize: options.batch, batchMillis: options.batchMillis });
+  return withStore(options.location, 'write', async (store) => {
+    const stopped = new Promise<void>((resolve) => {
+      const handler = () => {
+        for (const signal of Object.keys(SIGNAL_EXIT_CODES)) io.signals.off(signal, handler);
+        resolve();
+      };
+      for (const signal of Object.keys(SIGNAL_EXIT_CODES)) io.signals.on(signal, handler);
+    });
+    const sweeper = startSweeper(store, {
+      intervalSeconds: options.every,
+      batchSize: options.batch,
+      batchMillis: options.batchMillis,
+      onSweep: (result) => {
+        if (options.json) writeJson(io.stdout, summary(result));
+        else io.stdout.write(humanSummary(result));
+      },
+      onError: (error) => {
+        io.stderr.write(
+          `idem: a sweep failed, trying again in ${options.every} s: ${error instanceof Error ? error.message : String(error)}\n`,
+        );
+      },
+    });
+    // The sweeper's timer lets a process end; this sidecar lives until it is told to stop.
+    const alive = setInterval(() => undefined, 2 ** 31 - 1);
+    try {
+      await stopped;
+      await sweeper.stop();
+    } finally {
+      clearInterval(alive);
+    }
+    return 0;
+  });
 }

@@ -20,7 +20,19 @@ export interface ClaimOptions {
   readonly leaseSeconds?: number;
   readonly now?: () => number;
   readonly wait?: { readonly timeoutMs: number; readonly intervalMs?: number };
+  readonly afterExpiry?: AfterExpiry;
 }
+
+/**
+ * What a key whose stored answer is past its retention (`expires <= now`) but not yet swept is:
+ * - `'refuse'` (the default): neither replayed nor run (409 `answer-expired`,
+ *   `ResultExpiredError`) until a sweep deletes it, the expiry policy the IETF
+ *   Idempotency-Key draft asks for: an expired key is not silently reused;
+ * - `'new-request'`: a new request at once: the claim replaces the expired row in one fenced
+ *   statement (on a store with leases), so of concurrent claims one wins and a sweep racing it
+ *   either deletes the row first (the claim then inserts) or finds it pending and leaves it.
+ */
+export type AfterExpiry = 'refuse' | 'new-request';
 
 /** {@link ClaimOptions} with the defaults applied and checked: what the claim engine runs on. */
 export interface ClaimSettings {
@@ -34,6 +46,8 @@ export interface ClaimSettings {
   readonly waitTimeoutMs: number;
   /** The first pause between two looks of a waiting duplicate, in milliseconds. */
   readonly waitIntervalMs: number;
+  /** Whether an expired, unswept answer is replaced by a new claim (`afterExpiry: 'new-request'`). */
+  readonly replaceExpired: boolean;
 }
 
 /**
@@ -55,7 +69,14 @@ export function resolveClaimOptions(options: ClaimOptions): ClaimSettings {
   if (typeof now !== 'function') throw new InvalidOptionError('now must be a function');
   assertSecondsClock(now);
   const wait = resolveWait(options.wait);
+  const { afterExpiry = 'refuse' } = options;
+  if (afterExpiry !== 'refuse' && afterExpiry !== 'new-request') {
+    throw new InvalidOptionError(
+      `afterExpiry must be 'refuse' or 'new-request', got ${JSON.stringify(afterExpiry)}`,
+    );
+  }
   return {
+    replaceExpired: afterExpiry === 'new-request',
     ttlSeconds,
     leaseSeconds,
     now,

@@ -59,6 +59,7 @@ async function attempt(
       expires,
       now,
       leaseSeconds: settings.leaseSeconds,
+      replaceExpired: settings.replaceExpired,
     });
     switch (got.status) {
       case 'acquired': {

@@ -156,6 +156,28 @@ export function leaseTakeover(
 }
 
 /**
+ * The columns a claim writes when it replaces an expired answer (`acquire` with
+ * `replaceExpired`): the row becomes this caller's pending one, as a fresh insert would make it,
+ * except its fencing token (the dialect sets it above the old one, see {@link takeoverToken}).
+ * Its target is the row of `key` that {@link expiredAnswer} matches, so a row a concurrent claim
+ * already replaced (pending) or a sweep deleted is not touched.
+ */
+export function expiredAnswerReplacement(values: {
+  readonly fingerprint: SQLWrapper;
+  readonly expires: SQLWrapper;
+  readonly leaseUntil: SQLWrapper;
+}) {
+  return {
+    fingerprint: sql`${values.fingerprint}`,
+    status: KeyStatus.pending,
+    response: null,
+    expires: sql`${values.expires}`,
+    leaseUntil: sql`${values.leaseUntil}`,
+    unrecorded: false,
+  };
+}
+
+/**
  * The rows whose id starts with `prefix` (every row for `''`): what `pendingKeys({ prefix })`
  * lists, e.g. one scope's keys. `substr` and `length` count the same units on each dialect
  * (characters on SQLite and PostgreSQL, bytes of MySQL's VARBINARY), so the test is exact; the

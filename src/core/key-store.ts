@@ -138,6 +138,21 @@ export interface KeyStatementsOf<M extends Mode> {
     digest: string,
     lease: { readonly expires: number; readonly leaseUntil: number; readonly token: number },
   ): Answer<M, AcquireStep>;
+  /**
+   * Replaces the done row of `key` whose `expires <= now` with a pending one of `digest`, its
+   * lease and a fencing token above the row's and `token`, in one statement; answers that token,
+   * or `undefined` when no such row was there (already replaced, swept, or not expired).
+   */
+  replaceExpired(
+    key: string,
+    digest: string,
+    lease: {
+      readonly expires: number;
+      readonly now: number;
+      readonly leaseUntil: number;
+      readonly token: number;
+    },
+  ): Answer<M, number | string | undefined>;
   /** The pending rows, ascending by key. */
   pendingKeys(query: PendingQuery): Answer<M, readonly KeyRow[]>;
   /** Deletes the pending row of `key` (of `fingerprint` when given), whatever its lease. */
@@ -188,6 +203,12 @@ export function readPendingOptions(options: PendingKeysOptions): PendingQuery {
 const isOne = (changed: number): boolean => changed === 1;
 
 function noop(): void {}
+// A done answer past its retention, of any fingerprint (its request is over and no longer
+// replayed, so another payload is no misuse of the key): what `replaceExpired` lets a claim replace.
+const isExpiredAnswer = <T>(outcome: AcquireResult<T>, now: number): boolean =>
+  (outcome.status === 'done' || outcome.status === 'mismatch') &&
+  outcome.record.status === KeyStatus.done &&
+  outcome.record.expires <= now;
 
 /**
  * How an operation's body is run: a synchronous store runs it as it is; an asynchronous one runs
@@ -285,11 +306,14 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
       this.#checkDigest(digest);
       const leaseUntil = leaseDeadline(options);
       const { expires, now } = options;
+      const replace = options.replaceExpired === true;
       const statements = this.#open();
       // Read before writing: a replay or a live lease answers from the row and writes nothing.
-      const decide = (row: KeyRow | undefined) =>
-        readOutcome<T>(row, digest, now) ??
-        this.#claim(statements, key, digest, expires, now, leaseUntil);
+      const decide = (row: KeyRow | undefined) => {
+        const read = readOutcome<T>(row, digest, now);
+        if (read !== undefined && !(replace && isExpiredAnswer(read, now))) return read;
+        return this.#claim(statements, key, digest, { expires, now, leaseUntil, replace });
+      };
       if (statements.insertOrGet === undefined) return then(statements.get(key), decide);
       const token = nextFencingToken();
       return then(statements.insertOrGet(key, digest, { expires, leaseUntil, token }), (step) =>
@@ -300,19 +324,29 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
 
   // The statement either owns the row or leaves it as it was; what is there is then read. A row
   // deleted in between (released, purged) makes the key new again: try once more.
+  // An expired answer, with `replace`, is replaced by one fenced statement; when it changed nothing
+  // (a concurrent claim replaced it first, or a sweep deleted it) the claim starts over.
   #claim(
     statements: KeyStatementsOf<Mode>,
     key: string,
     digest: string,
-    expires: number,
-    now: number,
-    leaseUntil: number,
+    claim: { expires: number; now: number; leaseUntil: number; replace: boolean },
   ): MaybePromise<AcquireResult<T>> {
+    const { expires, now, leaseUntil } = claim;
     const token = nextFencingToken();
     return then(statements.acquire(key, digest, { expires, now, leaseUntil, token }), (step) => {
       if ('attempt' in step) return acquiredOutcome<T>(step.attempt, token, leaseUntil);
-      if (step.row !== undefined) return existingOutcome<T>(step.row, digest);
-      return this.#claim(statements, key, digest, expires, now, leaseUntil);
+      if (step.row === undefined) return this.#claim(statements, key, digest, claim);
+      const outcome = existingOutcome<T>(step.row, digest);
+      if (!(claim.replace && isExpiredAnswer(outcome, now))) return outcome;
+      return then(
+        statements.replaceExpired(key, digest, { expires, now, leaseUntil, token }),
+        (attempt): MaybePromise<AcquireResult<T>> =>
+          attempt === undefined
+            ? this.#claim(statements, key, digest, claim)
+            : // A new request, not a takeover: nothing of this caller's ran under the old row.
+              { ...acquiredOutcome<T>(attempt, token, leaseUntil), takenOver: false },
+      );
     });
   }
 

@@ -70,6 +70,12 @@ export interface AcquireOptions {
   readonly now: number;
   /** How long the lease lasts from `now`, in seconds: a finite number greater than 0. */
   readonly leaseSeconds: number;
+  /**
+   * Claim a key whose row is a `done` answer past its `expires` at `now` (not yet swept) as if it
+   * were new: one fenced statement replaces the row with this caller's pending one, so of
+   * concurrent callers one wins. Default `false`: such a key answers `done` (expired).
+   */
+  readonly replaceExpired?: boolean;
 }
 
 /**

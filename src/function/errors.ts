@@ -67,7 +67,8 @@ export class PayloadMismatchError extends IdempotencyError {
 
 /**
  * The key's result is stored but its retention deadline has passed and it was not purged yet: it
- * is neither replayed nor run again. Once retention deletes it, the key is new again.
+ * is neither replayed nor run again. Once retention deletes it (the next sweep, e.g. of
+ * `startSweeper`), the key is new again; with `afterExpiry: 'new-request'` it is new at once.
  */
 export class ResultExpiredError extends IdempotencyError {
   /** The idempotency key. */
@@ -82,7 +83,7 @@ export class ResultExpiredError extends IdempotencyError {
   constructor(key: string, record: IdempotencyRecord<unknown>) {
     super(
       ErrorCode.answerExpired,
-      `the stored result of idempotency key ${JSON.stringify(key)} expired at ${record.expires}`,
+      `the stored result of idempotency key ${JSON.stringify(key)} expired at ${record.expires}: it is neither returned nor run again until the next sweep deletes it, after which the key is new; pass afterExpiry: 'new-request' to makeIdempotent to run such a call as a new one at once`,
     );
     this.key = key;
     this.record = record;

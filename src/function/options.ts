@@ -1,4 +1,5 @@
 import {
+  type AfterExpiry,
   type ClaimSettings,
   DEFAULT_LEASE_SECONDS,
   DEFAULT_TTL_SECONDS,
@@ -77,6 +78,15 @@ export interface MakeIdempotentOptions<A extends unknown[], R> {
    * `MIN_WAIT_INTERVAL_MS`), then after pauses that double, with jitter, up to 1 s.
    */
   readonly wait?: { readonly timeoutMs: number; readonly intervalMs?: number };
+  /**
+   * A key whose stored answer is past `ttlSeconds` but not yet swept: `'refuse'` (the default, the
+   * expiry policy the IETF Idempotency-Key draft asks for) throws `ResultExpiredError` until the
+   * next sweep deletes the row, after which the key is new; `'new-request'` runs the call as a new
+   * one at once, the claim replacing the expired row in one fenced statement (one winner among
+   * concurrent calls, safe against a sweep).
+   * Needs a store with leases (every dialect's store has them) for `'new-request'`.
+   */
+  readonly afterExpiry?: AfterExpiry;
 }
 
 /**

@@ -12,6 +12,8 @@ import {
   type InjectionToken,
   type ModuleMetadata,
   type NestInterceptor,
+  type OnApplicationBootstrap,
+  type OnModuleDestroy,
   type OptionalFactoryDependency,
   SetMetadata,
   StreamableFile,
@@ -20,8 +22,9 @@ import {
 import { Reflector } from '@nestjs/core';
 import { defer, lastValueFrom, mergeMap, type Observable, of } from 'rxjs';
 import { InvalidOptionError } from '../core/errors.js';
-import type { IdempotencyStore } from '../core/store.js';
+import type { IdempotencyStore, LeasedIdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../core/transaction-runner.js';
+import { type Sweeper, type SweeperOptions, startSweeper } from '../sweeper.js';
 import { abandonClaim, watchNodeResponse } from './node-response.js';
 import { resolveOptions } from './options.js';
 import {
@@ -96,6 +99,13 @@ export interface IdempotencyModuleOptions extends Omit<IdempotentRouteOptions, '
    * calls a handler, and such a transaction cannot span an `await`.
    */
   readonly transaction?: TransactionRunner<unknown>;
+  /**
+   * Runs the built-in sweeper (`startSweeper`) over `store` while the application runs: `true` for
+   * its defaults (every 5 minutes), or its options. It starts when the application has
+   * bootstrapped and stops, waiting for the batch in flight, when the application closes, before
+   * you close the store. Any number of instances may run it: one sweeps at a time.
+   */
+  readonly sweep?: true | SweeperOptions;
 }
 
 /** Options of {@link IdempotencyModule.forRootAsync}: a factory of the options, with Nest's DI. */
@@ -454,9 +464,50 @@ function checked(options: IdempotencyModuleOptions): IdempotencyModuleOptions {
       'a synchronous transaction runner (better-sqlite3) cannot serve Nest handlers, which are always awaited; use libsqlTransaction, pgTransaction or mysqlTransaction',
     );
   }
+  if (options.sweep !== undefined && options.sweep !== true) {
+    if (typeof options.sweep !== 'object' || options.sweep === null) {
+      throw new InvalidOptionError('sweep must be true or the options of startSweeper');
+    }
+  }
+  if (
+    options.sweep !== undefined &&
+    typeof (options.store as Partial<LeasedIdempotencyStore>).acquire !== 'function'
+  ) {
+    throw new InvalidOptionError('sweep needs a store with leases (acquire, renew, release)');
+  }
   resolveOptions(options);
   return options;
 }
+
+/**
+ * Runs the sweeper of {@link IdempotencyModuleOptions.sweep}, when asked for, from the
+ * application's bootstrap to its close.
+ */
+export class IdempotencySweeperService implements OnApplicationBootstrap, OnModuleDestroy {
+  readonly #options: IdempotencyModuleOptions;
+  #sweeper: Sweeper | undefined;
+
+  /** @param options - the module's options */
+  constructor(options: IdempotencyModuleOptions) {
+    this.#options = options;
+  }
+
+  /** Starts the sweeper when the module's options ask for one. */
+  onApplicationBootstrap(): void {
+    const { sweep, store } = this.#options;
+    if (sweep === undefined) return;
+    this.#sweeper = startSweeper(store as LeasedIdempotencyStore, sweep === true ? {} : sweep);
+  }
+
+  /** Stops the sweeper, waiting for the batch in flight. */
+  async onModuleDestroy(): Promise<void> {
+    await this.#sweeper?.stop();
+  }
+}
+
+// Declared without decorator syntax, as the interceptor's: the library needs no compiler flag.
+Injectable()(IdempotencySweeperService);
+Inject(IDEMPOTENCY_MODULE_OPTIONS)(IdempotencySweeperService, undefined, 0);
 
 /**
  * The NestJS module of the idempotency layer: import it once (it is global), then decorate routes
@@ -485,6 +536,7 @@ export class IdempotencyModule {
       providers: [
         { provide: IDEMPOTENCY_MODULE_OPTIONS, useValue: checked(options) },
         IdempotencyInterceptor,
+        IdempotencySweeperService,
       ],
       exports: [IDEMPOTENCY_MODULE_OPTIONS, IdempotencyInterceptor],
     };
@@ -508,6 +560,7 @@ export class IdempotencyModule {
           inject: [...(options.inject ?? [])],
         },
         IdempotencyInterceptor,
+        IdempotencySweeperService,
       ],
       exports: [IDEMPOTENCY_MODULE_OPTIONS, IdempotencyInterceptor],
     };

@@ -1,4 +1,8 @@
-import { type ClaimSettings, resolveClaimOptions } from '../core/claim-options.js';
+import {
+  type AfterExpiry,
+  type ClaimSettings,
+  resolveClaimOptions,
+} from '../core/claim-options.js';
 import { InvalidOptionError } from '../core/errors.js';
 import { assertIntegerOption } from '../core/validation.js';
 import { requestFingerprint } from './fingerprint.js';
@@ -70,6 +74,15 @@ export interface IdempotentOptions {
    * (the first request failed) or its lease lapsed.
    */
   readonly wait?: { readonly timeoutMs: number; readonly intervalMs?: number };
+  /**
+   * A key whose stored answer is past `ttlSeconds` but not yet swept: `'refuse'` (the default, the
+   * expiry policy the IETF Idempotency-Key draft asks for) answers 409 `answer-expired` until the
+   * next sweep deletes the row, after which the key is new; `'new-request'` runs it as a new
+   * request at once, the claim replacing the expired row in one fenced statement (one winner among
+   * concurrent requests, safe against a sweep).
+   * Needs a store with leases (every dialect's store has them) for `'new-request'`.
+   */
+  readonly afterExpiry?: AfterExpiry;
   /**
    * The largest answer body kept for replay, in bytes. Default 1 MiB; `Infinity` keeps every answer.
    * A bigger answer is still sent to the client in full, and its key is completed with only the

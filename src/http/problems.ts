@@ -162,7 +162,7 @@ export class AnswerExpiredError extends IdempotencyProblem {
   constructor(record: IdempotencyRecord<unknown>) {
     super(
       ErrorCode.answerExpired,
-      'the answer for this Idempotency-Key is past its retention period and is no longer replayed; use a new key for a new request',
+      "the answer for this Idempotency-Key is past its retention period and is no longer replayed; the key becomes a new request once the server's next retention sweep deletes it (a server with afterExpiry: 'new-request' takes it as new at once); use a new key for a new request now",
     );
     this.record = record;
   }

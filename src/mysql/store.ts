@@ -4,6 +4,7 @@ import { AsyncIdempotencyStore, type KeyStatements } from '../core/async-store.j
 import type { DeploymentReport } from '../core/deployment.js';
 import {
   expiredAnswer,
+  expiredAnswerReplacement,
   idStartsWith,
   leaseHolderRow,
   liveAnswer,
@@ -169,6 +170,28 @@ function prepareQueries(db: AnyMysqlDatabase, keys: MysqlKeysTable) {
       ['id', 'fingerprint', 'expires', 'leaseUntil', 'token', 'now'],
       'header',
     ),
+    // One conditional UPDATE replaces the key's expired answer with this caller's pending row: of
+    // concurrent claims the first matches and the others find it pending; a sweep's delete no
+    // longer matches it either. The token comes back through LAST_INSERT_ID, as in takeOver.
+    replaceExpired: compileMysqlStatement<
+      'id' | 'fingerprint' | 'expires' | 'leaseUntil' | 'token' | 'now',
+      WriteHeader
+    >(
+      db,
+      db
+        .update(keys)
+        .set({
+          ...expiredAnswerReplacement({
+            fingerprint: p('fingerprint'),
+            expires: p('expires'),
+            leaseUntil: p('leaseUntil'),
+          }),
+          attempt: sql`LAST_INSERT_ID(${takeoverToken(keys, sql`${p('token')}`)})`,
+        })
+        .where(and(eq(keys.id, p('id')), expiredAnswer(keys, p('now')))),
+      ['id', 'fingerprint', 'expires', 'leaseUntil', 'token', 'now'],
+      'header',
+    ),
     get: db
       .select()
       .from(keys)
@@ -313,6 +336,12 @@ function mysqlStatements(
       );
       if (taken.affectedRows === 1) return { attempt: taken.insertId };
       return { row: await readRow(queries, id) };
+    },
+    replaceExpired: async (id, fingerprint, { expires, now, leaseUntil, token }) => {
+      const replaced = await retryDeadlocks(() =>
+        queries.replaceExpired({ id, fingerprint, expires, leaseUntil, token, now }),
+      );
+      return replaced.affectedRows === 1 ? replaced.insertId : undefined;
     },
     pendingKeys: async ({ now, stale, limit, prefix }) => {
       const rows = await db

@@ -17,3 +17,5 @@ export {
 } from './prometheus.js';
 export type { RequestTelemetryOptions } from './requests.js';
 export { outcomeName, RequestMetric, requestTelemetry } from './requests.js';
+export type { StoreStatsGaugeOptions, StoreStatsGauges } from './stats-gauges.js';
+export { observeStoreStats } from './stats-gauges.js';

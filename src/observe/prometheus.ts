@@ -22,7 +22,7 @@ export interface PrometheusStatsOptions {
 }
 
 /** One gauge: its name after the prefix, its help text, and where its value comes from. */
-interface Gauge {
+export interface StatsGauge {
   readonly name: string;
   readonly help: string;
   /** The value, or `undefined` for a count the store does not keep (no leases). */
@@ -30,10 +30,10 @@ interface Gauge {
 }
 
 /**
- * The gauges, in exposition order. Names end in `_keys` (a number of rows), the Prometheus way of
- * naming a unit.
+ * The gauges of `stats`, in exposition order, shared by the Prometheus text and the OpenTelemetry
+ * gauges. Names end in `_keys` (a number of rows), the Prometheus way of naming a unit.
  */
-const GAUGES: readonly Gauge[] = [
+export const STATS_GAUGES: readonly StatsGauge[] = [
   {
     name: 'pending_keys',
     help: 'Keys whose work is in flight (status pending).',
@@ -134,7 +134,7 @@ export function formatPrometheusStats(
 ): string {
   const { prefix, labels } = checkedOptions(options);
   const lines: string[] = [];
-  for (const gauge of GAUGES) {
+  for (const gauge of STATS_GAUGES) {
     const value = gauge.value(stats);
     if (value === undefined) continue;
     const name = `${prefix}_${gauge.name}`;

@@ -6,6 +6,7 @@ import type { DeploymentReport } from '../core/deployment.js';
 import { InvalidOptionError } from '../core/errors.js';
 import {
   expiredAnswer,
+  expiredAnswerReplacement,
   idStartsWith,
   leaseHolderRow,
   leaseTakeover,
@@ -13,6 +14,7 @@ import {
   ownerRow,
   releasablePending,
   stalePending,
+  takeoverToken,
 } from '../core/key-conditions.js';
 import type { KeyRow } from '../core/record.js';
 import { primaryOf, replicasOf } from '../core/replicas.js';
@@ -175,6 +177,25 @@ function prepareQueries(
         .from(sql`(select 1) as one`)
         .leftJoin(keys, eq(keys.id, p('id'))),
       ['id', 'fingerprint', 'expires', 'leaseUntil', 'token'],
+    ),
+    // One statement: the expired answer of the key becomes this caller's pending row, its token
+    // raised. The row is locked by the update, so of concurrent claims one wins and the others
+    // find it pending; a sweep's delete rechecks its predicate on the new version and leaves it.
+    replaceExpired: compile(
+      'replace_expired',
+      db
+        .update(keys)
+        .set({
+          ...expiredAnswerReplacement({
+            fingerprint: p('fingerprint'),
+            expires: p('expires'),
+            leaseUntil: p('leaseUntil'),
+          }),
+          attempt: takeoverToken(keys, sql`${p('token')}`),
+        })
+        .where(and(eq(keys.id, p('id')), isExpiredAnswer))
+        .returning({ attempt: keys.attempt }),
+      ['id', 'fingerprint', 'expires', 'leaseUntil', 'token', 'now'],
     ),
     finishFenced: compile(
       'finish_fenced',
@@ -389,6 +410,9 @@ function pgStatements(
       if (attempt !== null) return { attempt };
       return { row: row.id === null ? undefined : (row as KeyRow) };
     },
+    replaceExpired: async (id, fingerprint, { expires, now, leaseUntil, token }) =>
+      (await queries.replaceExpired({ id, fingerprint, expires, leaseUntil, token, now }))[0]
+        ?.attempt,
     // The statement either owns the row or leaves it as it was; what is there is then read.
     acquire: async (id, fingerprint, { expires, now, leaseUntil, token }) => {
       const [won] = await queries.acquire({ id, fingerprint, expires, leaseUntil, token, now });

@@ -2,6 +2,7 @@ import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
 import {
   expiredAnswer,
+  expiredAnswerReplacement,
   idStartsWith,
   leaseHolderRow,
   leaseTakeover,
@@ -9,6 +10,7 @@ import {
   ownerRow,
   releasablePending,
   stalePending,
+  takeoverToken,
 } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
 import { compileLibsqlStatement } from '../libsql/compile.js';
@@ -54,6 +56,23 @@ function compileQueries(db: AnySqliteBuilder, keys: SqliteKeysTable) {
         .insert(keys)
         .values({ ...pendingRow, leaseUntil: p('leaseUntil'), attempt: p('token') })
         .onConflictDoUpdate({ target: keys.id, ...leaseTakeover(keys, p('now')) })
+        .returning({ attempt: keys.attempt }),
+      ['id', 'fingerprint', 'expires', 'leaseUntil', 'token', 'now'],
+    ),
+    // One statement: the expired answer of the key becomes this caller's pending row, its token
+    // raised; a row already replaced (pending) or swept no longer matches.
+    replaceExpired: compileLibsqlStatement(
+      db
+        .update(keys)
+        .set({
+          ...expiredAnswerReplacement({
+            fingerprint: p('fingerprint'),
+            expires: p('expires'),
+            leaseUntil: p('leaseUntil'),
+          }),
+          attempt: takeoverToken(keys, p('token')),
+        })
+        .where(and(eq(keys.id, p('id')), isExpiredAnswer))
         .returning({ attempt: keys.attempt }),
       ['id', 'fingerprint', 'expires', 'leaseUntil', 'token', 'now'],
     ),

@@ -115,6 +115,13 @@ export function sqliteStatements<M extends Mode>(
         });
       });
     },
+    replaceExpired: (id, fingerprint, { expires, now, leaseUntil, token }) =>
+      andThen(
+        run.returning(
+          queries.replaceExpired.bind({ id, fingerprint, expires, leaseUntil, token, now }),
+        ),
+        (rows) => (rows[0] as { attempt: number } | undefined)?.attempt,
+      ),
     pendingKeys: ({ now, stale, limit, prefix }) =>
       run.read(
         stale

@@ -107,14 +107,38 @@ describe.concurrent('idem pending', () => {
 });
 
 describe.concurrent('idem release', () => {
-  it('deletes one pending row with --yes (exit 0), whatever its lease', async () => {
+  it('deletes a pending row nobody works on with --yes (exit 0): lapsed, unrecorded, unleased', async () => {
     const path = seeded();
-    for (const key of ['a-live', 'c-unrecorded']) {
-      const result = await idem(['release', key, '--yes', '--db', path]);
+    for (const key of ['b-lapsed', 'c-unrecorded', 'd-unleased']) {
+      const result = await idem(['release', key, '--yes', '--db', path, '--now', '110']);
       expect(result.code).toBe(0);
       expect(result.stdout).toBe(`released ${key}\n`);
     }
-    expect(readRows(path).map((row) => row.id)).toEqual(['b-lapsed', 'd-unleased', 'e-done']);
+    expect(readRows(path).map((row) => row.id)).toEqual(['a-live', 'e-done']);
+  });
+
+  it('refuses a live lease (exit 1) with the lease left and the token, unless --force', async () => {
+    const path = seeded();
+    const before = readRows(path);
+    const refused = await idem(['release', 'a-live', '--yes', '--db', path, '--now', '110']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(
+      `a-live is held by a live lease (token ${tokenAt(path, 'a-live')}, ends in 20s)`,
+    );
+    expect(refused.stderr).toContain('nothing changed');
+    expect(readRows(path)).toEqual(before);
+    const forced = await idem([
+      'release',
+      'a-live',
+      '--yes',
+      '--force',
+      '--db',
+      path,
+      '--now',
+      '110',
+    ]);
+    expect(forced.code).toBe(0);
+    expect(readRows(path).map((row) => row.id)).not.toContain('a-live');
   });
 
   it('asks for --yes and changes nothing without it (exit 2)', async () => {
