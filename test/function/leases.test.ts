@@ -177,10 +177,23 @@ describe.each(storeFactories())('makeIdempotent with leases on $name', (factory)
     const job = makeIdempotent(
       async (_id: string) => {
         runs += 1;
-        return { total: 10n };
+        return { total: 10 };
       },
-      // Waiting is pointless for a key that waits for an operator: the call must not wait.
-      { store, key: (id) => id, leaseSeconds: 10, now: () => clock, wait: { timeoutMs: 600_000 } },
+      // Waiting is pointless for a key that waits for an operator: the call must not wait. A codec
+      // that fails in its own way leaves the result unrecorded (the default codec stores any shape).
+      {
+        store,
+        key: (id) => id,
+        leaseSeconds: 10,
+        now: () => clock,
+        wait: { timeoutMs: 600_000 },
+        result: {
+          serialize: () => {
+            throw new Error('the codec failed');
+          },
+          deserialize: (text: string) => JSON.parse(text) as { total: number },
+        },
+      },
     );
     await expect(job('k')).rejects.toBeInstanceOf(ResultNotRecordedError);
     expect(await store.get('k')).toMatchObject({ status: 'pending', unrecorded: true });
