@@ -47,14 +47,18 @@ export class ReferenceModel {
 
   /**
    * Why `token` breaks the rule for the next ownership of `key`, or `undefined` when it keeps it: a
-   * safe integer above every token the key ever had (so above the row's on a takeover), which also
-   * makes it one no earlier ownership of the key held.
+   * safe integer no earlier ownership of the key held, and above the row's token where a row is
+   * taken over. After a release or a purge nothing of the key's past is left, so a fresh token is
+   * only distinct (random), not greater.
    */
   tokenRule(key: string, token: number): string | undefined {
     if (!Number.isSafeInteger(token) || token < 2)
       return `token ${token} is not a safe integer above 1`;
-    const highest = Math.max(0, ...this.tokens(key));
-    return token > highest ? undefined : `token ${token} is not above ${highest}, issued before`;
+    if (this.tokens(key).includes(token)) return `token ${token} was issued before`;
+    const row = this.rows.get(key);
+    if (row !== undefined && token <= row.attempt)
+      return `token ${token} is not above the row's ${row.attempt}`;
+    return undefined;
   }
 
   reserve(key: string, digest: string, expires: number): boolean {

@@ -8,7 +8,7 @@ export const underBun = 'Bun' in globalThis;
 
 /**
  * A harness over a fresh SQLite file in `dir`, opened through bun:sqlite with
- * `openBunSqliteStore`. The rows are read and seeded on the store's own `Database`, since
+ * `openBunSqliteStore`. The rows are read and seeded through bun:sqlite's `Database`, since
  * better-sqlite3 does not load under Bun.
  */
 export function bunSqliteHarness(
@@ -16,15 +16,25 @@ export function bunSqliteHarness(
   options: OpenBunSqliteStoreOptions = {},
 ): HarnessFactory {
   return async () => {
-    const store = await openBunSqliteStore(freshDbPath(dir), options);
+    const path = freshDbPath(dir);
+    const store = await openBunSqliteStore(path, options);
     const table = options.table === undefined ? 'keys' : getTableConfig(options.table).name;
     const client = store.db.$client;
     return {
       store,
-      rows: async () =>
-        client
-          .prepare(`SELECT id, fingerprint, status, response, expires FROM "${table}" ORDER BY id`)
-          .all() as RawRow[],
+      // Read through a connection of its own, so rows are read from the file after close() too.
+      rows: async () => {
+        const reader = new (client.constructor as new (file: string) => typeof client)(path);
+        try {
+          return reader
+            .prepare(
+              `SELECT id, fingerprint, status, response, expires FROM "${table}" ORDER BY id`,
+            )
+            .all() as RawRow[];
+        } finally {
+          reader.close();
+        }
+      },
       seed: async (rows) => {
         const insert = client.prepare(
           `INSERT INTO "${table}" (id, fingerprint, status, response, expires) VALUES (?, ?, ?, ?, ?)`,
