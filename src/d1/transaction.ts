@@ -1,7 +1,8 @@
 import { ownerRow } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
 import { failedBatchOutcome, type TransactionRunner } from '../core/transaction-runner.js';
-import { type AnyD1Database, type BoundStatement, prepare } from './client.js';
+import type { SqliteStatement } from '../sqlite-dialect/compile.js';
+import { type AnyD1Database, prepare } from './client.js';
 import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 import type { D1IdempotencyStore } from './store.js';
 
@@ -33,12 +34,12 @@ export interface D1TransactionOptions {
 // The last statement of the batch: it fails, rolling the whole batch back, unless the answer's
 // UPDATE just before it changed the owner's row. json('x') is malformed JSON: the one way to raise
 // an error from a plain SELECT in SQLite.
-const FENCE_GUARD: BoundStatement = {
+const FENCE_GUARD: SqliteStatement = {
   sql: "SELECT CASE WHEN changes() = 1 THEN 1 ELSE json('x') END",
   args: [],
 };
 
-function bound(query: D1Query): BoundStatement {
+function bound(query: D1Query): SqliteStatement {
   const { sql, params } = 'toSQL' in query ? query.toSQL() : query.getQuery();
   return { sql, args: params };
 }
@@ -86,7 +87,7 @@ export function d1Transaction(
     store,
     synchronous: false,
     run: async (owner, handler, record) => {
-      const queued: BoundStatement[] = [];
+      const queued: SqliteStatement[] = [];
       const result = await handler({
         db,
         add: (...queries) => {

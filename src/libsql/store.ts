@@ -3,12 +3,9 @@ import type { LibSQLDatabase } from 'drizzle-orm/libsql';
 import { AsyncIdempotencyStore } from '../core/async-store.js';
 import { closeHook } from '../core/close-option.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
-import { sqliteQueries } from '../sqlite-family/queries.js';
-import {
-  type SqliteDriver,
-  type SqliteStatement,
-  sqliteStatements,
-} from '../sqlite-family/statements.js';
+import type { SqliteStatement } from '../sqlite-dialect/compile.js';
+import { sqliteQueries } from '../sqlite-dialect/queries.js';
+import { type SqliteDriver, sqliteStatements } from '../sqlite-dialect/statements.js';
 import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 import { writeQueue } from './write-queue.js';
 
