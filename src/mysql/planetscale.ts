@@ -8,9 +8,10 @@ import { ownerRow } from '../core/key-conditions.js';
 import { DEFAULT_TRANSACTION_ATTEMPTS, runRetryingRollbacks } from '../core/rolled-back.js';
 import { KeyStatus } from '../core/status.js';
 import { runFenced, type TransactionRunner } from '../core/transaction-runner.js';
+import type { AnyMysqlDatabase } from './client.js';
 import { writeHeader } from './compile.js';
 import { mysqlRollbackRetry } from './errors.js';
-import { type AnyMysqlDatabase, MysqlIdempotencyStore, type MysqlStoreOptions } from './store.js';
+import { MysqlIdempotencyStore, type MysqlStoreOptions } from './store.js';
 
 /** A drizzle database over PlanetScale's serverless driver, whatever its schema. */
 // biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
