@@ -46,8 +46,8 @@ function bound(query: D1Query): SqliteStatement {
 
 /**
  * The transactional form on D1: the handler queues its writes with `tx.add(…)`, and they run in
- * one `batch` with the UPDATE that records the answer on the owner's pending row (and attempt,
- * with leases) and a guard statement that fails when that UPDATE changed no row. D1 runs a batch
+ * one `batch` with the UPDATE that records the answer on the owner's pending row (and its fencing
+ * token) and a guard statement that fails when that UPDATE changed no row. D1 runs a batch
  * as one transaction, so a takeover or a release that happened meanwhile rolls back the handler's
  * writes with the answer: both commit or neither does. The app's tables must live in the same D1
  * database as the keys table. When the batch fails, the outcome is read from the row: done under

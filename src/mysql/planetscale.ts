@@ -70,7 +70,7 @@ export class PlanetscaleIdempotencyStore<T = unknown> extends MysqlIdempotencySt
  * The transactional form over PlanetScale's serverless driver: the handler's writes and the
  * stored answer commit in one `db.transaction(async (tx) => …)` (the driver's session, kept by
  * the service between requests), the answer recorded last by an `UPDATE` of the owner's pending
- * row (and attempt, with leases); when it changes no row (a takeover or a release came first),
+ * row (and its fencing token); when it changes no row (a takeover or a release came first),
  * the whole transaction rolls back. As with `mysqlTransaction`, a transaction rolled back as a
  * deadlock victim (or after a lock wait timeout) runs again in place, handler included, up to 3
  * times, then rejects with `TransactionDeadlockError` (or `TransactionRolledBackError`), its key
