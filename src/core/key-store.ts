@@ -13,7 +13,6 @@ import {
 } from './lease.js';
 import { compareKeys } from './order.js';
 import { holdsOwnAnswer, type KeyRow, toRecord } from './record.js';
-import { RETENTION_CYCLE } from './retention-cycle.js';
 import { countByStatus, KeyStatus } from './status.js';
 import type {
   AcquireOptions,
@@ -477,25 +476,6 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
     return this.#run(() => {
       this.#checkKey(key);
       return then(this.#open().get(key), (row) => (row === undefined ? null : toRecord<T>(row)));
-    });
-  }
-
-  /** {@inheritDoc IdempotencyStore.retentionCycle} */
-  retentionCycle(key: string): Answer<M, boolean> {
-    return this.#run(() => {
-      this.#checkKey(key);
-      const { first, purgeAt, second } = RETENTION_CYCLE;
-      const text = serializeResponse(first.response);
-      // The statements themselves, not this store's operations: a `close()` called while the
-      // cycle runs waits for its last step instead of refusing it.
-      const statements = this.#open();
-      return then(statements.reserve(key, first.digest, first.expires), () =>
-        then(statements.finish(key, first.digest, text), () =>
-          then(statements.purge(purgeAt, DEFAULT_LIMIT), () =>
-            then(statements.reserve(key, second.digest, second.expires), isOne),
-          ),
-        ),
-      );
     });
   }
 

@@ -32,7 +32,6 @@ export function failingFinish<T>(store: LeasedIdempotencyStore<T>): LeasedIdempo
     stats: (now) => store.stats(now),
     release: (key, digest, attempt) => store.release(key, digest, attempt),
     get: (key) => store.get(key),
-    retentionCycle: (key) => store.retentionCycle(key),
     close: () => store.close(),
   };
 }
