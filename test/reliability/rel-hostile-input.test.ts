@@ -9,7 +9,6 @@ import {
   InvalidLimitError,
   InvalidOptionError,
   InvalidTimeError,
-  retentionCycle,
   StoreClosedError,
   UnserializableResponseError,
 } from '../../src/index.js';
@@ -137,11 +136,6 @@ const STORE_CASES: [string, (store: Loose) => unknown, ErrorClass][] = [
   ['release: empty key', (s) => s.release?.('', 'd'), InvalidKeyError],
   ['release: digest as a number', (s) => s.release?.('pending', 5), InvalidDigestError],
   ['get: key undefined', (s) => s.get?.(undefined), InvalidKeyError],
-  [
-    'retentionCycle: empty key',
-    (s) => retentionCycle(s as unknown as IdempotencyStore, ''),
-    InvalidKeyError,
-  ],
 ];
 
 /** Calls of the seed-shaped functions: the file must be byte-for-byte unchanged. */
