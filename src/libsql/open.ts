@@ -123,7 +123,7 @@ export async function openLibsqlStore<T = unknown>(
   try {
     // Read before writing anything: this is where a file that is not a database fails.
     await client.execute('SELECT count(*) FROM sqlite_master');
-    const db = drizzle(client);
+    const db = drizzle({ client });
     await applyLibsqlMigrations(db, table);
     // WAL is a property of the file, so setting it once serves every connection of the client.
     if (!remote) await client.execute('PRAGMA journal_mode = WAL');

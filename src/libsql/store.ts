@@ -97,7 +97,7 @@ function rowsOf(result: ResultSet | undefined): unknown[] {
  * import { drizzle } from 'drizzle-orm/libsql';
  * import { applyLibsqlMigrations, LibsqlIdempotencyStore } from 'drizzle-idempotency/libsql';
  *
- * const db = drizzle(createClient({ url: 'file:app.db', timeout: 5000 }));
+ * const db = drizzle({ client: createClient({ url: 'file:app.db', timeout: 5000 }) });
  * await applyLibsqlMigrations(db);
  * const store = new LibsqlIdempotencyStore<{ receipt: number }>(db);
  * if (await store.reserve('order-42', digest, now + 86_400)) {

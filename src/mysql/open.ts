@@ -121,7 +121,7 @@ export async function openMysqlStore<T = unknown>(
     }
     const problem = unsupported(version);
     if (problem !== undefined) throw new DatabaseOpenError(problem);
-    const db = drizzle(pool);
+    const db = drizzle({ client: pool });
     const table = options.table === undefined ? {} : { table: options.table };
     enforceDeployment(await checkMysqlDeployment(db), options);
     await applyMysqlMigrations(db, table);

@@ -94,7 +94,7 @@ export async function openPgStore<T = unknown>(
         error,
       );
     }
-    const db = drizzle(pool);
+    const db = drizzle({ client: pool });
     const prepare = options.prepare ?? true;
     // Before the migrations, so a refused table is left exactly as it was.
     enforceDeployment(await checkPgDeployment(db, { table, prepare }), options);

@@ -107,7 +107,7 @@ export function openSqliteDatabase(
     throw new DatabaseOpenError(`cannot open ${path}: ${(error as Error).message}`, error);
   }
   try {
-    const db = drizzle(client);
+    const db = drizzle({ client });
     // Read before writing anything: this is where a file that is not a database fails.
     client.prepare('SELECT count(*) FROM sqlite_master').get();
     assertAdoptableSqliteKeysTable(client, table);

@@ -256,7 +256,7 @@ export function betterSqliteStatements(
  * import { drizzle } from 'drizzle-orm/better-sqlite3';
  * import { applySqliteMigrations, SqliteIdempotencyStore } from 'drizzle-idempotency/sqlite';
  *
- * const db = drizzle(new Database('app.db'));
+ * const db = drizzle({ client: new Database('app.db') });
  * applySqliteMigrations(db);
  * const store = new SqliteIdempotencyStore<{ receipt: number }>(db);
  * if (store.reserve('order-42', digest, now + 86_400)) {

@@ -299,7 +299,7 @@ ${ORDERS.pg}
       const database = await freshServerDatabase(url as string);
       const pool = new pg.Pool({ connectionString: database.url, max: 1 });
       try {
-        await loadV010Schema(drizzle(pool), 'public');
+        await loadV010Schema(drizzle({ client: pool }), 'public');
         writeFiles(app, { 'pg-open.mjs': PG_OPEN });
         const open = async () =>
           JSON.parse((await node(app, ['pg-open.mjs', database.url])).stdout);
