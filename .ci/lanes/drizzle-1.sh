@@ -5,7 +5,7 @@
 # re-exports the keys table) and drizzle-kit push; then proves a file store keeps its rows across
 # a restart, and that a consumer typechecks with skipLibCheck: false without an error from this
 # package's declarations.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib.bash"
 
 # The newest 1.x release, or while there is none the newest 1.0 release candidate.
 newest_1() {

@@ -2,7 +2,7 @@
 # Lane: the packed package on the Node lines beside the active LTS (22, in maintenance, and 26,
 # current), installed with a plain `npm install` beside better-sqlite3 13, which needs Node 22 or
 # later. Runs the packed-package tests and the store and lease contracts there.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib.bash"
 
 tarball="$(lane_pack)"
 for major in 22 26; do

@@ -16,7 +16,7 @@ lane_use_node() {
   bin="$("$lane_root/.ci/install-node" "$1")"
   export PATH="$bin:$PATH"
   export npm_config_nodedir
-  npm_config_nodedir="$(dirname "$bin")"
+  npm_config_nodedir="${bin%/bin}"
   lane_say "Node $(node --version), npm $(npm --version)"
 }
 
