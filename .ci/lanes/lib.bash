@@ -20,11 +20,18 @@ lane_use_node() {
   lane_say "Node $(node --version), npm $(npm --version)"
 }
 
-# Builds and packs this checkout as a release would; prints the tarball's path.
+# Builds and packs this checkout as a release would; prints the tarball's path. The build runs in
+# a copy, so the checkout's dist/ (which other commands may be reading) is never touched.
 lane_pack() {
-  (cd "$lane_root" && npm run --silent build >&2 &&
+  local tree="$lane_work/tree"
+  mkdir -p "$tree"
+  (cd "$lane_root" && cp -R package.json tsup.config.ts tsconfig.json README.md BENCHMARKS.md \
+    LICENSE src drizzle docs scripts "$tree/")
+  ln -s "$lane_root/node_modules" "$tree/node_modules"
+  (cd "$tree" && npm run --silent build >&2 &&
     npm pack --silent --ignore-scripts --pack-destination "$lane_work" | tail -n 1 |
     sed "s|^|$lane_work/|")
+  rm -rf "$tree"
 }
 
 # lane_app <dir> <tarball> [name@version ...]: a scratch application with the tarball and this
