@@ -23,6 +23,11 @@ lane_use_node() {
 # Builds and packs this checkout as a release would; prints the tarball's path. The build runs in
 # a copy, so the checkout's dist/ (which other commands may be reading) is never touched.
 lane_pack() {
+  # A tarball packed already (a lane run again by hand) is used as it is.
+  if [ -n "${IDEM_PACKED_TARBALL:-}" ]; then
+    cp "$IDEM_PACKED_TARBALL" "$lane_work/" && echo "$lane_work/$(basename "$IDEM_PACKED_TARBALL")"
+    return
+  fi
   local tree="$lane_work/tree"
   mkdir -p "$tree"
   (cd "$lane_root" && cp -R package.json tsup.config.ts tsconfig.json README.md BENCHMARKS.md \
@@ -50,17 +55,15 @@ lane_app() {
   cp "$lane_root/tsconfig.json" "$dir/tsconfig.json"
 }
 
-# Prints the versions the application resolved for the packages named.
+# Prints the versions the application installed for the packages named (read from their
+# manifests on disk: a package's exports map need not expose its package.json).
 lane_versions() {
-  local dir="$1"
+  local dir="$1" name
   shift
-  (cd "$dir" && node -e '
-    const { createRequire } = require("node:module");
-    const req = createRequire(process.cwd() + "/");
-    for (const name of process.argv.slice(1)) {
-      const { version } = req(name + "/package.json");
-      console.log(`   ${name} ${version}`);
-    }' "$@")
+  for name in "$@"; do
+    printf '   %s %s\n' "$name" \
+      "$(node -p 'require(process.argv[1]).version' "$dir/node_modules/$name/package.json")"
+  done
 }
 
 # lane_vitest <dir> <files...>: runs the test files in the application against its package.
