@@ -243,7 +243,7 @@ export async function applySqliteMigrationsInBatch(
  *
  * @example
  * ```ts
- * const db = drizzle(new Database('app.db'));
+ * const db = drizzle({ client: new Database('app.db') });
  * applySqliteMigrations(db);
  * ```
  * @throws {@link SchemaMismatchError} when a foreign table of that name is in the way
