@@ -39,7 +39,7 @@ function driverOf(client: AnyBunSqliteDatabase['$client']): SqliteBatchDriver {
  * import { drizzle } from 'drizzle-orm/bun-sqlite';
  * import { applyBunSqliteMigrations } from 'drizzle-idempotency/bun-sqlite';
  *
- * await applyBunSqliteMigrations(drizzle(new Database('app.db')));
+ * await applyBunSqliteMigrations(drizzle({ client: new Database('app.db') }));
  * ```
  * @throws {@link SchemaMismatchError} when a foreign table of that name is in the way
  */

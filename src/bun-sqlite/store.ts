@@ -59,7 +59,7 @@ function bunDriver(
  * import { drizzle } from 'drizzle-orm/bun-sqlite';
  * import { applyBunSqliteMigrations, BunSqliteIdempotencyStore } from 'drizzle-idempotency/bun-sqlite';
  *
- * const db = drizzle(new Database('app.db'));
+ * const db = drizzle({ client: new Database('app.db') });
  * await applyBunSqliteMigrations(db);
  * const store = new BunSqliteIdempotencyStore<{ receipt: number }>(db);
  * ```

@@ -139,7 +139,7 @@ async function openSqlite(
   const table = sqliteKeysTable(location.table);
   if (mode === 'read') {
     const client = await inspectSqlite(location);
-    const store = new SqliteIdempotencyStore(drizzle(client), {
+    const store = new SqliteIdempotencyStore(drizzle({ client }), {
       table,
       onClose: () => client.close(),
     });

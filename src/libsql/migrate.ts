@@ -71,7 +71,7 @@ export const assertAdoptableLibsqlTables = assertAdoptableLibsqlKeysTable;
  * import { drizzle } from 'drizzle-orm/libsql';
  * import { applyLibsqlMigrations } from 'drizzle-idempotency/libsql';
  *
- * await applyLibsqlMigrations(drizzle(createClient({ url: 'file:app.db' })));
+ * await applyLibsqlMigrations(drizzle({ client: createClient({ url: 'file:app.db' }) }));
  * ```
  * @throws {@link SchemaMismatchError} when a foreign table of that name is in the way
  */

@@ -178,7 +178,7 @@ function sessionOf(db: Pick<AnyMysqlDatabase, 'execute'>): MigrationSession<SQL,
  * import mysql from 'mysql2/promise';
  * import { applyMysqlMigrations, mysqlKeysTable } from 'drizzle-idempotency/mysql';
  *
- * const db = drizzle(mysql.createPool(process.env.MYSQL_URL ?? ''));
+ * const db = drizzle({ client: mysql.createPool(process.env.MYSQL_URL ?? '') });
  * await applyMysqlMigrations(db, { table: mysqlKeysTable('idempotency_keys') });
  * ```
  * @throws {@link SchemaMismatchError} when a foreign table is in the way

@@ -49,7 +49,7 @@ async function lastApplied(db: AnyPlanetscaleDatabase, journal: string): Promise
  * import { drizzle } from 'drizzle-orm/planetscale-serverless';
  * import { applyPlanetscaleMigrations } from 'drizzle-idempotency/mysql';
  *
- * await applyPlanetscaleMigrations(drizzle(new Client({ url: process.env.DATABASE_URL ?? '' })));
+ * await applyPlanetscaleMigrations(drizzle({ client: new Client({ url: process.env.DATABASE_URL ?? '' }) }));
  * ```
  * @throws {@link SchemaMismatchError} when a foreign table is in the way
  */

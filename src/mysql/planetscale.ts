@@ -42,7 +42,7 @@ export type PlanetscaleHandlerTransaction = MySqlTransaction<
  * import { drizzle } from 'drizzle-orm/planetscale-serverless';
  * import { PlanetscaleIdempotencyStore } from 'drizzle-idempotency/mysql';
  *
- * const db = drizzle(new Client({ url: process.env.DATABASE_URL ?? '' }));
+ * const db = drizzle({ client: new Client({ url: process.env.DATABASE_URL ?? '' }) });
  * const store = new PlanetscaleIdempotencyStore<{ receipt: number }>(db);
  * ```
  */

@@ -413,7 +413,7 @@ function mysqlStatements(
  * import mysql from 'mysql2/promise';
  * import { applyMysqlMigrations, MysqlIdempotencyStore } from 'drizzle-idempotency/mysql';
  *
- * const db = drizzle(mysql.createPool(process.env.MYSQL_URL ?? ''));
+ * const db = drizzle({ client: mysql.createPool(process.env.MYSQL_URL ?? '') });
  * await applyMysqlMigrations(db);
  * const store = new MysqlIdempotencyStore<{ receipt: number }>(db);
  * const now = Date.now() / 1000;

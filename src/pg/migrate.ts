@@ -209,7 +209,7 @@ function sessionOf(db: Pick<AnyPgDatabase, 'execute'>): MigrationSession<SQL, fa
  *
  * @example
  * ```ts
- * const db = drizzle(new Pool({ connectionString: process.env.DATABASE_URL }));
+ * const db = drizzle({ client: new Pool({ connectionString: process.env.DATABASE_URL }) });
  * await applyPgMigrations(db, { schema: 'idempotency' });
  * ```
  * @throws {@link InvalidOptionError} for a schema name PostgreSQL cannot hold

@@ -46,7 +46,7 @@ export interface NeonHttpHandlerBatch {
  * import { makeIdempotent } from 'drizzle-idempotency/function';
  * import { neonHttpTransaction, PgIdempotencyStore } from 'drizzle-idempotency/pg';
  *
- * const store = new PgIdempotencyStore(drizzle(neon(process.env.DATABASE_URL ?? '')));
+ * const store = new PgIdempotencyStore(drizzle({ client: neon(process.env.DATABASE_URL ?? '') }));
  * const credit = makeIdempotent(
  *   async (tx, message: { id: string; amount: number }) => {
  *     tx.add(tx.db.execute(sql`UPDATE accounts SET balance = balance + ${message.amount}`));

@@ -470,7 +470,7 @@ function pgStatements(
  * import { drizzle } from 'drizzle-orm/node-postgres';
  * import { applyPgMigrations, PgIdempotencyStore } from 'drizzle-idempotency/pg';
  *
- * const db = drizzle(new Pool({ connectionString: process.env.DATABASE_URL }));
+ * const db = drizzle({ client: new Pool({ connectionString: process.env.DATABASE_URL }) });
  * await applyPgMigrations(db);
  * const store = new PgIdempotencyStore<{ receipt: number }>(db);
  * if (await store.reserve('order-42', digest, now + 86_400)) {

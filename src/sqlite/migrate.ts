@@ -84,7 +84,7 @@ export function assertAdoptableBookkeeping(
  *
  * @example
  * ```ts
- * const db = drizzle(new Database('app.db'));
+ * const db = drizzle({ client: new Database('app.db') });
  * applySqliteMigrations(db);
  * ```
  * @throws {@link SchemaMismatchError} when a foreign table of that name is in the way

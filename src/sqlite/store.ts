@@ -4,7 +4,9 @@ import type { BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
 import { getTableConfig } from 'drizzle-orm/sqlite-core';
 import { AnswerCache } from '../core/answer-cache.js';
 import { closeHook } from '../core/close-option.js';
+import { drizzleClientOf } from '../core/database-identity.js';
 import type { DeploymentReport } from '../core/deployment.js';
+import { UnrecognisedDatabaseError } from '../core/errors.js';
 import { expiredAnswer, liveAnswer } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
@@ -244,6 +246,32 @@ export function betterSqliteStatements(
 }
 
 /**
+ * Refuses what a store could not keep answers in: anything but a drizzle database over a
+ * better-sqlite3 `Database`, and an anonymous temporary database (`new Database()`, which is what
+ * drizzle 1.0 opens for `drizzle(client)`): its rows vanish on close. `:memory:` asked for by name
+ * is kept, since the caller chose it.
+ */
+function assertBetterSqliteFile(db: unknown): void {
+  const client = drizzleClientOf(db, 'better-sqlite3') as Partial<BetterSqlite3.Database> | null;
+  if (
+    typeof client !== 'object' ||
+    client === null ||
+    typeof client.prepare !== 'function' ||
+    typeof client.pragma !== 'function' ||
+    typeof client.name !== 'string'
+  ) {
+    throw new UnrecognisedDatabaseError(
+      'the drizzle database does not run on a better-sqlite3 Database; make it with drizzle({ client: new Database(path) }) from drizzle-orm/better-sqlite3',
+    );
+  }
+  if (client.name === '') {
+    throw new UnrecognisedDatabaseError(
+      'the drizzle database runs on an anonymous temporary better-sqlite3 database, which loses every answer when it closes; make it with drizzle({ client: new Database(path) })',
+    );
+  }
+}
+
+/**
  * The idempotency store on SQLite, over a drizzle better-sqlite3 database. Every operation is a
  * query prepared once and runs synchronously. The table must exist: use `openSqliteStore`, or
  * `applySqliteMigrations`, or your own drizzle-kit migrations with the exported `keys` table (or
@@ -256,7 +284,7 @@ export function betterSqliteStatements(
  * import { drizzle } from 'drizzle-orm/better-sqlite3';
  * import { applySqliteMigrations, SqliteIdempotencyStore } from 'drizzle-idempotency/sqlite';
  *
- * const db = drizzle(new Database('app.db'));
+ * const db = drizzle({ client: new Database('app.db') });
  * applySqliteMigrations(db);
  * const store = new SqliteIdempotencyStore<{ receipt: number }>(db);
  * if (store.reserve('order-42', digest, now + 86_400)) {
@@ -278,8 +306,11 @@ export class SqliteIdempotencyStore<T = unknown>
    * @param db - a drizzle database over better-sqlite3; the store shares its connection
    * @param options - see {@link SqliteStoreOptions}
    * @throws {@link InvalidOptionError} for an `answerCacheSize` out of range
+   * @throws {@link UnrecognisedDatabaseError} when `db` is not a drizzle database over a
+   * better-sqlite3 `Database`, or runs on an anonymous temporary one
    */
   constructor(db: AnyBetterSqliteDatabase, options: SqliteStoreOptions = {}) {
+    assertBetterSqliteFile(db);
     const cacheSize = options.answerCacheSize ?? 0;
     assertIntegerOption(cacheSize, 'answerCacheSize', 0, MAX_ANSWER_CACHE_SIZE);
     const table = options.table ?? defaultKeys;

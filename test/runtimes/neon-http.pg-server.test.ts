@@ -29,7 +29,7 @@ let endpoint: NeonEndpoint | undefined;
 async function neonDb(): Promise<AnyNeonHttpDatabase> {
   endpoint ??= await startNeonEndpoint(url);
   neonConfig.fetchEndpoint = endpoint.url;
-  return drizzle(neon('postgresql://app:secret@ep-serverless.neon.invalid/test'));
+  return drizzle({ client: neon('postgresql://app:secret@ep-serverless.neon.invalid/test') });
 }
 afterAll(async () => endpoint?.close());
 

@@ -47,7 +47,8 @@ export interface ServerKind {
 // every adapter.
 const ROUTES = ['/run', '/other', '/things/:id'];
 
-async function listening(server: Server): Promise<TestServer> {
+/** Waits for `server` to listen and answers its URL and a close that ends open connections. */
+export async function listening(server: Server): Promise<TestServer> {
   if (!server.listening) await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
   return {
