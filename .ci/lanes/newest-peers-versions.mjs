@@ -1,19 +1,24 @@
-// Rewrites the package.json of a scratch copy of the checkout so that every peer the lane covers is
-// the newest version the registry publishes within its range, and prints what was chosen.
+// Resolves the versions the newest-peer lane installs: the newest release the registry publishes
+// within each peer range of the checkout's package.json, and prints them as `name@version` lines
+// (a table of them goes to stderr).
 //
-//   node newest-peers-manifest.mjs <package.json> <pass>
+//   node newest-peers-versions.mjs <package.json> <work dir> <pass>
 //
 // Pass `newest` takes the newest version within each peer range (Express 5, Fastify 5, the newest
 // Nest 11 minor); pass `previous` then takes the newest of the majors and minors a range still
-// accepts below those (Express 4, Fastify 4, Nest 11.1), installed over the first. The chosen
-// versions are written as `<pass>.versions.json` beside the manifest, for the lane to install.
+// accepts below those (Express 4, Fastify 4, the Nest 11 minor before), to install over the first.
+// The chosen versions are kept as `<pass>.versions.json` in the work dir.
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 
-const [manifestPath, pass] = process.argv.slice(2);
-if (manifestPath === undefined || (pass !== 'newest' && pass !== 'previous')) {
-  console.error('usage: newest-peers-manifest.mjs <package.json> <newest|previous>');
+const [manifestPath, workDir, pass] = process.argv.slice(2);
+if (
+  manifestPath === undefined ||
+  workDir === undefined ||
+  (pass !== 'newest' && pass !== 'previous')
+) {
+  console.error('usage: newest-peers-versions.mjs <package.json> <work dir> <newest|previous>');
   process.exit(2);
 }
 const manifest = JSON.parse(readFileSync(manifestPath, 'utf8'));
@@ -69,9 +74,7 @@ if (pass === 'newest') {
   for (const [name, range] of Object.entries(ranges)) chosen[name] = newestWithin(name, range);
 } else {
   // Below the newest major (Express, Fastify) or minor (Nest) the ranges accept.
-  const newest = JSON.parse(
-    readFileSync(join(dirname(manifestPath), 'newest.versions.json'), 'utf8'),
-  );
+  const newest = JSON.parse(readFileSync(join(workDir, 'newest.versions.json'), 'utf8'));
   const major = (name) => Number(newest[name].split('.')[0]);
   for (const name of ['express', 'fastify']) {
     chosen[name] = newestWithin(name, `${ranges[name]} <${major(name)}`);
@@ -83,35 +86,9 @@ if (pass === 'newest') {
   }
 }
 
-// Dev dependencies of other tests (runtimes, benchmarks, comparisons, linters), left out so that
-// the install fetches only what the lane runs.
-const UNUSED = [
-  '@arethetypeswrong/cli',
-  '@aws-lambda-powertools/idempotency',
-  '@biomejs/biome',
-  '@cloudflare/workers-types',
-  '@node-idempotency/core',
-  '@node-idempotency/storage-adapter-redis',
-  '@redis/client',
-  '@types/amqplib',
-  'amqplib',
-  'autocannon',
-  'bun',
-  'deno',
-  'miniflare',
-  'publint',
-];
-
-if (pass === 'newest') {
-  for (const name of UNUSED) delete manifest.devDependencies[name];
-  for (const [name, version] of Object.entries(chosen)) manifest.devDependencies[name] = version;
-  writeFileSync(manifestPath, `${JSON.stringify(manifest, null, 2)}\n`);
-}
-writeFileSync(
-  join(dirname(manifestPath), `${pass}.versions.json`),
-  `${JSON.stringify(chosen, null, 2)}\n`,
-);
-console.log(`Peers of the ${pass} pass:`);
+writeFileSync(join(workDir, `${pass}.versions.json`), `${JSON.stringify(chosen, null, 2)}\n`);
+console.error(`Peers of the ${pass} pass:`);
 for (const [name, version] of Object.entries(chosen)) {
-  console.log(`  ${name.padEnd(28)} ${version.padEnd(10)} (within ${ranges[name]})`);
+  console.error(`  ${name.padEnd(28)} ${version.padEnd(10)} (within ${ranges[name]})`);
+  console.log(`${name}@${version}`);
 }
