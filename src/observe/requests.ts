@@ -79,7 +79,10 @@ export function outcomeName(event: Pick<OutcomeEvent, 'outcome' | 'problem'>): s
  * import { expressIdempotency } from 'drizzle-idempotency/express';
  * import { requestTelemetry } from 'drizzle-idempotency/observe';
  *
- * const middleware = expressIdempotency(store, { onOutcome: requestTelemetry() });
+ * const middleware = expressIdempotency(store, {
+ *   scope: 'global',
+ *   onOutcome: requestTelemetry(),
+ * });
  * ```
  * @throws {@link InvalidOptionError} for a non-boolean `recordKeys`, an empty `dialect` or a `next`
  * that is not a function

@@ -555,6 +555,26 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
       expect(calls).toBe(5);
     });
 
+    it('lets no scope block or refuse another: a key in flight or with another body elsewhere runs here', async () => {
+      const url = await start();
+      const alice = { headers: { 'x-client': 'alice' } };
+      const bob = { headers: { 'x-client': 'bob' } };
+      const first = send(url, 'k1', { gate: true }, alice);
+      await until(async () => (await store.get(storedId('alice', 'k1')))?.status === 'pending');
+      // Alice's request is in flight: Bob's same key with another body neither waits on it (409)
+      // nor is told it differs (422); it runs, and so does its retry's replay.
+      const other = await send(url, 'k1', { amount: 9 }, bob);
+      expect(other.status).toBe(201);
+      expect(((await other.json()) as { body: unknown }).body).toEqual({ amount: 9 });
+      const replay = await send(url, 'k1', { amount: 9 }, bob);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      // Another body under Bob's key never reveals Alice's: a 422 names only Bob's first request.
+      await expectProblem(await send(url, 'k1', { amount: 10 }, bob), 422, 'key-reused');
+      gate.open();
+      expect((await first).status).toBe(201);
+      expect(calls).toBe(2);
+    });
+
     it('takes a scoped key of MAX_KEY_BYTES stored bytes and answers 400, not 500, for one byte more', async () => {
       const url = await start();
       // The stored id is the scope as a JSON string, U+001F, then the key: 1019 + 2 + 1 + 2 bytes.
