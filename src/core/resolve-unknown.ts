@@ -18,7 +18,8 @@ export type ResolveUnknownResult = 'resolved' | 'missing' | 'done' | 'notUnrecor
  * was released and claimed again meanwhile is never overwritten. Retries then replay `answer`.
  * `idem resolve` runs this. The answer must have the form the key's entry point stores: an HTTP
  * answer as `idem show --json` prints it (`{ "wire": 1, "status", "headers", "body" }`), a
- * function's result as its codec encodes it.
+ * function's result as its codec encodes it (the default codec keeps a plain JSON result as
+ * `{ "value": result }`).
  *
  * @param store - a store with leases, of any dialect
  * @param key - the stored id (scope included, see `storedId`)
