@@ -7,7 +7,7 @@ import {
   storedId,
 } from '../../src/http/index.js';
 import {
-  type IdempotencyStore,
+  type LeasedIdempotencyStore,
   MAX_KEY_BYTES,
   OutcomeUnknownError,
   resolveUnknownOutcome,
@@ -64,7 +64,7 @@ function defer(): { promise: Promise<void>; open: () => void } {
 
 function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
   describe(`HTTP idempotency: ${kind.name} on ${factory.name}`, () => {
-    let store: IdempotencyStore<unknown>;
+    let store: LeasedIdempotencyStore<unknown>;
     let closeStore: () => Promise<void>;
     let server: TestServer | undefined;
     let calls: number;
@@ -109,7 +109,7 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
 
     async function start(
       options: IdempotentOptions = {},
-      through: IdempotencyStore<unknown> = store,
+      through: LeasedIdempotencyStore<unknown> = store,
     ): Promise<string> {
       server = await kind.start(through, { now: () => clock, ...options }, behave);
       return server.url;
