@@ -24,6 +24,7 @@ export {
   InvalidLimitError,
   InvalidOptionError,
   InvalidTimeError,
+  OutcomeUnknownError,
   ReplicationUnconfirmedError,
   SchemaMismatchError,
   StoreClosedError,
@@ -38,6 +39,7 @@ export {
 export type { ReleaseStuckKeyOptions, ReleaseStuckKeyResult } from './core/release-stuck.js';
 export { releaseStuckKey } from './core/release-stuck.js';
 export { retentionCycle } from './core/retention-cycle.js';
+export { type ResolveUnknownResult, resolveUnknownOutcome } from './core/resolve-unknown.js';
 export { DEFAULT_TRANSACTION_ATTEMPTS, TransactionRolledBackError } from './core/rolled-back.js';
 export { KeyStatus } from './core/status.js';
 export type {

@@ -114,7 +114,7 @@ app.disable('x-powered-by');
 app.use(express.json({ verify: keepRawBody }));
 // The store as the README recommends for a server with many requests in flight.
 const grouped = new SqliteGroupCommitStore(store);
-const layer = expressIdempotency(grouped, { ttlSeconds: 3600 });
+const layer = expressIdempotency(grouped, { scope: 'global', ttlSeconds: 3600 });
 
 // The middleware's two writes and nothing else of it: the key claimed with a lease, the answer
 // stored under the claim's token once the route has answered, then sent. What the layer's
@@ -155,7 +155,7 @@ app.post(
       const payment = insertFrom(req);
       return { status: 201, headers: { location: `/payments/${payment.id}` }, body: payment };
     },
-    { ttlSeconds: 3600 },
+    { scope: 'global', ttlSeconds: 3600 },
   ),
 );
 app.post('/peer/payments', validate, peerMiddleware, pay);

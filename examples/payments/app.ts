@@ -199,6 +199,9 @@ export function createPaymentsApp(
       if (options.crashAfterEffect) process.kill(process.pid, 'SIGKILL');
     },
     options: {
+      // Every client shares one space of keys here: the example has no authentication. An API
+      // with callers passes a function naming the caller instead.
+      scope: 'global',
       ttlSeconds: options.ttlSeconds,
       now: options.now,
       ...(options.leaseSeconds === undefined ? {} : { leaseSeconds: options.leaseSeconds }),

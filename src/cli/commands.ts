@@ -1,4 +1,5 @@
 import { releaseStuckKey } from '../core/release-stuck.js';
+import { resolveUnknownOutcome } from '../core/resolve-unknown.js';
 import { KeyStatus } from '../core/status.js';
 import type { IdempotencyRecord } from '../core/store.js';
 import { fromStoredAnswer, omittedSize } from '../http/response.js';
@@ -360,6 +361,59 @@ export async function releaseCommand(io: CliIo, options: ReleaseOptions): Promis
   const message = messages[result];
   if (message === undefined) {
     if (!options.json) io.stdout.write(`released ${key}\n`);
+    return 0;
+  }
+  io.stderr.write(`idem: ${message}; nothing changed\n`);
+  return 1;
+}
+
+/** The arguments and flags of `idem resolve`. */
+export interface ResolveOptions extends LocatedOptions {
+  /** The stored id, scope included. */
+  readonly id: string;
+  /** The answer to store, as read from `--answer FILE` (JSON text). */
+  readonly answerText: string;
+  /** Where the answer was read from, for messages. */
+  readonly answerFile: string;
+  readonly json?: boolean;
+}
+
+/**
+ * `idem resolve <key> --answer FILE`: settles a key held as unrecorded (its work threw
+ * `OutcomeUnknownError`, or its answer could not be recorded) with the answer in FILE, a JSON
+ * document in the form the key's entry point stores (an HTTP answer as `idem show --json` prints
+ * its `response`), through {@link resolveUnknownOutcome}: fenced like the owner's own finish, so
+ * a row released and claimed again meanwhile is never overwritten. Retries then replay it. With
+ * `--json`, one line `{"key":…,"result":…}`.
+ *
+ * @returns the exit code: 0 resolved, 1 refused (nothing changed)
+ */
+export async function resolveCommand(io: CliIo, options: ResolveOptions): Promise<number> {
+  const key = printableKey(options.id);
+  let answer: unknown;
+  try {
+    answer = JSON.parse(options.answerText);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    io.stderr.write(
+      `idem: ${terminalSafe(options.answerFile)} is not JSON (${terminalSafe(reason)}); nothing changed\n`,
+    );
+    return 1;
+  }
+  const result = await withStore(options.location, 'write', async (store) =>
+    resolveUnknownOutcome(store, options.id, answer),
+  );
+  if (options.json) writeJson(io.stdout, { key: options.id, result });
+  const messages = {
+    resolved: undefined,
+    missing: `no row with the key ${key}`,
+    done: `${key} is done already: its answer is kept until it expires`,
+    notUnrecorded: `${key} is pending but not held for an operator: its request may still be running`,
+    changed: `${key} changed hands while it was being resolved`,
+  } as const;
+  const message = messages[result];
+  if (message === undefined) {
+    if (!options.json) io.stdout.write(`resolved ${key}\n`);
     return 0;
   }
   io.stderr.write(`idem: ${message}; nothing changed\n`);

@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import { Command, Option } from 'commander';
 import manifest from '../../package.json' with { type: 'json' };
 import { DEFAULT_PENDING_LIMIT, MAX_PENDING_LIMIT } from '../core/lease.js';
@@ -10,6 +11,7 @@ import {
   pendingCommand,
   purgeCommand,
   releaseCommand,
+  resolveCommand,
   showCommand,
   statsCommand,
 } from './commands.js';
@@ -288,6 +290,34 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
           id: idOf(key, options),
           location: locate(options),
           now: timeOf(options),
+        }),
+      ),
+    );
+
+  addLocationOptions(
+    program
+      .command('resolve')
+      .description(
+        'settle a key held as unrecorded (its outcome was declared unknown, or its answer not recorded) with the answer in --answer FILE: retries then replay it',
+      )
+      .argument('<key>', 'the idempotency key, as idem pending prints it', parseKeyWord),
+  )
+    .addOption(scopeOption())
+    .addOption(
+      new Option(
+        '--answer <file>',
+        'a JSON file holding the answer in the form the key stores (an HTTP answer as idem show --json prints its response)',
+      ).makeOptionMandatory(),
+    )
+    .addOption(jsonOption())
+    .action(async (key: string, options) =>
+      setExitCode(
+        await resolveCommand(io, {
+          ...options,
+          id: idOf(key, options),
+          location: locate(options),
+          answerFile: options.answer,
+          answerText: await readFile(options.answer, 'utf8'),
         }),
       ),
     );

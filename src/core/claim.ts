@@ -11,8 +11,9 @@ import { waitForOwner } from './wait.js';
  * - `replay`: the key's answer is stored and within its retention: send it, run nothing;
  * - `expired`: the key's answer is past its retention but not purged: neither replayed nor run;
  * - `mismatch`: the key holds another fingerprint's row: nothing runs;
- * - `inProgress`: another owner still works on it (or its answer was not recorded and it waits for
- *   an operator) once any wait ran out. `record` is the row as last seen (`null` when none was
+ * - `outcomeUnknown`: the key is marked unrecorded (its work declared its outcome unknown, or ran
+ *   without its answer being recorded): it waits for an operator, and nothing runs;
+ * - `inProgress`: another owner still works on it once any wait ran out. `record` is the row as last seen (`null` when none was
  *   read), `leaseUntil` when its lease lapses at the latest (`null` without a lease).
  */
 export type Claim =
@@ -20,6 +21,7 @@ export type Claim =
   | { readonly status: 'replay'; readonly record: IdempotencyRecord<unknown> }
   | { readonly status: 'expired'; readonly record: IdempotencyRecord<unknown> }
   | { readonly status: 'mismatch'; readonly record: IdempotencyRecord<unknown> }
+  | { readonly status: 'outcomeUnknown' }
   | {
       readonly status: 'inProgress';
       readonly record: IdempotencyRecord<unknown> | null;
@@ -87,6 +89,7 @@ function settle(record: IdempotencyRecord<unknown>, digest: string, now: number)
  *    ├─ other fingerprint ──────────────────▶ mismatch
  *    ├─ done, expires > now ────────────────▶ replay
  *    ├─ done, expires <= now ───────────────▶ expired
+ *    ├─ pending, marked unrecorded ─────────▶ outcomeUnknown (an operator settles it)
  *    └─ pending ─ wait (reads) ─┬─ gone or lapsed ─▶ claim again
  *                               ├─ settled ────────▶ mismatch / replay / expired
  *                               └─ time is up ─────▶ inProgress
@@ -107,9 +110,7 @@ export async function claim(
     if (found.status === 'acquired') return found;
     if (found.status === 'settled') return settle(found.record, digest, now);
     // Marked unrecorded: it waits for an operator, so waiting for it here is pointless.
-    if (found.unrecorded) {
-      return { status: 'inProgress', record: found.record, leaseUntil: found.leaseUntil };
-    }
+    if (found.unrecorded) return { status: 'outcomeUnknown' };
     const waited = await waitForOwner({
       store,
       key,

@@ -31,6 +31,7 @@ export const ErrorCode = {
   deploymentRefused: 'IDEMPOTENCY_DEPLOYMENT_REFUSED',
   storeThreadExited: 'IDEMPOTENCY_STORE_THREAD_EXITED',
   transactionUnsupported: 'IDEMPOTENCY_TRANSACTION_UNSUPPORTED',
+  outcomeUnknown: 'IDEMPOTENCY_OUTCOME_UNKNOWN',
 } as const;
 
 /** One of the values of {@link ErrorCode}. */
@@ -187,5 +188,33 @@ export class ReplicationUnconfirmedError extends IdempotencyError {
       ErrorCode.replicationUnconfirmed,
       `the ${statement} statement committed on the primary but its synchronous standby never confirmed it: a failover may lose it`,
     );
+  }
+}
+
+/**
+ * Thrown by a handler (an HTTP route, a function under `makeIdempotent`) that cannot tell whether
+ * its effect happened: it timed out calling a provider after sending the charge. The key is then
+ * held as unrecorded instead of released, so no retry runs the effect again: retries get a 409
+ * `outcome-unknown` problem (HTTP) or a `CallOutcomeUnknownError` (functions) until an operator
+ * settles it, with `idem resolve KEY --answer FILE` (stores the answer the effect turned out to
+ * have) or `idem release KEY` (frees the key, so the next retry runs).
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await provider.charge(order);
+ * } catch (error) {
+ *   if (isTimeout(error)) throw new OutcomeUnknownError('the charge timed out', { cause: error });
+ *   throw error;
+ * }
+ * ```
+ */
+export class OutcomeUnknownError extends IdempotencyError {
+  /**
+   * @param message - what is unknown, for the logs (never sent to an HTTP client)
+   * @param options - the underlying error, when there is one
+   */
+  constructor(message = 'the outcome of the work is unknown', options?: { cause?: unknown }) {
+    super(ErrorCode.outcomeUnknown, message, options);
   }
 }

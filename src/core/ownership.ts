@@ -1,4 +1,5 @@
 import type { ClaimSettings } from './claim-options.js';
+import { OutcomeUnknownError } from './errors.js';
 import { type Heartbeat, heartbeat } from './heartbeat.js';
 import type { LeasedIdempotencyStore } from './store.js';
 import type { KeyOwner, TransactionOutcome, TransactionRunner } from './transaction-runner.js';
@@ -21,7 +22,8 @@ export interface Ownership {
   /** Deletes the owner's pending row (never another owner's or a stored answer), so a retry runs. */
   release(): Promise<void>;
   /**
-   * The work failed with `error`: releases the key. Resolves once released; rejects with an
+   * The work failed with `error`: releases the key, or, for an {@link OutcomeUnknownError}, marks
+   * it unrecorded (see {@link Ownership.markUnrecorded}) so it waits for an operator. Resolves once released; rejects with an
    * `AggregateError` of `error` and the store's error, with `message`, when releasing fails.
    */
   abandon(error: unknown, message: string): Promise<void>;
@@ -100,7 +102,9 @@ class KeyOwnership implements Ownership {
 
   async abandon(error: unknown, message: string): Promise<void> {
     try {
-      await this.release();
+      // The work may have had its effect: a released key would let a retry run it again.
+      if (error instanceof OutcomeUnknownError) await this.markUnrecorded();
+      else await this.release();
     } catch (releaseError) {
       throw new AggregateError([error, releaseError], message);
     }

@@ -174,3 +174,23 @@ export class ResultNotStorableError extends IdempotencyError {
     this.reason = reason;
   }
 }
+
+/**
+ * The key's work declared its outcome unknown (it threw an `OutcomeUnknownError`), or ran without
+ * its result being recorded: it is held for an operator, and nothing ran. It stays so until
+ * `idem resolve KEY --answer FILE` stores the result the work turned out to have, or
+ * `idem release KEY` frees the key for a new run. Its `code` is `IDEMPOTENCY_OUTCOME_UNKNOWN`.
+ */
+export class CallOutcomeUnknownError extends IdempotencyError {
+  /** The idempotency key held for an operator. */
+  readonly key: string;
+
+  /** @param key - the idempotency key */
+  constructor(key: string) {
+    super(
+      ErrorCode.outcomeUnknown,
+      `the outcome of the call with idempotency key ${JSON.stringify(key)} is unknown: it waits for an operator (idem resolve or idem release)`,
+    );
+    this.key = key;
+  }
+}

@@ -6,6 +6,7 @@ export type {
 } from '../core/transaction-runner.js';
 export {
   CallInProgressError,
+  CallOutcomeUnknownError,
   CallSupersededError,
   PayloadMismatchError,
   ResultExpiredError,

@@ -6,6 +6,7 @@ import type { TransactionOutcome, TransactionRunner } from '../core/transaction-
 import { assertKey } from '../core/validation.js';
 import {
   CallInProgressError,
+  CallOutcomeUnknownError,
   CallSupersededError,
   PayloadMismatchError,
   ResultExpiredError,
@@ -180,6 +181,8 @@ function wrap<A extends unknown[], R>(
         if (refused !== undefined) throw new ResultNotStorableError(key, undefined, refused);
         return settings.codec.deserialize(found.record.response as JsonValue);
       }
+      case 'outcomeUnknown':
+        throw new CallOutcomeUnknownError(key);
       case 'inProgress':
         throw new CallInProgressError(key, found.record, found.leaseUntil);
     }

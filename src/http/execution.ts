@@ -1,4 +1,4 @@
-import { IdempotencyError } from '../core/errors.js';
+import { IdempotencyError, OutcomeUnknownError } from '../core/errors.js';
 import { serializeResponse } from '../core/json.js';
 import type { Ownership } from '../core/ownership.js';
 import { TransactionRolledBackError } from '../core/rolled-back.js';
@@ -34,7 +34,8 @@ export interface Execution {
   complete(response: HttpResponse): Promise<IdempotentResult>;
   /**
    * The handler threw: releases the key this request reserved (its key, fingerprint and fencing
-   * token checked), so a retry runs. Throws an `AggregateError` of `error` and the store's error if
+   * token checked), so a retry runs; an `OutcomeUnknownError` marks it unrecorded instead, so
+   * retries get 409 `outcome-unknown` until an operator settles it. Throws an `AggregateError` of `error` and the store's error if
    * that fails.
    */
   fail(error: unknown): Promise<void>;
@@ -163,7 +164,9 @@ class OwnedExecution implements Execution {
         'the handler failed and releasing its idempotency key failed too',
       );
     } finally {
-      this.#report({ outcome: Outcome.failed, status: undefined, error });
+      const outcome =
+        error instanceof OutcomeUnknownError ? Outcome.outcomeUnknown : Outcome.failed;
+      this.#report({ outcome, status: undefined, error });
     }
   }
 

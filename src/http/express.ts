@@ -272,7 +272,9 @@ function expressPort(req: Request, res: Response, next: NextFunction): Port<Requ
  *
  * const app = express();
  * app.use(express.json({ verify: keepRawBody }));
- * app.post('/payments', expressIdempotency(store), (req, res) => {
+ * // Who is calling, as the app's authentication established it.
+ * const scope = (req: express.Request) => clientIdOf(req);
+ * app.post('/payments', expressIdempotency(store, { scope }), (req, res) => {
  *   res.status(201).json(createPayment(req.body));
  * });
  * ```
@@ -280,7 +282,7 @@ function expressPort(req: Request, res: Response, next: NextFunction): Port<Requ
  */
 export function expressIdempotency(
   store: LeasedIdempotencyStore<unknown>,
-  options: ExpressIdempotencyOptions = {},
+  options: ExpressIdempotencyOptions,
 ): RequestHandler {
   const layer = adapterLayer(store, options);
   watchRouterErrors();
@@ -340,7 +342,7 @@ export type ExpressTransactionOptions<P> = AdapterTransactionOptions<Request, P>
  *   expressTransaction(sqliteTransaction(store), (req, tx) => {
  *     const payment = tx.insert(payments).values(req.body).returning().get();
  *     return { status: 201, body: payment };
- *   }),
+ *   }, { scope: (req) => clientIdOf(req) }),
  * );
  * ```
  * @throws {@link InvalidOptionError} for a bad option, when called
@@ -348,7 +350,7 @@ export type ExpressTransactionOptions<P> = AdapterTransactionOptions<Request, P>
 export function expressTransaction<TX, P = undefined>(
   runner: TransactionRunner<TX>,
   handler: TransactionalHandler<Request, TX, P>,
-  options: ExpressTransactionOptions<P> = {},
+  options: ExpressTransactionOptions<P>,
 ): RequestHandler {
   const layer = adapterLayer(runner.store, options);
   return async function idempotentTransaction(req, res, next) {

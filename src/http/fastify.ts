@@ -178,7 +178,9 @@ function fastifyPort<Sent>(
  * import { fastifyIdempotency } from 'drizzle-idempotency/fastify';
  * import { openSqliteStore } from 'drizzle-idempotency/sqlite';
  *
- * const idempotency = fastifyIdempotency(openSqliteStore('./idempotency.db'));
+ * const idempotency = fastifyIdempotency(openSqliteStore('./idempotency.db'), {
+ *   scope: (request) => clientIdOf(request),
+ * });
  * const app = Fastify();
  * app.post('/payments', { ...idempotency }, async (request, reply) => {
  *   reply.code(201);
@@ -189,7 +191,7 @@ function fastifyPort<Sent>(
  */
 export function fastifyIdempotency(
   store: LeasedIdempotencyStore<unknown>,
-  options: FastifyIdempotencyOptions = {},
+  options: FastifyIdempotencyOptions,
 ): FastifyIdempotencyHooks {
   const layer = adapterLayer(store, options);
   // Each request the layer let through, until its answer is recorded: its execution, and the
@@ -316,7 +318,7 @@ export interface FastifyTransactionRoute {
  *   fastifyTransaction(sqliteTransaction(store), (request, tx) => {
  *     const payment = tx.insert(payments).values(request.body).returning().get();
  *     return { status: 201, body: payment };
- *   }),
+ *   }, { scope: (request) => clientIdOf(request) }),
  * );
  * ```
  * @throws {@link InvalidOptionError} for a bad option, when called
@@ -324,7 +326,7 @@ export interface FastifyTransactionRoute {
 export function fastifyTransaction<TX, P = undefined>(
   runner: TransactionRunner<TX>,
   handler: TransactionalHandler<FastifyRequest, TX, P>,
-  options: FastifyTransactionOptions<P> = {},
+  options: FastifyTransactionOptions<P>,
 ): FastifyTransactionRoute {
   const layer = adapterLayer(runner.store, options);
   return {

@@ -67,7 +67,9 @@ function fetchPort(
  * import { fetchIdempotency } from 'drizzle-idempotency/fetch';
  * import { openSqliteStore } from 'drizzle-idempotency/sqlite';
  *
- * const withIdempotency = fetchIdempotency(openSqliteStore('./idempotency.db'));
+ * const withIdempotency = fetchIdempotency(openSqliteStore('./idempotency.db'), {
+ *   scope: (request) => clientIdOf(request),
+ * });
  *
  * // app/payments/route.ts in Next.js; the same function is a Bun.serve or Deno.serve handler.
  * export const POST = withIdempotency(async (request: Request) => {
@@ -79,7 +81,7 @@ function fetchPort(
  */
 export function fetchIdempotency(
   store: LeasedIdempotencyStore<unknown>,
-  options: FetchIdempotencyOptions = {},
+  options: FetchIdempotencyOptions,
 ): FetchIdempotencyWrapper {
   const layer = adapterLayer(store, options);
   return <Rest extends unknown[]>(handler: FetchHandler<Rest>) =>
@@ -144,14 +146,14 @@ export type FetchTransactionHandler<TX, P, Rest extends unknown[] = []> = Transa
  * export const POST = fetchTransaction(pgTransaction(store), async (request, tx) => {
  *   const [payment] = await tx.insert(payments).values(await request.json()).returning();
  *   return { status: 201, body: payment };
- * });
+ * }, { scope: 'global' });
  * ```
  * @throws {@link InvalidOptionError} for a bad option, when called
  */
 export function fetchTransaction<TX, Rest extends unknown[] = [], P = undefined>(
   runner: TransactionRunner<TX>,
   handler: FetchTransactionHandler<TX, P, Rest>,
-  options: FetchTransactionOptions<P> = {},
+  options: FetchTransactionOptions<P>,
 ): (request: Request, ...rest: Rest) => Promise<Response> {
   const layer = adapterLayer(runner.store, options);
   return function idempotentTransaction(request: Request, ...rest: Rest): Promise<Response> {

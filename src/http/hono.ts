@@ -83,7 +83,7 @@ function answeredPort(port: Port<Context, Response | undefined>): Port<Context, 
  * import { honoIdempotency } from 'drizzle-idempotency/hono';
  *
  * const app = new Hono();
- * app.post('/payments', honoIdempotency(store, { ttlSeconds: 72 * 3600 }), async (c) =>
+ * app.post('/payments', honoIdempotency(store, { scope: 'global', ttlSeconds: 72 * 3600 }), async (c) =>
  *   c.json(createPayment(await c.req.json()), 201),
  * );
  * ```
@@ -91,7 +91,7 @@ function answeredPort(port: Port<Context, Response | undefined>): Port<Context, 
  */
 export function honoIdempotency(
   store: LeasedIdempotencyStore<unknown>,
-  options: HonoIdempotencyOptions = {},
+  options: HonoIdempotencyOptions,
 ): MiddlewareHandler {
   const layer = adapterLayer(store, options);
   return function idempotencyMiddleware(c, next) {
@@ -146,7 +146,7 @@ export function honoIdempotency(
  *   honoTransaction(pgTransaction(store), async (c, tx) => {
  *     const [payment] = await tx.insert(payments).values(await c.req.json()).returning();
  *     return { status: 201, body: payment };
- *   }),
+ *   }, { scope: (c) => clientIdOf(c) }),
  * );
  * ```
  * @throws {@link InvalidOptionError} for a bad option, when called
@@ -154,7 +154,7 @@ export function honoIdempotency(
 export function honoTransaction<TX, P = undefined>(
   runner: TransactionRunner<TX>,
   handler: TransactionalHandler<Context, TX, P>,
-  options: HonoTransactionOptions<P> = {},
+  options: HonoTransactionOptions<P>,
 ): MiddlewareHandler {
   const layer = adapterLayer(runner.store, options);
   return (c, next) => layer.transact(honoPort(c, next), runner, handler);

@@ -12,6 +12,7 @@ import {
   KeyMalformedError,
   KeyMissingError,
   KeyReusedError,
+  OutcomeUnsettledError,
   RequestInProgressError,
   ScopeMalformedError,
 } from './problems.js';
@@ -78,10 +79,12 @@ function replay(record: IdempotencyRecord<unknown>): IdempotentResult {
  *  claim(id, fingerprint) ─ acquired ──▶ run handler ─┬─ stored status ─▶ finish ─▶ executed
  *     │                                              │      finish fails ─▶ keep pending, 500
  *     │                                              ├─ other status ──▶ release ─▶ notStored
+ *     │                                              ├─ throws OutcomeUnknownError ─▶ hold, rethrow
  *     │                                              └─ throws ────────▶ release, rethrow
  *     ├─ mismatch ───▶ 422 key-reused
  *     ├─ replay ─────▶ the stored answer (Idempotent-Replayed: true)
  *     ├─ expired ────▶ 409 answer-expired (not replayed, not run)
+ *     ├─ unknown ────▶ 409 outcome-unknown (held unrecorded for an operator)
  *     └─ inProgress ─▶ 409 request-in-progress + Retry-After (after the wait, if any)
  * ```
  *
@@ -173,6 +176,8 @@ export function idempotent(
         return respond(report, problemResult(new AnswerExpiredError(found.record)));
       case 'replay':
         return respond(report, replay(found.record));
+      case 'outcomeUnknown':
+        return respond(report, problemResult(new OutcomeUnsettledError()));
       case 'inProgress': {
         // A live lease says when it lapses at the latest, the configured estimate when the answer
         // is likely there; a row without one (unleased, or marked unrecorded) waits for its owner

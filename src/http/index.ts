@@ -22,6 +22,7 @@ export {
   KeyMalformedError,
   KeyMissingError,
   KeyReusedError,
+  OutcomeUnsettledError,
   PROBLEM_CONTENT_TYPE,
   ProblemType,
   RequestInProgressError,

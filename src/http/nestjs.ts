@@ -34,8 +34,10 @@ import {
   type AdapterLayer,
   type AdapterOptions,
   adapterLayer,
+  assertScopeDecision,
   type Port,
   type ReadRequest,
+  type ScopeOption,
 } from './port.js';
 import { type IdempotencyProblem, PROBLEM_CONTENT_TYPE } from './problems.js';
 import { type HeaderValues, nodeHeaders } from './request.js';
@@ -70,12 +72,12 @@ export interface NestHttpRequest {
 }
 
 /** What a route decorated with {@link Idempotent} may set for itself, over the module's options. */
-export interface IdempotentRouteOptions extends AdapterOptions<NestHttpRequest> {
+export interface IdempotentRouteOptions extends Omit<AdapterOptions<NestHttpRequest>, 'scope'> {
   /**
-   * Who the key belongs to, e.g. the authenticated client (`request.user`, which guards set before
-   * the layer runs); `undefined` for unscoped.
+   * Who the key belongs to, over the module's `scope`: a function of the request naming its
+   * caller (`request.user`, which guards set before the layer runs), or `'global'`.
    */
-  readonly scope?: (request: NestHttpRequest) => string | undefined | Promise<string | undefined>;
+  readonly scope?: ScopeOption<NestHttpRequest>;
   /**
    * The answer for a problem instead of an {@link IdempotencyHttpException} through Nest's
    * exception layer: a status, headers and a body, sent as they are, as on every adapter.
@@ -93,7 +95,14 @@ export interface IdempotentRouteOptions extends AdapterOptions<NestHttpRequest> 
 }
 
 /** Options of {@link IdempotencyModule.forRoot}: the store, and the defaults of every route. */
-export interface IdempotencyModuleOptions extends Omit<IdempotentRouteOptions, 'transactional'> {
+export interface IdempotencyModuleOptions
+  extends Omit<IdempotentRouteOptions, 'transactional' | 'scope'> {
+  /**
+   * Who a key belongs to on every route (required; a route may set its own): a function of the
+   * request naming its caller, or `'global'` for an API without callers. Without it the module
+   * refuses to build, so no route shares one caller's keys with another by accident.
+   */
+  readonly scope: ScopeOption<NestHttpRequest>;
   /** Any {@link LeasedIdempotencyStore}, e.g. `openSqliteStore(path)`. The module does not close it. */
   readonly store: LeasedIdempotencyStore<unknown>;
   /**
@@ -348,18 +357,18 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return defer(() => this.#intercept(context, next)).pipe(mergeMap((answered) => answered));
   }
 
-  #route(context: ExecutionContext): IdempotentRouteOptions {
+  #route(context: ExecutionContext): IdempotencyModuleOptions & IdempotentRouteOptions {
     const own = this.#reflector.get<IdempotentRouteOptions | undefined>(
       ROUTE_OPTIONS,
       context.getHandler(),
     );
-    const { store: _store, transaction: _transaction, ...defaults } = this.#options;
-    return { ...defaults, ...own };
+    const { store, transaction: _transaction, ...defaults } = this.#options;
+    return { ...defaults, ...own, scope: own?.scope ?? defaults.scope, store };
   }
 
   #layer(
     context: ExecutionContext,
-    route: IdempotentRouteOptions,
+    route: IdempotencyModuleOptions,
   ): AdapterLayer<NestHttpRequest, undefined> {
     const handler = context.getHandler();
     let layer = this.#layers.get(handler);
@@ -457,6 +466,7 @@ Inject(Reflector)(IdempotencyInterceptor, undefined, 1);
  * @throws {@link InvalidOptionError} for a bad option, when the class is defined
  */
 export function Idempotent(options: IdempotentRouteOptions = {}): MethodDecorator {
+  if (options.scope !== undefined) assertScopeDecision(options.scope, '@Idempotent');
   resolveOptions(options);
   return applyDecorators(
     SetMetadata(ROUTE_OPTIONS, options),
@@ -494,6 +504,7 @@ function checked(options: IdempotencyModuleOptions): IdempotencyModuleOptions {
   if (typeof options?.store?.acquire !== 'function') {
     throw new InvalidOptionError('IdempotencyModule needs a `store` (a LeasedIdempotencyStore)');
   }
+  assertScopeDecision(options.scope, 'IdempotencyModule');
   if (options.transaction !== undefined && options.transaction.store !== options.store) {
     throw new InvalidOptionError("the `transaction` runner must be over the module's `store`");
   }
@@ -548,7 +559,12 @@ Inject(IDEMPOTENCY_MODULE_OPTIONS)(IdempotencySweeperService, undefined, 0);
  * @example
  * ```ts
  * @Module({
- *   imports: [IdempotencyModule.forRoot({ store: openSqliteStore('./idempotency.db') })],
+ *   imports: [
+ *     IdempotencyModule.forRoot({
+ *       store: openSqliteStore('./idempotency.db'),
+ *       scope: (request) => (request.user as { id: string }).id,
+ *     }),
+ *   ],
  *   controllers: [PaymentsController],
  * })
  * class AppModule {}

@@ -12,6 +12,7 @@ import { toWire, type WireResponse } from './response.js';
  * | `passedThrough` | ran | no key and none required, or a method the layer does not cover |
  * | `problem` | did not run, or ran without its answer being recorded (the key then stays pending) | see `problem` |
  * | `failed` | threw | released, so a retry runs (reported to `onOutcome` only) |
+ * | `outcomeUnknown` | threw `OutcomeUnknownError` | held unrecorded: retries get 409 `outcome-unknown` until an operator settles it (reported to `onOutcome` only) |
  * | `superseded` | ran past its lease | a retry took it over; this answer is not stored (reported to `onOutcome` only; the result is a `problem`) |
  */
 export const Outcome = {
@@ -21,6 +22,7 @@ export const Outcome = {
   passedThrough: 'passedThrough',
   problem: 'problem',
   failed: 'failed',
+  outcomeUnknown: 'outcomeUnknown',
   superseded: 'superseded',
 } as const;
 
@@ -62,7 +64,7 @@ export interface OutcomeEvent {
   readonly status: number | undefined;
   /** The problem, for the `problem` outcome. */
   readonly problem?: IdempotencyProblem;
-  /** What the handler threw, for the `failed` outcome. */
+  /** What the handler threw, for the `failed` and `outcomeUnknown` outcomes. */
   readonly error?: unknown;
   /**
    * The fencing token of this run of the handler: it names this ownership

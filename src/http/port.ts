@@ -10,10 +10,41 @@ import type { IdempotentRequest } from './request.js';
 import { type HttpResponse, toWire, type WireResponse } from './response.js';
 import { transactDecision } from './transactional.js';
 
+/**
+ * Who a key belongs to: a function of the framework's request naming its caller (the
+ * authenticated client, the tenant), or `'global'` for an API without callers, where every request
+ * shares one space of keys. A function may return `undefined` for a request without a caller: its
+ * key is then in the global space.
+ */
+export type ScopeOption<R> =
+  | ((request: R) => string | undefined | Promise<string | undefined>)
+  | typeof GLOBAL_SCOPE;
+
+/** The explicit `scope` of an API whose keys are shared by every caller. */
+export const GLOBAL_SCOPE = 'global';
+
+/**
+ * Refuses a missing or mistyped scope decision: keys are bound to their caller unless the app says
+ * they are not, so a forgotten `scope` never lets one client replay another's answer.
+ *
+ * @throws {@link InvalidOptionError} for anything but a function or `'global'`
+ */
+export function assertScopeDecision(scope: unknown, where: string): void {
+  if (typeof scope === 'function' || scope === GLOBAL_SCOPE) return;
+  const got = scope === undefined ? 'none was given' : `got ${typeof scope} ${String(scope)}`;
+  throw new InvalidOptionError(
+    `${where} needs a scope decision: \`scope: (request) => callerId\` to bind each key to its caller, or \`scope: 'global'\` for an API whose callers share their keys; ${got}`,
+  );
+}
+
 /** The options of every adapter: the layer's, plus hooks that get the framework's request `R`. */
 export interface AdapterOptions<R> extends IdempotentOptions {
-  /** Who the key belongs to, e.g. the authenticated client; `undefined` for unscoped. */
-  readonly scope?: (request: R) => string | undefined | Promise<string | undefined>;
+  /**
+   * Who the key belongs to (required): a function of the request naming its caller, e.g. the
+   * authenticated client, so a key another caller sent never replays or blocks this one's answer;
+   * or `'global'` for an API without callers. See {@link ScopeOption}.
+   */
+  readonly scope: ScopeOption<R>;
   /**
    * The answer for a problem outcome instead of the default `application/problem+json` one: a
    * status, headers and a body (bytes, a JSON value, or a string with a non-JSON content type),
@@ -157,9 +188,10 @@ export function adapterLayer<R, P = undefined>(
   store: LeasedIdempotencyStore<unknown>,
   options: AdapterTransactionOptions<R, P>,
 ): AdapterLayer<R, P> {
+  assertScopeDecision(options.scope, 'the idempotency middleware');
   const layer = idempotent(store, options);
-  const { scope, onError, prepare } = options;
-  assertHook(scope, 'scope');
+  const { onError, prepare } = options;
+  const scope = options.scope === GLOBAL_SCOPE ? undefined : options.scope;
   assertHook(onError, 'onError');
   assertHook(prepare, 'prepare');
 

@@ -18,6 +18,7 @@ export const ProblemType = {
   scopeMalformed: 'urn:drizzle-idempotency:problem:scope-malformed',
   requestSuperseded: 'urn:drizzle-idempotency:problem:request-superseded',
   requestRolledBack: 'urn:drizzle-idempotency:problem:request-rolled-back',
+  outcomeUnknown: 'urn:drizzle-idempotency:problem:outcome-unknown',
 } as const;
 
 /** One of the values of {@link ProblemType}. */
@@ -143,6 +144,25 @@ export class RequestInProgressError extends IdempotencyProblem {
 
   protected override extraHeaders(): Record<string, string> {
     return { 'retry-after': String(this.retryAfterSeconds) };
+  }
+}
+
+/**
+ * 409 without `Retry-After`: the first request with this key declared its outcome unknown (its
+ * handler threw an `OutcomeUnknownError`), or ran without its answer being recorded. The key is
+ * held for an operator and the handler does not run again; retrying soon gets the same answer.
+ * An operator settles it with `idem resolve KEY --answer FILE` or `idem release KEY`.
+ */
+export class OutcomeUnsettledError extends IdempotencyProblem {
+  readonly status = 409;
+  readonly type = ProblemType.outcomeUnknown;
+  readonly title = 'Outcome of the request with this Idempotency-Key unknown';
+
+  constructor() {
+    super(
+      ErrorCode.outcomeUnknown,
+      'the outcome of the first request with this Idempotency-Key is unknown and is being settled; it will not run again until it is',
+    );
   }
 }
 

@@ -45,11 +45,13 @@ const OUTCOMES: Readonly<Record<string, string>> = {
   notStored: 'not-stored',
   passedThrough: 'passed-through',
   failed: 'failed',
+  outcomeUnknown: 'outcome-declared-unknown',
 };
 
 /**
  * The outcome name recorded for an event: `executed`, `replayed`, `not-stored`,
- * `passed-through`, `failed`, `superseded`, or for a problem `mismatch` (key reused with another request),
+ * `passed-through`, `failed`, `outcome-declared-unknown` (the handler threw `OutcomeUnknownError`),
+ * `superseded`, or for a problem `mismatch` (key reused with another request),
  * `in-progress`, `not-recorded`, or the problem's own name (`key-missing`, `key-malformed`,
  * `answer-expired`, …).
  */
@@ -79,7 +81,10 @@ export function outcomeName(event: Pick<OutcomeEvent, 'outcome' | 'problem'>): s
  * import { expressIdempotency } from 'drizzle-idempotency/express';
  * import { requestTelemetry } from 'drizzle-idempotency/observe';
  *
- * const middleware = expressIdempotency(store, { onOutcome: requestTelemetry() });
+ * const middleware = expressIdempotency(store, {
+ *   scope: 'global',
+ *   onOutcome: requestTelemetry(),
+ * });
  * ```
  * @throws {@link InvalidOptionError} for a non-boolean `recordKeys`, an empty `dialect` or a `next`
  * that is not a function
@@ -136,7 +141,12 @@ export function requestTelemetry(
         startTime: end - event.durationMs,
         attributes,
       });
-      if (outcome === 'not-recorded' || outcome === 'failed' || outcome === 'superseded') {
+      if (
+        outcome === 'not-recorded' ||
+        outcome === 'failed' ||
+        outcome === 'superseded' ||
+        outcome === 'outcome-declared-unknown'
+      ) {
         span.setStatus({ code: api.SpanStatusCode.ERROR, message: outcome });
       }
       span.end(end);

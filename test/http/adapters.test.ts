@@ -62,6 +62,7 @@ describe('Express adapter', () => {
     app.post(
       '/pay',
       expressIdempotency(failingFinish(store), {
+        scope: 'global',
         onError: (problem, req) => ({
           status: problem.status,
           body: { error: problem.code, kind: problem.constructor.name, path: req.path },
@@ -90,14 +91,18 @@ describe('Express adapter', () => {
   });
 
   it('refuses a scope, onError or prepare that is not a function when it is built', () => {
-    for (const bad of [{ scope: 'x-client' }, { onError: {} }, { prepare: 1 }]) {
+    for (const bad of [
+      { scope: 'x-client' },
+      { scope: 'global', onError: {} },
+      { scope: 'global', prepare: 1 },
+    ]) {
       expect(() => expressIdempotency(store, bad as never)).toThrow(InvalidOptionError);
     }
   });
 
   it('fingerprints the full path of a mounted router', async () => {
     const router = express.Router();
-    router.post('/pay', expressIdempotency(store), (_req, res) => {
+    router.post('/pay', expressIdempotency(store, { scope: 'global' }), (_req, res) => {
       res.status(201).json({ ok: true });
     });
     const app = express();
@@ -116,7 +121,7 @@ describe('Express adapter', () => {
     try {
       const app = express();
       app.use(express.json());
-      app.post('/pay', expressIdempotency(store), (_req, res) => {
+      app.post('/pay', expressIdempotency(store, { scope: 'global' }), (_req, res) => {
         res.status(201).json({});
       });
       const url = `${await listen(app.listen(0, '127.0.0.1'))}/pay`;
@@ -135,7 +140,7 @@ describe('Express adapter', () => {
     let runs = 0;
     const app = express();
     app.use(express.json());
-    app.post('/pay', expressIdempotency(store), (_req, res) => {
+    app.post('/pay', expressIdempotency(store, { scope: 'global' }), (_req, res) => {
       runs += 1;
       res.json({});
     });
@@ -153,6 +158,7 @@ describe('Hono adapter', () => {
     app.use(
       '/pay',
       honoIdempotency(store, {
+        scope: 'global',
         onError: (problem, c) => {
           seen.push(problem);
           return { status: problem.status, body: { error: problem.code, path: c.req.path } };
@@ -174,7 +180,7 @@ describe('Hono adapter', () => {
 
   it('lets the handler read the JSON body the fingerprint already read', async () => {
     const app = new Hono();
-    app.post('/pay', honoIdempotency(store), async (c) =>
+    app.post('/pay', honoIdempotency(store, { scope: 'global' }), async (c) =>
       c.json({ echo: await c.req.json() }, 201),
     );
     const base = await listen(
@@ -195,7 +201,7 @@ function expressFailing(how: 'next' | 'throw' | 'reject'): FailingApp {
     let runs = 0;
     const app = express();
     app.use(express.json({ verify: keepRawBody }));
-    app.post('/pay', expressIdempotency(store), async (_req, res, next) => {
+    app.post('/pay', expressIdempotency(store, { scope: 'global' }), async (_req, res, next) => {
       runs += 1;
       if (fail[runs - 1]) {
         const error = new Error('conflict in the handler');
@@ -220,12 +226,16 @@ const fastifyFailing: FailingApp = async (fail) => {
   app.setErrorHandler((_error, _request, reply) => {
     reply.code(409).send({ error: 'conflict' });
   });
-  app.post('/pay', { ...fastifyIdempotency(store) }, async (_request, reply) => {
-    runs += 1;
-    if (fail[runs - 1]) throw new Error('conflict in the handler');
-    reply.code(201);
-    return { run: runs };
-  });
+  app.post(
+    '/pay',
+    { ...fastifyIdempotency(store, { scope: 'global' }) },
+    async (_request, reply) => {
+      runs += 1;
+      if (fail[runs - 1]) throw new Error('conflict in the handler');
+      reply.code(201);
+      return { run: runs };
+    },
+  );
   await app.listen({ port: 0, host: '127.0.0.1' });
   server = app.server;
   return {
@@ -238,7 +248,7 @@ const honoFailing: FailingApp = async (fail) => {
   let runs = 0;
   const app = new Hono();
   app.onError((_error, c) => c.json({ error: 'conflict' }, 409));
-  app.post('/pay', honoIdempotency(store), async (c) => {
+  app.post('/pay', honoIdempotency(store, { scope: 'global' }), async (c) => {
     runs += 1;
     if (fail[runs - 1]) throw new Error('conflict in the handler');
     return c.json({ run: runs }, 201);

@@ -6,7 +6,12 @@ import {
   requestFingerprint,
   storedId,
 } from '../../src/http/index.js';
-import { type LeasedIdempotencyStore, MAX_KEY_BYTES } from '../../src/index.js';
+import {
+  type LeasedIdempotencyStore,
+  MAX_KEY_BYTES,
+  OutcomeUnknownError,
+  resolveUnknownOutcome,
+} from '../../src/index.js';
 import { underBun } from '../support/bun-harness.js';
 import { countedStore } from '../support/counted-store.js';
 import { failingFinish } from '../support/failing-store.js';
@@ -28,6 +33,7 @@ import { until, watched } from '../support/waiting.js';
 /** Fields of a request body that steer the test handler. */
 interface Control {
   throw?: boolean;
+  unknown?: boolean;
   status?: number;
   text?: boolean;
   binary?: boolean;
@@ -76,6 +82,7 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
         if (record) await store.release(control.sabotage, record.fingerprint);
       }
       if (control.throw) throw new Error('boom');
+      if (control.unknown) throw new OutcomeUnknownError('the charge timed out');
       if (control.text) {
         return {
           status: 200,
@@ -553,6 +560,62 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
       expect(ab.headers.get('idempotent-replayed')).toBeNull();
       expect(a2.headers.get('idempotent-replayed')).toBeNull();
       expect(calls).toBe(5);
+    });
+
+    it('holds a key whose handler declared its outcome unknown: 409 outcome-unknown, never a re-run, until settled', async () => {
+      const url = await start();
+      const first = await send(url, 'k1', { unknown: true });
+      expect(first.status).toBe(500);
+      expect(await store.counts()).toEqual({ pending: 1, done: 0 });
+      for (let retry = 0; retry < 2; retry++) {
+        const problem = await expectProblem(
+          await send(url, 'k1', { unknown: true }),
+          409,
+          'outcome-unknown',
+        );
+        expect(JSON.stringify(problem)).not.toContain('timed out');
+      }
+      expect(calls).toBe(1);
+      // The operator found the charge went through, and stores the answer it had.
+      const answer = {
+        wire: 1,
+        status: 201,
+        headers: { 'content-type': 'application/json' },
+        body: '{"charged":true}',
+      };
+      expect(await resolveUnknownOutcome(store as never, 'k1', answer)).toBe('resolved');
+      const replay = await send(url, 'k1', { unknown: true });
+      expect(replay.status).toBe(201);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(await replay.json()).toEqual({ charged: true });
+      // Another key declared unknown, then released: the next retry runs.
+      await send(url, 'k2', { unknown: true });
+      await expectProblem(await send(url, 'k2', { unknown: true }), 409, 'outcome-unknown');
+      const held = await store.get('k2');
+      expect(held?.status).toBe('pending');
+      await store.release('k2', held?.fingerprint ?? '');
+      expect((await send(url, 'k2', { amount: 1 })).status).toBe(201);
+      expect(calls).toBe(3);
+    });
+
+    it('lets no scope block or refuse another: a key in flight or with another body elsewhere runs here', async () => {
+      const url = await start();
+      const alice = { headers: { 'x-client': 'alice' } };
+      const bob = { headers: { 'x-client': 'bob' } };
+      const first = send(url, 'k1', { gate: true }, alice);
+      await until(async () => (await store.get(storedId('alice', 'k1')))?.status === 'pending');
+      // Alice's request is in flight: Bob's same key with another body neither waits on it (409)
+      // nor is told it differs (422); it runs, and so does its retry's replay.
+      const other = await send(url, 'k1', { amount: 9 }, bob);
+      expect(other.status).toBe(201);
+      expect(((await other.json()) as { body: unknown }).body).toEqual({ amount: 9 });
+      const replay = await send(url, 'k1', { amount: 9 }, bob);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      // Another body under Bob's key never reveals Alice's: a 422 names only Bob's first request.
+      await expectProblem(await send(url, 'k1', { amount: 10 }, bob), 422, 'key-reused');
+      gate.open();
+      expect((await first).status).toBe(201);
+      expect(calls).toBe(2);
     });
 
     it('takes a scoped key of MAX_KEY_BYTES stored bytes and answers 400, not 500, for one byte more', async () => {

@@ -62,10 +62,15 @@ describe('an answer compressed inside the layer keeps its Content-Encoding', () 
     let runs = 0;
     const app = express();
     app.disable('x-powered-by');
-    app.post('/payments', expressIdempotency(store), compression({ threshold: 0 }), (_req, res) => {
-      runs += 1;
-      res.status(201).json(PAYMENT);
-    });
+    app.post(
+      '/payments',
+      expressIdempotency(store, { scope: 'global' }),
+      compression({ threshold: 0 }),
+      (_req, res) => {
+        runs += 1;
+        res.status(201).json(PAYMENT);
+      },
+    );
     const url = await listen(app);
 
     const first = await post(url, 'k1');
@@ -87,7 +92,7 @@ describe('an answer compressed inside the layer keeps its Content-Encoding', () 
     const app = express();
     app.disable('x-powered-by');
     app.use(compression({ threshold: 0 }));
-    app.post('/payments', expressIdempotency(store), (_req, res) => {
+    app.post('/payments', expressIdempotency(store, { scope: 'global' }), (_req, res) => {
       res.status(201).json(PAYMENT);
     });
     const url = await listen(app);
@@ -110,7 +115,7 @@ describe('an answer compressed inside the layer keeps its Content-Encoding', () 
     store = openSqliteStore(freshDbPath(dir));
     const gzipped = gzipSync(JSON.stringify(PAYMENT));
     let runs = 0;
-    const handler = fetchIdempotency(store)(async () => {
+    const handler = fetchIdempotency(store, { scope: 'global' })(async () => {
       runs += 1;
       return new Response(gzipped, {
         status: 201,
@@ -139,10 +144,15 @@ describe('an answer compressed inside the layer keeps its Content-Encoding', () 
     store = openSqliteStore(freshDbPath(dir));
     let runs = 0;
     const app = new Hono();
-    app.post('/payments', honoIdempotency(store), compress({ encoding: 'gzip' }), (c) => {
-      runs += 1;
-      return c.json(PAYMENT, 201);
-    });
+    app.post(
+      '/payments',
+      honoIdempotency(store, { scope: 'global' }),
+      compress({ encoding: 'gzip' }),
+      (c) => {
+        runs += 1;
+        return c.json(PAYMENT, 201);
+      },
+    );
     const request = () =>
       app.request('/payments', {
         method: 'POST',
@@ -170,7 +180,7 @@ describe('an answer compressed inside the layer keeps its Content-Encoding', () 
     store = openSqliteStore(freshDbPath(dir));
     const app = new Hono();
     app.use('*', compress({ encoding: 'gzip' }));
-    app.post('/payments', honoIdempotency(store), (c) => c.json(PAYMENT, 201));
+    app.post('/payments', honoIdempotency(store, { scope: 'global' }), (c) => c.json(PAYMENT, 201));
     const request = () =>
       app.request('/payments', {
         method: 'POST',

@@ -27,7 +27,7 @@ async function start(
   let runs = 0;
   const app = express();
   app.disable('x-powered-by');
-  app.post('/payments', expressIdempotency(store), (_req, res) => {
+  app.post('/payments', expressIdempotency(store, { scope: 'global' }), (_req, res) => {
     runs += 1;
     answer(res);
   });

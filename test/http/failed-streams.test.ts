@@ -107,7 +107,7 @@ describe('Express: a handler that fails without ending its response releases its
   async function start(fail: (res: express.Response, next: express.NextFunction) => unknown) {
     const app = express();
     app.use(express.json({ verify: keepRawBody }));
-    app.post('/pay', expressIdempotency(store), async (_req, res, next) => {
+    app.post('/pay', expressIdempotency(store, { scope: 'global' }), async (_req, res, next) => {
       runs += 1;
       if (runs === 1) return fail(res, next);
       res.status(201).json({ ok: true });
@@ -165,7 +165,7 @@ it('Express: a client that leaves while the handler runs still gets its answer r
   const hold = deferred();
   let closed = false;
   const app = express();
-  app.post('/pay', expressIdempotency(store), async (_req, res) => {
+  app.post('/pay', expressIdempotency(store, { scope: 'global' }), async (_req, res) => {
     runs += 1;
     res.once('close', () => {
       closed = true;
@@ -182,11 +182,15 @@ describe('Fastify: a failed stream or a hijacked reply ends the claim', () => {
     app.setErrorHandler((_error, _request, reply) => {
       reply.code(500).type('text/plain').send('handler failed');
     });
-    app.post('/pay', { ...fastifyIdempotency(store) }, async (_request, reply) => {
-      runs += 1;
-      if (runs === 1) return fail(reply);
-      return reply.code(201).send({ ok: true });
-    });
+    app.post(
+      '/pay',
+      { ...fastifyIdempotency(store, { scope: 'global' }) },
+      async (_request, reply) => {
+        runs += 1;
+        if (runs === 1) return fail(reply);
+        return reply.code(201).send({ ok: true });
+      },
+    );
     await app.listen({ port: 0, host: '127.0.0.1' });
     close = () => app.close();
     return `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/pay`;
@@ -243,7 +247,7 @@ describe('Hono and Fetch: a streamed answer that errors releases its key', () =>
   it('Hono c.body(stream)', async () => {
     const app = new Hono();
     app.onError((_error, c) => c.text('handler failed', 500));
-    app.post('/pay', honoIdempotency(store), (c) => {
+    app.post('/pay', honoIdempotency(store, { scope: 'global' }), (c) => {
       runs += 1;
       if (runs === 1) return c.body(failingWebStream(), 201);
       return c.json({ ok: true }, 201);
@@ -254,7 +258,7 @@ describe('Hono and Fetch: a streamed answer that errors releases its key', () =>
   });
 
   it('a Fetch handler answering a stream', async () => {
-    const handler = fetchIdempotency(store)(async () => {
+    const handler = fetchIdempotency(store, { scope: 'global' })(async () => {
       runs += 1;
       if (runs === 1) return new Response(failingWebStream(), { status: 201 });
       return Response.json({ ok: true }, { status: 201 });
@@ -286,7 +290,7 @@ describe.each(nestPlatforms)('NestJS on %s: a failed answer releases its key', (
       }
     }
     const app = await startNestApp(platform, {
-      imports: [IdempotencyModule.forRoot({ store })],
+      imports: [IdempotencyModule.forRoot({ scope: 'global', store })],
       controllers: [PayController],
     });
     close = () => app.close();

@@ -55,7 +55,7 @@ describe('Fastify adapter', () => {
     let runs = 0;
     const instance = Fastify();
     await instance.register(async (scope) => {
-      const idempotency = fastifyIdempotency(store);
+      const idempotency = fastifyIdempotency(store, { scope: 'global' });
       scope.addHook('preHandler', idempotency.preHandler);
       scope.addHook('onSend', idempotency.onSend);
       scope.addHook('onError', idempotency.onError);
@@ -80,6 +80,7 @@ describe('Fastify adapter', () => {
     const seen: unknown[] = [];
     const instance = Fastify();
     const idempotency = fastifyIdempotency(failingFinish(store), {
+      scope: 'global',
       onError: (problem) => {
         seen.push(problem);
         return { status: problem.status, body: { error: problem.code } };
@@ -109,7 +110,7 @@ describe('Fastify adapter', () => {
 
 describe('Fetch adapter', () => {
   it('lets the handler read the body and passes the extra arguments through', async () => {
-    const withIdempotency = fetchIdempotency(store);
+    const withIdempotency = fetchIdempotency(store, { scope: 'global' });
     const handler = withIdempotency(async (req: Request, context: { params: { id: string } }) =>
       Response.json({ echo: await req.json(), id: context.params.id }, { status: 201 }),
     );
@@ -123,6 +124,7 @@ describe('Fetch adapter', () => {
   it('lets onError answer problems, with the typed problem', async () => {
     const seen: unknown[] = [];
     const handler = fetchIdempotency(store, {
+      scope: 'global',
       onError: (problem, req) => {
         seen.push(problem);
         return { status: problem.status, body: { error: problem.code, method: req.method } };
@@ -140,7 +142,7 @@ describe('Fetch adapter', () => {
   });
 
   it('releases the key and rethrows when the handler throws', async () => {
-    const handler = fetchIdempotency(store)(async () => {
+    const handler = fetchIdempotency(store, { scope: 'global' })(async () => {
       throw new Error('boom');
     });
     await expect(handler(request('k1', {}))).rejects.toThrow('boom');

@@ -53,7 +53,7 @@ async function listening(server: Server): Promise<string> {
 async function startExpress(): Promise<string> {
   const app = express();
   app.use(express.json({ verify: keepRawBody }));
-  app.post('/pay', expressIdempotency(store), (_req, res) => {
+  app.post('/pay', expressIdempotency(store, { scope: 'global' }), (_req, res) => {
     res.status(201).json(answer());
   });
   const server = createServer({ maxHeaderSize: MAX_HEADER_BYTES }, app);
@@ -63,7 +63,7 @@ async function startExpress(): Promise<string> {
 
 async function startFastify(): Promise<string> {
   const app = Fastify({ forceCloseConnections: true, http: { maxHeaderSize: MAX_HEADER_BYTES } });
-  app.post('/pay', { ...fastifyIdempotency(store) }, async (_request, reply) =>
+  app.post('/pay', { ...fastifyIdempotency(store, { scope: 'global' }) }, async (_request, reply) =>
     reply.code(201).send(answer()),
   );
   await app.listen({ port: 0, host: '127.0.0.1' });
@@ -73,7 +73,7 @@ async function startFastify(): Promise<string> {
 
 async function startHono(): Promise<string> {
   const app = new Hono();
-  app.post('/pay', honoIdempotency(store), (c) => c.json(answer(), 201));
+  app.post('/pay', honoIdempotency(store, { scope: 'global' }), (c) => c.json(answer(), 201));
   const server = serve({
     fetch: app.fetch,
     port: 0,

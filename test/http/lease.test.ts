@@ -160,18 +160,20 @@ function describeLeases(factory: StoreFactory): void {
       const gates = { a: deferred(), c: deferred() };
       const started = { a: deferred(), c: deferred() };
       let runs = 0;
-      const handler = fetchIdempotency(store, { now, leaseSeconds: 30 })(async () => {
-        runs += 1;
-        if (runs === 1) {
-          started.a.resolve();
-          await gates.a.promise;
-          return Response.json({ by: 'A' }, { status: 201 });
-        }
-        if (runs === 2) return new Response('busy', { status: 503 });
-        started.c.resolve();
-        await gates.c.promise;
-        return Response.json({ by: 'C' }, { status: 201 });
-      });
+      const handler = fetchIdempotency(store, { scope: 'global', now, leaseSeconds: 30 })(
+        async () => {
+          runs += 1;
+          if (runs === 1) {
+            started.a.resolve();
+            await gates.a.promise;
+            return Response.json({ by: 'A' }, { status: 201 });
+          }
+          if (runs === 2) return new Response('busy', { status: 503 });
+          started.c.resolve();
+          await gates.c.promise;
+          return Response.json({ by: 'C' }, { status: 201 });
+        },
+      );
       const send = () =>
         handler(
           new Request('http://127.0.0.1/pay', {
@@ -277,11 +279,15 @@ function describeLeases(factory: StoreFactory): void {
       const gate = deferred();
       const app = express();
       app.use(express.json());
-      app.post('/pay', expressIdempotency(store, { leaseSeconds }), async (req, res) => {
-        runs += 1;
-        await gate.promise;
-        res.status(201).json({ paid: req.body });
-      });
+      app.post(
+        '/pay',
+        expressIdempotency(store, { scope: 'global', leaseSeconds }),
+        async (req, res) => {
+          runs += 1;
+          await gate.promise;
+          res.status(201).json({ paid: req.body });
+        },
+      );
       const server: Server = app.listen(0, '127.0.0.1');
       await once(server, 'listening');
       const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/pay`;

@@ -74,7 +74,7 @@ describe.each(nestPlatforms)('NestJS on %s: @Redirect() with @Idempotent()', (pl
   beforeAll(async () => {
     store = openSqliteStore(freshDbPath(dir));
     running = await startNestApp(platform, {
-      imports: [IdempotencyModule.forRoot({ store })],
+      imports: [IdempotencyModule.forRoot({ scope: 'global', store })],
       controllers: [OrdersController],
     });
   });
@@ -125,7 +125,13 @@ describe.each(nestPlatforms)('NestJS on %s: @Redirect() on a transactional route
     store = await openLibsqlStore(fileUrl(freshDbPath(dir)));
     await store.db.run(sql`CREATE TABLE transfers (id INTEGER PRIMARY KEY)`);
     running = await startNestApp(platform, {
-      imports: [IdempotencyModule.forRoot({ store, transaction: libsqlTransaction(store) })],
+      imports: [
+        IdempotencyModule.forRoot({
+          scope: 'global',
+          store,
+          transaction: libsqlTransaction(store),
+        }),
+      ],
       controllers: [TransferController],
     });
   });

@@ -21,6 +21,7 @@ describe('IdempotencyModule.forRoot({ sweep })', () => {
     const app = await startNestApp('express', {
       imports: [
         IdempotencyModule.forRoot({
+          scope: 'global',
           store,
           sweep: { intervalSeconds: 0.01, now: () => NOW, onSweep: () => void sweeps++ },
         }),
@@ -42,10 +43,10 @@ describe('IdempotencyModule.forRoot({ sweep })', () => {
   it('refuses a store without leases, with or without a sweep', () => {
     // The IdempotencyStore contract alone: reserve, finish, sweepBatch, … but no acquire.
     const store = { reserve: () => true, finish: () => true, sweepBatch: () => 0 };
-    expect(() => IdempotencyModule.forRoot({ store: store as never, sweep: true })).toThrow(
-      InvalidOptionError,
-    );
-    expect(() => IdempotencyModule.forRoot({ store: store as never })).toThrow(
+    expect(() =>
+      IdempotencyModule.forRoot({ scope: 'global', store: store as never, sweep: true }),
+    ).toThrow(InvalidOptionError);
+    expect(() => IdempotencyModule.forRoot({ scope: 'global', store: store as never })).toThrow(
       'IdempotencyModule needs a `store` (a LeasedIdempotencyStore)',
     );
   });

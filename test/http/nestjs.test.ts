@@ -139,7 +139,7 @@ for (const platform of nestPlatforms) {
 
     beforeAll(async () => {
       nest = await startNestApp(platform, {
-        imports: [IdempotencyModule.forRoot({ store, leaseSeconds: 20 })],
+        imports: [IdempotencyModule.forRoot({ scope: 'global', store, leaseSeconds: 20 })],
         controllers: [PaymentsController],
       });
     });
@@ -336,7 +336,7 @@ for (const platform of nestPlatforms) {
               await store.db.run(
                 sql`CREATE TABLE IF NOT EXISTS ledger (id INTEGER PRIMARY KEY, amount INTEGER NOT NULL)`,
               );
-              return { store, transaction: libsqlTransaction(store) };
+              return { store, transaction: libsqlTransaction(store), scope: 'global' as const };
             },
           }),
         ],
@@ -405,7 +405,9 @@ describe('NestJS on fastify: the transactional form over PostgreSQL (PGlite)', (
     await db.execute(sql`CREATE TABLE ledger (id serial PRIMARY KEY, amount integer NOT NULL)`);
     store = new PgIdempotencyStore(db);
     nest = await startNestApp('fastify', {
-      imports: [IdempotencyModule.forRoot({ store, transaction: pgTransaction(store) })],
+      imports: [
+        IdempotencyModule.forRoot({ scope: 'global', store, transaction: pgTransaction(store) }),
+      ],
       controllers: [PgLedgerController],
     });
   });
@@ -431,13 +433,15 @@ describe('NestJS on fastify: the transactional form over PostgreSQL (PGlite)', (
 describe('IdempotencyModule options', () => {
   it('refuses a bad option at once, and a transactional route without a runner', async () => {
     const store = openSqliteStore(freshDbPath(dir));
-    expect(() => IdempotencyModule.forRoot({ store, ttlSeconds: -1 })).toThrow(/ttlSeconds/);
+    expect(() => IdempotencyModule.forRoot({ scope: 'global', store, ttlSeconds: -1 })).toThrow(
+      /ttlSeconds/,
+    );
     expect(() => Idempotent({ leaseSeconds: 0 })).toThrow(/leaseSeconds/);
     expect(() =>
-      IdempotencyModule.forRoot({ store, transaction: sqliteTransaction(store) }),
+      IdempotencyModule.forRoot({ scope: 'global', store, transaction: sqliteTransaction(store) }),
     ).toThrow(/synchronous/);
     const nest = await startNestApp('express', {
-      imports: [IdempotencyModule.forRoot({ store })],
+      imports: [IdempotencyModule.forRoot({ scope: 'global', store })],
       controllers: [LedgerController],
     });
     try {

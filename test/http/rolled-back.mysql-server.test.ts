@@ -38,12 +38,16 @@ describe('honoTransaction when InnoDB rolls the transaction back (lock wait time
     const app = new Hono();
     app.post(
       '/payments',
-      honoTransaction(mysqlTransaction(store), async (_c, tx) => {
-        runs += 1;
-        await tx.execute(sql`SET SESSION innodb_lock_wait_timeout = 1`);
-        await tx.execute(sql`UPDATE payments SET run = ${runs} WHERE ref = 'p'`);
-        return { status: 201, body: { run: runs } };
-      }),
+      honoTransaction(
+        mysqlTransaction(store),
+        async (_c, tx) => {
+          runs += 1;
+          await tx.execute(sql`SET SESSION innodb_lock_wait_timeout = 1`);
+          await tx.execute(sql`UPDATE payments SET run = ${runs} WHERE ref = 'p'`);
+          return { status: 201, body: { run: runs } };
+        },
+        { scope: 'global' },
+      ),
     );
     const local = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
     try {

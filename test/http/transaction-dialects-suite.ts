@@ -96,7 +96,9 @@ const adapters: readonly { name: string; start: Start }[] = [
       app.use(express.json());
       app.post(
         '/payments',
-        expressTransaction(dialect.runner, (req, tx) => handle(dialect, tx, req.body as Order)),
+        expressTransaction(dialect.runner, (req, tx) => handle(dialect, tx, req.body as Order), {
+          scope: 'global',
+        }),
       );
       return listening(app.listen(0, '127.0.0.1'));
     },
@@ -107,8 +109,10 @@ const adapters: readonly { name: string; start: Start }[] = [
       const app = Fastify({ forceCloseConnections: true });
       app.post(
         '/payments',
-        fastifyTransaction(dialect.runner, (request, tx) =>
-          handle(dialect, tx, request.body as Order),
+        fastifyTransaction(
+          dialect.runner,
+          (request, tx) => handle(dialect, tx, request.body as Order),
+          { scope: 'global' },
         ),
       );
       await app.listen({ port: 0, host: '127.0.0.1' });
@@ -125,6 +129,7 @@ const adapters: readonly { name: string; start: Start }[] = [
         // The body is read in `prepare`, before the transaction, which on better-sqlite3 cannot
         // span an await.
         honoTransaction(dialect.runner, (_c, tx, prepared) => handle(dialect, tx, prepared), {
+          scope: 'global',
           prepare: (c: Context) => c.req.json<Order>(),
         }),
       );
@@ -138,7 +143,7 @@ const adapters: readonly { name: string; start: Start }[] = [
         fetchTransaction(
           dialect.runner,
           (_request, tx, prepared) => handle(dialect, tx, prepared),
-          { prepare: async (request: Request) => (await request.json()) as Order },
+          { scope: 'global', prepare: async (request: Request) => (await request.json()) as Order },
         ),
       ),
   },

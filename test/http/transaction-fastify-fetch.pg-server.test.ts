@@ -31,7 +31,11 @@ const adapters: readonly {
       const app = Fastify();
       app.post(
         '/payments',
-        fastifyTransaction(runner, (_request, tx) => handler(tx), { now, leaseSeconds: 30 }),
+        fastifyTransaction(runner, (_request, tx) => handler(tx), {
+          scope: 'global',
+          now,
+          leaseSeconds: 30,
+        }),
       );
       await app.listen({ port: 0, host: '127.0.0.1' });
       const { port } = app.server.address() as AddressInfo;
@@ -42,7 +46,11 @@ const adapters: readonly {
     name: 'fetchTransaction',
     start: (runner, handler, now) =>
       serveFetch(
-        fetchTransaction(runner, (_request, tx) => handler(tx), { now, leaseSeconds: 30 }),
+        fetchTransaction(runner, (_request, tx) => handler(tx), {
+          scope: 'global',
+          now,
+          leaseSeconds: 30,
+        }),
       ),
   },
 ];

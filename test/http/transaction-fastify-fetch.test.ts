@@ -135,7 +135,11 @@ const startFastify: Start = async (database, control, options) => {
     fastifyTransaction(
       database.runner,
       (request, tx) => handle(database, control, tx, request.body as Order),
-      { ...options, prepare: (request) => (request.headers['x-stall'] ? control.gate : undefined) },
+      {
+        scope: 'global',
+        ...options,
+        prepare: (request) => (request.headers['x-stall'] ? control.gate : undefined),
+      },
     ),
   );
   app.setErrorHandler((_error, _request, reply) => reply.code(500).send({ failed: true }));
@@ -150,6 +154,7 @@ const startFetch: Start = (database, control, options) =>
       database.runner,
       (_request, tx, prepared) => handle(database, control, tx, prepared),
       {
+        scope: 'global',
         ...options,
         // The body is read before the transaction, which on SQLite cannot span an await.
         prepare: async (request: Request) => {

@@ -48,7 +48,7 @@ describe('honoTransaction on the PostgreSQL server', () => {
           }
           return { status: 201, body: { run } };
         },
-        { now: () => clock, leaseSeconds: 30 },
+        { scope: 'global', now: () => clock, leaseSeconds: 30 },
       ),
     );
     http = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
@@ -94,21 +94,25 @@ describe('honoTransaction on the PostgreSQL server', () => {
       const app = new Hono();
       app.post(
         '/payments/:key',
-        honoTransaction(pgTransaction(store, { isolationLevel: 'serializable' }), async (c, tx) => {
-          const key = c.req.param('key') ?? '';
-          runs[key] = (runs[key] ?? 0) + 1;
-          const run = runs[key];
-          await tx.execute(
-            sql`INSERT INTO ${sql.identifier(schema)}.payments (key, run) VALUES (${key}, ${run})`,
-          );
-          if (run <= (conflicts[key] ?? 0)) {
-            await pool.query(
-              `UPDATE "${schema}".keys SET lease_until = lease_until WHERE id LIKE '%' || $1 || '%'`,
-              [key],
+        honoTransaction(
+          pgTransaction(store, { isolationLevel: 'serializable' }),
+          async (c, tx) => {
+            const key = c.req.param('key') ?? '';
+            runs[key] = (runs[key] ?? 0) + 1;
+            const run = runs[key];
+            await tx.execute(
+              sql`INSERT INTO ${sql.identifier(schema)}.payments (key, run) VALUES (${key}, ${run})`,
             );
-          }
-          return { status: 201, body: { run } };
-        }),
+            if (run <= (conflicts[key] ?? 0)) {
+              await pool.query(
+                `UPDATE "${schema}".keys SET lease_until = lease_until WHERE id LIKE '%' || $1 || '%'`,
+                [key],
+              );
+            }
+            return { status: 201, body: { run } };
+          },
+          { scope: 'global' },
+        ),
       );
       const local = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
       try {

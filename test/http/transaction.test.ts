@@ -52,11 +52,7 @@ describe('expressTransaction on SQLite: the writes and the answer commit togethe
         if (answer === -1) return Promise.resolve({ status: 201, body: { amount } });
         return { status: answer ?? 201, body: { amount } };
       },
-      {
-        now: () => clock,
-        leaseSeconds: 30,
-        prepare: () => stall,
-      },
+      { scope: 'global', now: () => clock, leaseSeconds: 30, prepare: () => stall },
     ),
   );
   app.use((_error: unknown, _req: express.Request, res: express.Response, _next: unknown) => {
@@ -161,14 +157,18 @@ describe('honoTransaction on PostgreSQL (PGlite): async handlers in one transact
       const app = new Hono();
       app.post(
         '/payments',
-        honoTransaction(pgTransaction(store), async (c, tx) => {
-          const { amount, answer } = (await c.req.json()) as { amount: number; answer?: number };
-          await tx.execute(
-            sql`INSERT INTO ${sql.identifier(schema)}.payments (amount) VALUES (${amount})`,
-          );
-          if (answer === 0) throw new Error('the handler failed after writing');
-          return { status: answer ?? 201, body: { amount } };
-        }),
+        honoTransaction(
+          pgTransaction(store),
+          async (c, tx) => {
+            const { amount, answer } = (await c.req.json()) as { amount: number; answer?: number };
+            await tx.execute(
+              sql`INSERT INTO ${sql.identifier(schema)}.payments (amount) VALUES (${amount})`,
+            );
+            if (answer === 0) throw new Error('the handler failed after writing');
+            return { status: answer ?? 201, body: { amount } };
+          },
+          { scope: 'global' },
+        ),
       );
       app.onError((_error, c) => c.json({ failed: true }, 500));
       server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
@@ -248,7 +248,7 @@ describe('honoTransaction on libSQL: the transaction holds the write lock, write
           await until(() => renewals >= 3);
           return { status: 201, body: { amount: 5 } };
         },
-        { leaseSeconds: 0.15 },
+        { scope: 'global', leaseSeconds: 0.15 },
       ),
     );
     const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });

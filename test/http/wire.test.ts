@@ -75,7 +75,7 @@ const startExpress: Start = async (store, options, counted) => {
     next();
   });
   app.use(express.json(), express.raw({ type: () => true }));
-  app.post('/run', expressIdempotency(store, options), (req, res) => {
+  app.post('/run', expressIdempotency(store, { scope: 'global', ...options }), (req, res) => {
     counted();
     const answer = ANSWERS[req.header('x-answer') ?? ''];
     if (answer === undefined) res.status(201).json({ ok: true });
@@ -93,7 +93,7 @@ const startHono: Start = async (store, options, counted) => {
     c.header('x-request-id', c.req.header('x-request-id') ?? 'none');
     await next();
   });
-  app.post('/run', honoIdempotency(store, options), (c) => {
+  app.post('/run', honoIdempotency(store, { scope: 'global', ...options }), (c) => {
     counted();
     const answer = ANSWERS[c.req.header('x-answer') ?? ''];
     if (answer === undefined) return c.json({ ok: true }, 201);
@@ -313,11 +313,15 @@ describe('one table of bodies through Express, Hono and handle()', () => {
     const { store, close } = await sqlite.open();
     const express5 = express();
     express5.use(express.json(), express.text(), express.raw({ type: () => true }));
-    express5.post('/run', expressIdempotency(store, { fingerprint: record('a') }), (_req, res) => {
-      res.status(204).end();
-    });
+    express5.post(
+      '/run',
+      expressIdempotency(store, { scope: 'global', fingerprint: record('a') }),
+      (_req, res) => {
+        res.status(204).end();
+      },
+    );
     const hono = new Hono();
-    hono.post('/run', honoIdempotency(store, { fingerprint: record('a') }), (c) =>
+    hono.post('/run', honoIdempotency(store, { scope: 'global', fingerprint: record('a') }), (c) =>
       c.body(null, 204),
     );
     const layer = idempotent(store, { fingerprint: record('a') });

@@ -139,6 +139,7 @@ describe('requestTelemetry', () => {
 
   it('hangs on an adapter through onOutcome, with the dialect on every signal', async () => {
     const handler = fetchIdempotency(store, {
+      scope: 'global',
       onOutcome: requestTelemetry({
         dialect: 'sqlite',
         tracerProvider: otel.tracerProvider,

@@ -25,6 +25,8 @@ declare global {
   const now: number;
   /** The side effect made once per key: charges the card and returns the receipt number. */
   function charge(): number;
+  /** The caller of a request, as the application's authentication established it. */
+  function clientIdOf(request: unknown): string;
   /** The application's handler behind a route. */
   function createPayment(body: unknown): { id: string };
   /** A store a page opened in an earlier snippet. */

@@ -24,6 +24,8 @@ Object.assign(globalThis, {
     receipts += 1;
     return receipts;
   },
+  // The snippets' apps have no authentication: every request is one client's.
+  clientIdOf: () => 'client-7',
   createPayment: (body: unknown) => ({ id: `pay_${receipts}`, body }),
   store,
   schema: { orders },

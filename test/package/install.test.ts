@@ -52,7 +52,7 @@ import { IdempotencyModule, type IdempotencyModuleOptions, Idempotent } from 'dr
 import { openSqliteStore } from 'drizzle-idempotency/sqlite';
 
 const store = openSqliteStore(':memory:');
-const options: IdempotencyModuleOptions = { store, retryAfterSeconds: 2 };
+const options: IdempotencyModuleOptions = { store, scope: 'global', retryAfterSeconds: 2 };
 let runs = 0;
 let release: (() => void) | undefined;
 
@@ -227,7 +227,7 @@ const store = new PgIdempotencyStore(db);
 let runs = 0;
 
 const app = express();
-app.post('/pay', express.json(), expressIdempotency(store), (req, res) => {
+app.post('/pay', express.json(), expressIdempotency(store, { scope: 'global' }), (req, res) => {
   runs += 1;
   res.status(201).json({ run: runs, amount: req.body.amount });
 });
@@ -235,7 +235,7 @@ const server = app.listen(0, '127.0.0.1');
 await new Promise((resolve) => server.once('listening', resolve));
 
 const fastify = Fastify();
-fastify.post('/pay', { ...fastifyIdempotency(store) }, async (request, reply) => {
+fastify.post('/pay', { ...fastifyIdempotency(store, { scope: 'global' }) }, async (request, reply) => {
   runs += 1;
   reply.code(201);
   return { run: runs, amount: request.body.amount };

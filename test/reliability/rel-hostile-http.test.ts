@@ -48,7 +48,7 @@ async function expressTarget(): Promise<Target> {
   const app = express();
   // As an application sets it up: the body parser (with its size limit) before the layer.
   app.use(express.json({ limit: LIMIT }));
-  app.post('/pay', expressIdempotency(store), (req, res) => {
+  app.post('/pay', expressIdempotency(store, { scope: 'global' }), (req, res) => {
     runs++;
     res.status(201).json({ charged: req.body });
   });
@@ -67,11 +67,16 @@ async function honoTarget(): Promise<Target> {
     if (error instanceof HTTPException) return error.getResponse();
     return c.json({ error: error.message }, error instanceof SyntaxError ? 400 : 500);
   });
-  app.post('/pay', bodyLimit({ maxSize: LIMIT }), honoIdempotency(store), async (c) => {
-    const body: unknown = await c.req.json();
-    runs++;
-    return c.json({ charged: body }, 201);
-  });
+  app.post(
+    '/pay',
+    bodyLimit({ maxSize: LIMIT }),
+    honoIdempotency(store, { scope: 'global' }),
+    async (c) => {
+      const body: unknown = await c.req.json();
+      runs++;
+      return c.json({ charged: body }, 201);
+    },
+  );
   const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }) as Server;
   return { path, port: await listening(server), runs: () => runs, close: closer(server, store) };
 }
@@ -82,11 +87,15 @@ async function fastifyTarget(): Promise<Target> {
   let runs = 0;
   // As an application sets it up: Fastify's own JSON parser, with the same size limit.
   const app = Fastify({ bodyLimit: LIMIT, forceCloseConnections: true });
-  app.post('/pay', { ...fastifyIdempotency(store) }, async (request, reply) => {
-    runs++;
-    reply.code(201);
-    return { charged: request.body };
-  });
+  app.post(
+    '/pay',
+    { ...fastifyIdempotency(store, { scope: 'global' }) },
+    async (request, reply) => {
+      runs++;
+      reply.code(201);
+      return { charged: request.body };
+    },
+  );
   await app.listen({ port: 0, host: '127.0.0.1' });
   const port = (app.server.address() as AddressInfo).port;
   const close = async () => {

@@ -292,11 +292,15 @@ describe('neonHttpTransaction', () => {
 
   it('answers a request whose batch committed but lost its answer with the handler’s answer, not 409', async () => {
     let runs = 0;
-    const post = fetchTransaction(neonHttpTransaction(store), async (_request, tx) => {
-      runs += 1;
-      tx.add(credit('t-lost-http', 8));
-      return { status: 201, body: { credited: 8 } };
-    });
+    const post = fetchTransaction(
+      neonHttpTransaction(store),
+      async (_request, tx) => {
+        runs += 1;
+        tx.add(credit('t-lost-http', 8));
+        return { status: 201, body: { credited: 8 } };
+      },
+      { scope: 'global' },
+    );
     const request = () =>
       new Request('http://payments.test/credits', {
         method: 'POST',

@@ -177,7 +177,7 @@ export class Account {
         tx.run(sql`INSERT INTO ledger (id, amount) VALUES (${receipt}, ${amount})`);
         return { status: 201, headers: { 'x-receipt': receipt }, body: { receipt, amount } };
       },
-      { prepare: async (request) => (await request.json()) as { amount: number } },
+      { scope: 'global', prepare: async (request) => (await request.json()) as { amount: number } },
     );
   }
 

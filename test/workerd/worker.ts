@@ -260,7 +260,7 @@ app.post(
   async (c, next) => {
     const db = drizzle(c.env.DB);
     await applyD1Migrations(db);
-    return honoIdempotency(new D1IdempotencyStore(db))(c, next);
+    return honoIdempotency(new D1IdempotencyStore(db), { scope: 'global' })(c, next);
   },
   async (c) => {
     const body = await c.req.json<{ amount: number }>();
@@ -296,13 +296,15 @@ export default {
       case '/fetch/pay': {
         const db = drizzle(env.DB);
         await applyD1Migrations(db);
-        const handler = fetchIdempotency(new D1IdempotencyStore(db))(async (req: Request) => {
-          const body = (await req.json()) as { amount: number };
-          return Response.json(
-            { receipt: crypto.randomUUID(), amount: body.amount },
-            { status: 201 },
-          );
-        });
+        const handler = fetchIdempotency(new D1IdempotencyStore(db), { scope: 'global' })(
+          async (req: Request) => {
+            const body = (await req.json()) as { amount: number };
+            return Response.json(
+              { receipt: crypto.randomUUID(), amount: body.amount },
+              { status: 201 },
+            );
+          },
+        );
         return handler(request);
       }
       default:
