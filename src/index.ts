@@ -38,8 +38,8 @@ export {
 } from './core/lease.js';
 export type { ReleaseStuckKeyOptions, ReleaseStuckKeyResult } from './core/release-stuck.js';
 export { releaseStuckKey } from './core/release-stuck.js';
-export { retentionCycle } from './core/retention-cycle.js';
 export { type ResolveUnknownResult, resolveUnknownOutcome } from './core/resolve-unknown.js';
+export { retentionCycle } from './core/retention-cycle.js';
 export { DEFAULT_TRANSACTION_ATTEMPTS, TransactionRolledBackError } from './core/rolled-back.js';
 export { KeyStatus } from './core/status.js';
 export type {
