@@ -37,5 +37,11 @@ for (const pin of pins) {
   if (at <= 0) throw new Error(`expected name@version, got ${pin}`);
   dependencies[pin.slice(0, at)] = pin.slice(at + 1);
 }
-const app = { name: 'idem-lane-app', version: '0.0.0', private: true, type: 'module', dependencies };
+const app = {
+  name: 'idem-lane-app',
+  version: '0.0.0',
+  private: true,
+  type: 'module',
+  dependencies,
+};
 process.stdout.write(`${JSON.stringify(app, null, 2)}\n`);

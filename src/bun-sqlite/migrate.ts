@@ -1,9 +1,9 @@
+import type { SqliteStatement } from '../sqlite-dialect/compile.js';
 import {
   applySqliteMigrationsInBatch,
   type SqliteBatchDriver,
   type SqliteMigrationOptions,
-} from '../sqlite/migrate.js';
-import type { SqliteStatement } from '../sqlite/migration-dialect.js';
+} from '../sqlite-dialect/migrate.js';
 import type { AnyBunSqliteDatabase } from './client.js';
 
 /** Options of {@link applyBunSqliteMigrations}: the keys table, as for the other SQLite stores. */

@@ -5,12 +5,9 @@ import { closeHook } from '../core/close-option.js';
 import { drizzleClientOf } from '../core/database-identity.js';
 import { UnrecognisedDatabaseError } from '../core/errors.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
-import { sqliteQueries } from '../sqlite-family/queries.js';
-import {
-  type SqliteDriver,
-  type SqliteStatement,
-  sqliteStatements,
-} from '../sqlite-family/statements.js';
+import type { SqliteStatement } from '../sqlite-dialect/compile.js';
+import { sqliteQueries } from '../sqlite-dialect/queries.js';
+import { type SqliteDriver, sqliteStatements } from '../sqlite-dialect/statements.js';
 import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 import { writeQueue } from './write-queue.js';
 

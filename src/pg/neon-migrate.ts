@@ -13,8 +13,9 @@ import {
   renameMigrationStatement,
 } from '../core/table-name.js';
 import { pgMigrations } from '../generated/migrations.js';
+import { queryRows } from './client.js';
 import { quoteIdentifier } from './identifier.js';
-import { assertAdoptablePgKeysTable, type PgMigrationOptions, queryRows } from './migrate.js';
+import { assertAdoptablePgKeysTable, type PgMigrationOptions } from './migrate.js';
 import { resolvePgTable } from './schema.js';
 
 /** A drizzle database over neon-http (`drizzle({ client: neon(url) })`), whatever its schema. */

@@ -6,12 +6,12 @@ import { assertBackedBy } from '../core/database-identity.js';
 import { type DeploymentWarningOptions, enforceDeployment } from '../core/deployment.js';
 import { DatabaseOpenError, InvalidOptionError } from '../core/errors.js';
 import { assertIntegerOption } from '../core/validation.js';
+import type { SqliteMigrationOptions } from '../sqlite-dialect/migrate.js';
 import { checkSqliteDeployment } from './deployment.js';
 import {
   applySqliteMigrations,
   assertAdoptableBookkeeping,
   assertAdoptableSqliteKeysTable,
-  type SqliteMigrationOptions,
 } from './migrate.js';
 import {
   type AnyBetterSqliteDatabase,

@@ -13,17 +13,17 @@ import type { LeasedIdempotencyStore } from '../core/store.js';
 import { SyncIdempotencyStore, type SyncKeyStatements } from '../core/sync-store.js';
 import { doneIdIndexName } from '../core/table-name.js';
 import { assertIntegerOption, DEFAULT_BATCH_MILLIS } from '../core/validation.js';
-import { compileLibsqlStatement } from '../libsql/compile.js';
-import { type SqliteQueries, sqliteQueries } from '../sqlite-family/queries.js';
+import type { SqliteStatement } from '../sqlite-dialect/compile.js';
+import { compileSqliteStatement } from '../sqlite-dialect/compile.js';
+import { type SqliteQueries, sqliteQueries } from '../sqlite-dialect/queries.js';
+import { keys as defaultKeys, type SqliteKeysTable } from '../sqlite-dialect/schema.js';
 import {
   preparedOnce,
   type SqliteDriver,
-  type SqliteStatement,
   sqliteStatements,
   syncSqliteDriver,
-} from '../sqlite-family/statements.js';
+} from '../sqlite-dialect/statements.js';
 import { checkSqliteDeployment } from './deployment.js';
-import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 
 /** Any drizzle database over better-sqlite3, whatever schema it was built with. */
 // biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
@@ -96,14 +96,14 @@ function compileRetentionPlans(db: AnyBetterSqliteDatabase, keys: SqliteKeysTabl
     // How many expired answers there are, counting no further than `cap`: one walk of the
     // retention index's range, stopped at `cap` entries. The statement runs as text, so the
     // column is named in it: drizzle's field name does not reach the driver's row.
-    backlogUpTo: compileLibsqlStatement(
+    backlogUpTo: compileSqliteStatement(
       db
         .select({ count: sql<number>`count(*)`.as('count') })
         .from(db.select({ id: keys.id }).from(keys).where(isExpired).limit(p('cap')).as('backlog')),
       ['now', 'cap'],
     ),
     // A small backlog: its ids come from the retention index's range and are sorted.
-    expiredSorted: compileLibsqlStatement(
+    expiredSorted: compileSqliteStatement(
       db
         .select({ id: keys.id })
         .from(keys)
@@ -115,7 +115,7 @@ function compileRetentionPlans(db: AnyBetterSqliteDatabase, keys: SqliteKeysTabl
     // A large backlog: done rows are walked in id order on the partial index of done rows, whose
     // entries carry `expires`, until `limit` expired ones are found; nothing is sorted. The index
     // is named because SQLite, without statistics, would rather sort the retention index's range.
-    expiredById: compileLibsqlStatement(
+    expiredById: compileSqliteStatement(
       db
         // A column of a table named in raw SQL: drizzle checks plain column fields against `from`.
         .select({ id: sql<string>`${keys.id}` })
@@ -131,7 +131,7 @@ function compileRetentionPlans(db: AnyBetterSqliteDatabase, keys: SqliteKeysTabl
     // The predicate is repeated: only rows that are still expired answers are deleted. Its unary
     // `+` keeps SQLite from answering it with the retention index (a scan of the whole backlog)
     // instead of looking each id up by primary key.
-    deleteExpiredIds: compileLibsqlStatement(
+    deleteExpiredIds: compileSqliteStatement(
       db
         .delete(keys)
         .where(
@@ -179,7 +179,7 @@ export function betterSqliteStatements(
   const family = sqliteStatements<'sync'>(driver, queries);
   const plans = compileRetentionPlans(db, table);
   // The answer with its deadline: the answer cache keeps an answer until then, and no longer.
-  const cacheableFetch = compileLibsqlStatement(
+  const cacheableFetch = compileSqliteStatement(
     db
       .select({ response: table.response, expires: table.expires })
       .from(table)

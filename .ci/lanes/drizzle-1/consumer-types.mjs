@@ -55,16 +55,24 @@ export const refused = (error: unknown) => error instanceof UnrecognisedDatabase
 );
 let output = '';
 try {
-  execFileSync(process.execPath, [join('..', 'node_modules', 'typescript', 'bin', 'tsc'), '-p', '.'], {
-    cwd: dir,
-    encoding: 'utf8',
-  });
+  execFileSync(
+    process.execPath,
+    [join('..', 'node_modules', 'typescript', 'bin', 'tsc'), '-p', '.'],
+    {
+      cwd: dir,
+      encoding: 'utf8',
+    },
+  );
 } catch (error) {
   output = `${error.stdout ?? ''}${error.stderr ?? ''}`;
 }
 const errors = output.split('\n').filter((line) => /error TS\d+/.test(line));
-const ours = errors.filter((line) => line.startsWith('consumer.ts') || line.includes('node_modules/drizzle-idempotency/'));
+const ours = errors.filter(
+  (line) => line.startsWith('consumer.ts') || line.includes('node_modules/drizzle-idempotency/'),
+);
 const others = errors.length - ours.length;
-console.log(`   ${errors.length} errors: ${ours.length} in the consumer or drizzle-idempotency, ${others} in other packages' declarations`);
+console.log(
+  `   ${errors.length} errors: ${ours.length} in the consumer or drizzle-idempotency, ${others} in other packages' declarations`,
+);
 for (const line of errors) console.log(`   ${line}`);
 if (ours.length > 0) process.exit(1);

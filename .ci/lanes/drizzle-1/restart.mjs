@@ -3,13 +3,9 @@
 // drizzle database, then ends; `read`, a new process, finds them in the file. Under drizzle 1.0,
 // drizzle(client) opens a temporary database instead: the store refuses it.
 import Database from 'better-sqlite3';
-import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { UnrecognisedDatabaseError } from 'drizzle-idempotency';
-import {
-  applySqliteMigrations,
-  openSqliteStore,
-  SqliteIdempotencyStore,
-} from 'drizzle-idempotency/sqlite';
+import { openSqliteStore, SqliteIdempotencyStore } from 'drizzle-idempotency/sqlite';
+import { drizzle } from 'drizzle-orm/better-sqlite3';
 
 const [mode, file] = process.argv.slice(2);
 if (file === undefined) throw new Error('usage: restart.mjs write|read <file>');
