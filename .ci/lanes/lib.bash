@@ -25,7 +25,8 @@ lane_use_node() {
 lane_pack() {
   # A tarball packed already (a lane run again by hand) is used as it is.
   if [ -n "${IDEM_PACKED_TARBALL:-}" ]; then
-    cp "$IDEM_PACKED_TARBALL" "$lane_work/" && echo "$lane_work/$(basename "$IDEM_PACKED_TARBALL")"
+    cp "$IDEM_PACKED_TARBALL" "$lane_work/drizzle-idempotency-given.tgz" &&
+      echo "$lane_work/drizzle-idempotency-given.tgz"
     return
   fi
   local tree="$lane_work/tree"
