@@ -1,3 +1,4 @@
+import { type AnswerSealing, answerSealing, type Encryption, type Keyring } from './encryption.js';
 import { InvalidOptionError, StoreClosedError } from './errors.js';
 import { nextFencingToken } from './fencing-token.js';
 import { parseResponse, serializeResponse } from './json.js';
@@ -236,16 +237,37 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   // connection, since one may still have a statement to send (a fenced finish's read, a takeover
   // after a read). A synchronous store settles each before the next call, so it never has any.
   readonly #inFlight = new Set<Promise<unknown>>();
+  readonly #sealing: AnswerSealing;
   #closed = false;
   #closing: MaybePromise<unknown> | undefined;
 
   /**
    * @param statements - the dialect's statements, see {@link KeyStatementsOf}
    * @param mode - whether `statements` answer plain values or promises
+   * @param encryption - the keyring answers are sealed with; stored as JSON text when absent
+   * @throws {@link InvalidOptionError} for a keyring that is not well formed
    */
-  constructor(statements: KeyStatementsOf<M> | KeyStatementsOf<Mode>, mode: M) {
+  constructor(
+    statements: KeyStatementsOf<M> | KeyStatementsOf<Mode>,
+    mode: M,
+    encryption?: Keyring,
+  ) {
     this.#statements = statements as KeyStatementsOf<Mode>;
     this.#runner = RUNNERS[mode] as <R>(body: () => MaybePromise<R>) => Answer<M, R>;
+    this.#sealing = answerSealing(encryption, mode === 'sync');
+  }
+
+  /** What seals this store's answers and keys its fingerprints; `undefined` with encryption off. */
+  get encryption(): Encryption | undefined {
+    return this.#sealing.encryption;
+  }
+
+  // The row with its answer opened (JSON text again). A row of another fingerprint keeps no
+  // answer: the caller cannot replay it, so it is neither opened nor handed on.
+  #openRow(row: KeyRow | undefined, digest?: string): MaybePromise<KeyRow | undefined> {
+    if (row === undefined || row.response == null) return row;
+    if (digest !== undefined && row.fingerprint !== digest) return { ...row, response: null };
+    return then(this.#sealing.open(row.id, row.response), (response) => ({ ...row, response }));
   }
 
   // Runs an operation's body and keeps its promise, if any, among those `close()` waits for.
@@ -288,14 +310,15 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
       this.#checkKey(key);
       this.#checkDigest(digest);
       if (attempt !== undefined) assertAttempt(attempt);
-      const text = serializeResponse(response);
       const statements = this.#open();
-      if (attempt === undefined) return then(statements.finish(key, digest, text), isOne);
-      return then(statements.finishFenced(key, digest, text, attempt), (changed) =>
-        changed === 1
-          ? true
-          : then(statements.get(key), (row) => holdsOwnAnswer(row, digest, attempt, text)),
-      );
+      return then(this.#sealing.seal(key, serializeResponse(response)), (text) => {
+        if (attempt === undefined) return then(statements.finish(key, digest, text), isOne);
+        return then(statements.finishFenced(key, digest, text, attempt), (changed) =>
+          changed === 1
+            ? true
+            : then(statements.get(key), (row) => holdsOwnAnswer(row, digest, attempt, text)),
+        );
+      });
     });
   }
 
@@ -309,11 +332,12 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
       const replace = options.replaceExpired === true;
       const statements = this.#open();
       // Read before writing: a replay or a live lease answers from the row and writes nothing.
-      const decide = (row: KeyRow | undefined) => {
-        const read = readOutcome<T>(row, digest, now);
-        if (read !== undefined && !(replace && isExpiredAnswer(read, now))) return read;
-        return this.#claim(statements, key, digest, { expires, now, leaseUntil, replace });
-      };
+      const decide = (row: KeyRow | undefined) =>
+        then(this.#openRow(row, digest), (opened) => {
+          const read = readOutcome<T>(opened, digest, now);
+          if (read !== undefined && !(replace && isExpiredAnswer(read, now))) return read;
+          return this.#claim(statements, key, digest, { expires, now, leaseUntil, replace });
+        });
       if (statements.insertOrGet === undefined) return then(statements.get(key), decide);
       const token = nextFencingToken();
       return then(statements.insertOrGet(key, digest, { expires, leaseUntil, token }), (step) =>
@@ -337,17 +361,32 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
     return then(statements.acquire(key, digest, { expires, now, leaseUntil, token }), (step) => {
       if ('attempt' in step) return acquiredOutcome<T>(step.attempt, token, leaseUntil);
       if (step.row === undefined) return this.#claim(statements, key, digest, claim);
-      const outcome = existingOutcome<T>(step.row, digest);
-      if (!(claim.replace && isExpiredAnswer(outcome, now))) return outcome;
-      return then(
-        statements.replaceExpired(key, digest, { expires, now, leaseUntil, token }),
-        (attempt): MaybePromise<AcquireResult<T>> =>
-          attempt === undefined
-            ? this.#claim(statements, key, digest, claim)
-            : // A new request, not a takeover: nothing of this caller's ran under the old row.
-              { ...acquiredOutcome<T>(attempt, token, leaseUntil), takenOver: false },
+      return then(this.#openRow(step.row, digest), (row) =>
+        this.#decideExisting(statements, key, digest, { ...claim, token }, row as KeyRow),
       );
     });
+  }
+
+  // What a claim answers for the row its write found (its answer opened): that row's outcome, or,
+  // with `replace` and an expired answer, the replacement's.
+  #decideExisting(
+    statements: KeyStatementsOf<Mode>,
+    key: string,
+    digest: string,
+    claim: { expires: number; now: number; leaseUntil: number; replace: boolean; token: number },
+    row: KeyRow,
+  ): MaybePromise<AcquireResult<T>> {
+    const { expires, now, leaseUntil, token } = claim;
+    const outcome = existingOutcome<T>(row, digest);
+    if (!(claim.replace && isExpiredAnswer(outcome, now))) return outcome;
+    return then(
+      statements.replaceExpired(key, digest, { expires, now, leaseUntil, token }),
+      (attempt): MaybePromise<AcquireResult<T>> =>
+        attempt === undefined
+          ? this.#claim(statements, key, digest, claim)
+          : // A new request, not a takeover: nothing of this caller's ran under the old row.
+            { ...acquiredOutcome<T>(attempt, token, leaseUntil), takenOver: false },
+    );
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.renew} */
@@ -399,8 +438,10 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
     return this.#run(() => {
       this.#checkKey(key);
       assertTime(now, 'now');
-      return then(this.#open().fetch(key, now), (text) =>
-        text == null ? null : parseResponse<T>(text),
+      return then(this.#open().fetch(key, now), (stored) =>
+        stored == null
+          ? null
+          : then(this.#sealing.open(key, stored), (text) => parseResponse<T>(text)),
       );
     });
   }
@@ -476,7 +517,9 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   get(key: string): Answer<M, IdempotencyRecord<T> | null> {
     return this.#run(() => {
       this.#checkKey(key);
-      return then(this.#open().get(key), (row) => (row === undefined ? null : toRecord<T>(row)));
+      return then(this.#open().get(key), (row) =>
+        then(this.#openRow(row), (opened) => (opened === undefined ? null : toRecord<T>(opened))),
+      );
     });
   }
 
@@ -485,14 +528,15 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
     return this.#run(() => {
       this.#checkKey(key);
       const { first, purgeAt, second } = RETENTION_CYCLE;
-      const text = serializeResponse(first.response);
       // The statements themselves, not this store's operations: a `close()` called while the
       // cycle runs waits for its last step instead of refusing it.
       const statements = this.#open();
-      return then(statements.reserve(key, first.digest, first.expires), () =>
-        then(statements.finish(key, first.digest, text), () =>
-          then(statements.purge(purgeAt, DEFAULT_LIMIT), () =>
-            then(statements.reserve(key, second.digest, second.expires), isOne),
+      return then(this.#sealing.seal(key, serializeResponse(first.response)), (text) =>
+        then(statements.reserve(key, first.digest, first.expires), () =>
+          then(statements.finish(key, first.digest, text), () =>
+            then(statements.purge(purgeAt, DEFAULT_LIMIT), () =>
+              then(statements.reserve(key, second.digest, second.expires), isOne),
+            ),
           ),
         ),
       );

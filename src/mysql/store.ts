@@ -2,6 +2,7 @@ import { and, asc, eq, inArray, isNotNull, lte, type SQL, sql } from 'drizzle-or
 import type { MySql2Database } from 'drizzle-orm/mysql2';
 import { AsyncIdempotencyStore, type KeyStatements } from '../core/async-store.js';
 import type { DeploymentReport } from '../core/deployment.js';
+import type { EncryptionOption } from '../core/encryption.js';
 import {
   expiredAnswer,
   expiredAnswerReplacement,
@@ -32,7 +33,7 @@ import {
 export type AnyMysqlDatabase = MySql2Database<any>;
 
 /** Options of {@link MysqlIdempotencyStore}. */
-export interface MysqlStoreOptions extends MysqlTableOptions {
+export interface MysqlStoreOptions extends MysqlTableOptions, EncryptionOption {
   /**
    * Called once by `close()`, e.g. to end a pool the store owns. By default `close()` leaves the
    * connection alone: a store built over your database never ends your pool.
@@ -449,7 +450,7 @@ export class MysqlIdempotencyStore<T = unknown>
       onClose: options.onClose,
       vitess: options.vitess === true,
     };
-    super(mysqlStatements(context, prepareQueries(db, table)));
+    super(mysqlStatements(context, prepareQueries(db, table)), options.encryption);
     this.#db = db;
     this.#table = table;
   }

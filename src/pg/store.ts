@@ -3,6 +3,7 @@ import { and, asc, eq, type SQL, sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { AsyncIdempotencyStore, type KeyStatements } from '../core/async-store.js';
 import type { DeploymentReport } from '../core/deployment.js';
+import type { EncryptionOption } from '../core/encryption.js';
 import { InvalidOptionError } from '../core/errors.js';
 import {
   expiredAnswer,
@@ -36,7 +37,7 @@ import { type PgKeysTable, type PgTableOptions, resolvePgTable } from './schema.
 export type AnyPgDatabase = PgDatabase<PgQueryResultHKT, any>;
 
 /** Options of {@link PgIdempotencyStore}. */
-export interface PgStoreOptions extends PgTableOptions {
+export interface PgStoreOptions extends PgTableOptions, EncryptionOption {
   /**
    * Called once by `close()`, e.g. to end a pool the store owns. By default `close()` leaves the
    * connection alone: a store built over your database never ends your pool.
@@ -518,6 +519,7 @@ export class PgIdempotencyStore<T = unknown>
         : [];
     super(
       pgStatements(prepareQueries(primary, table, schema, name, mode), replicas, options.onClose),
+      options.encryption,
     );
     this.#db = primary;
     this.#table = table;

@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { type DeploymentWarningOptions, enforceDeployment } from '../core/deployment.js';
+import { checkedEncryption, type EncryptionOption } from '../core/encryption.js';
 import { DatabaseOpenError, InvalidOptionError } from '../core/errors.js';
 import { assertIntegerOption } from '../core/validation.js';
 import { checkSqliteDeployment } from './deployment.js';
@@ -24,7 +25,10 @@ export type SqliteSynchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
 const SYNCHRONOUS_LEVELS: readonly SqliteSynchronous[] = ['OFF', 'NORMAL', 'FULL', 'EXTRA'];
 
 /** Options of {@link openSqliteStore}. */
-export interface OpenSqliteStoreOptions extends SqliteMigrationOptions, DeploymentWarningOptions {
+export interface OpenSqliteStoreOptions
+  extends SqliteMigrationOptions,
+    DeploymentWarningOptions,
+    EncryptionOption {
   /**
    * How long a write waits for another connection's write lock before failing, in milliseconds.
    * Default 5000.
@@ -163,6 +167,7 @@ export function openSqliteStore<T = unknown>(
   path: string,
   options: OpenSqliteStoreOptions = {},
 ): SqliteIdempotencyStore<T> {
+  const encryption = checkedEncryption(options);
   const answerCacheSize = options.answerCacheSize ?? 0;
   // Checked here too, so a bad value is refused before a file is created.
   assertIntegerOption(answerCacheSize, 'answerCacheSize', 0, MAX_ANSWER_CACHE_SIZE);
@@ -173,6 +178,7 @@ export function openSqliteStore<T = unknown>(
       onClose: () => db.$client.close(),
       answerCacheSize,
       ...table,
+      ...encryption,
     });
   } catch (error) {
     db.$client.close();

@@ -5,6 +5,7 @@ import { getTableConfig } from 'drizzle-orm/sqlite-core';
 import { AnswerCache } from '../core/answer-cache.js';
 import { closeHook } from '../core/close-option.js';
 import type { DeploymentReport } from '../core/deployment.js';
+import type { EncryptionOption } from '../core/encryption.js';
 import { expiredAnswer, liveAnswer } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
@@ -30,7 +31,7 @@ export type AnyBetterSqliteDatabase = BetterSQLite3Database<any> & {
 };
 
 /** Options of {@link SqliteIdempotencyStore}. */
-export interface SqliteStoreOptions {
+export interface SqliteStoreOptions extends EncryptionOption {
   /**
    * Called once by `close()`, e.g. `() => db.$client.close()` to close a connection the store
    * owns. By default `close()` leaves the connection alone: a store built over your database
@@ -285,7 +286,10 @@ export class SqliteIdempotencyStore<T = unknown>
     const table = options.table ?? defaultKeys;
     const cache = cacheSize > 0 ? new AnswerCache(cacheSize) : undefined;
     const queries = sqliteQueries(db, table);
-    super(betterSqliteStatements(db, queries, table, cache, closeHook(db.$client, options)));
+    super(
+      betterSqliteStatements(db, queries, table, cache, closeHook(db.$client, options)),
+      options.encryption,
+    );
     this.#db = db;
     this.#table = table;
   }
