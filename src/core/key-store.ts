@@ -1,4 +1,18 @@
-import { type AnswerSealing, answerSealing, type Encryption, type Keyring } from './encryption.js';
+import {
+  type AnswerSealing,
+  answerSealing,
+  type Encryption,
+  type Keyring,
+  sealedKeyId,
+} from './encryption.js';
+import {
+  type EraseOptions,
+  type EraseResult,
+  type RekeyOptions,
+  type RekeyResult,
+  type SealingReport,
+  scopePrefix,
+} from './erasure.js';
 import { InvalidOptionError, StoreClosedError } from './errors.js';
 import { nextFencingToken } from './fencing-token.js';
 import { parseResponse, serializeResponse } from './json.js';
@@ -7,6 +21,7 @@ import {
   assertAttempt,
   existingOutcome,
   leaseDeadline,
+  MAX_PENDING_LIMIT,
   pendingLimit,
   pendingPrefix,
   readOutcome,
@@ -38,6 +53,8 @@ import {
   DEFAULT_LIMIT,
   MAX_BATCH_SIZE,
 } from './validation.js';
+
+const DEFAULT_ERASE_BATCH = 500;
 
 /**
  * How a store answers: `'sync'` with plain values (better-sqlite3, bun:sqlite, a Durable Object's
@@ -168,6 +185,18 @@ export interface KeyStatementsOf<M extends Mode> {
   purge(now: number, limit: number): Answer<M, readonly { readonly id: string }[]>;
   /** Deletes up to `batchSize` expired answers in index order; the number deleted. */
   sweepBatch(now: number, batchSize: number): Answer<M, number>;
+  /**
+   * Deletes up to `limit` done rows whose id starts with `prefix`, lowest ids first, repeating the
+   * condition on each deleted row; answers the ids it deleted, in any order.
+   */
+  eraseBatch(prefix: string, limit: number): Answer<M, readonly { readonly id: string }[]>;
+  /** Up to `limit` done rows with an id above `after`, ascending: their id and stored answer. */
+  answers(
+    after: string,
+    limit: number,
+  ): Answer<M, readonly { readonly id: string; readonly response: string | null }[]>;
+  /** Replaces the stored answer of the done row `id` while it is still `previous`; rows changed. */
+  reseal(id: string, previous: string, response: string): Answer<M, number>;
   /** The `GROUP BY status` counts. */
   counts(): Answer<M, readonly { readonly status: string; readonly count: number | string }[]>;
   /** The `GROUP BY status` counts at `now`. */
@@ -210,6 +239,50 @@ const isExpiredAnswer = <T>(outcome: AcquireResult<T>, now: number): boolean =>
   (outcome.status === 'done' || outcome.status === 'mismatch') &&
   outcome.record.status === KeyStatus.done &&
   outcome.record.expires <= now;
+
+/**
+ * Runs `step` until it answers `false`: in a loop while it answers at once (no stack grows with
+ * the number of rows on a synchronous store), chained while it answers promises.
+ */
+function repeat(step: () => MaybePromise<boolean>): MaybePromise<void> {
+  for (;;) {
+    const more = step();
+    if (isThenable(more)) {
+      return Promise.resolve(more).then((again) => (again ? repeat(step) : undefined));
+    }
+    if (!more) return;
+  }
+}
+
+/**
+ * A step for {@link repeat} that visits every stored answer in id order, reading `batchSize` rows
+ * at a time, and calls `visit` with each row's id and stored value.
+ */
+function answerScan(
+  statements: KeyStatementsOf<Mode>,
+  batchSize: number,
+  visit: (id: string, stored: string) => MaybePromise<unknown>,
+): () => MaybePromise<boolean> {
+  let rows: readonly { readonly id: string; readonly response: string | null }[] = [];
+  let at = 0;
+  let after = '';
+  let last = false;
+  return () => {
+    const row = rows[at];
+    if (row === undefined) {
+      if (last) return false;
+      return then(statements.answers(after, batchSize), (batch) => {
+        rows = batch;
+        at = 0;
+        last = batch.length < batchSize;
+        after = batch[batch.length - 1]?.id ?? after;
+        return batch.length > 0;
+      });
+    }
+    at++;
+    return row.response === null ? true : then(visit(row.id, row.response), () => true);
+  };
+}
 
 /**
  * How an operation's body is run: a synchronous store runs it as it is; an asynchronous one runs
@@ -463,6 +536,131 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
       return then(this.#open().purge(now, limit), (rows) =>
         rows.map((row) => row.id).sort(compareKeys),
       );
+    });
+  }
+
+  /**
+   * Erases every stored answer of one scope (a customer, a tenant: the ids `storedId(scope, key)`
+   * gives), in batches of `batchSize` (each one statement or one short transaction, so live traffic
+   * waits for no long lock). Pending rows of the scope are not touched (their request is still
+   * running, and deleting them would let a retry run it twice): they are listed instead, so the
+   * erasure can be run again once they are done. A retry of an erased key is a new request.
+   *
+   * @example
+   * ```ts
+   * const { erased, pending } = await store.erase({ scope: 'customer-7' });
+   * ```
+   * @throws {@link InvalidOptionError} for a scope that is not a non-empty, well-formed string
+   * @throws {@link InvalidLimitError} for a `batchSize` outside 1 to 10,000
+   */
+  erase(options: EraseOptions): Answer<M, EraseResult> {
+    return this.#run(() => {
+      const prefix = scopePrefix(options?.scope);
+      const batchSize = options.batchSize ?? DEFAULT_ERASE_BATCH;
+      assertIntegerOption(batchSize, 'batchSize', 1, MAX_BATCH_SIZE);
+      const statements = this.#open();
+      const erased: string[] = [];
+      const unscoped = (id: string) => id.slice(prefix.length);
+      const batch = () =>
+        then(statements.eraseBatch(prefix, batchSize), (rows) => {
+          for (const row of rows) erased.push(unscoped(row.id));
+          return rows.length === batchSize;
+        });
+      const query = { now: 0, stale: false, limit: MAX_PENDING_LIMIT, prefix };
+      return then(repeat(batch), () =>
+        then(statements.pendingKeys(query), (pending) => ({
+          erased: erased.sort(compareKeys),
+          pending: pending.map((row) => unscoped(row.id)),
+        })),
+      );
+    });
+  }
+
+  /**
+   * Re-seals every stored answer that is not sealed under the keyring's current key (sealed under
+   * a retired key, or plain JSON kept before encryption was turned on), in batches of `batchSize`
+   * rows in id order. Each answer is replaced only while it is still the value read, so an answer
+   * recorded or erased meanwhile is left as it is. Answers that do not open (their key id is not in
+   * the keyring, or they fail authentication) are counted and left unchanged.
+   *
+   * @example
+   * ```ts
+   * const { resealed, unreadable } = await store.rekey();
+   * ```
+   * @throws {@link InvalidOptionError} on a store opened without `encryption`
+   * @throws {@link InvalidLimitError} for a `batchSize` outside 1 to 10,000
+   */
+  rekey(options: RekeyOptions = {}): Answer<M, RekeyResult> {
+    return this.#run(() => {
+      const encryption = this.#sealing.encryption;
+      if (encryption === undefined) {
+        throw new InvalidOptionError('rekey needs a store opened with an encryption keyring');
+      }
+      const batchSize = options.batchSize ?? DEFAULT_ERASE_BATCH;
+      assertIntegerOption(batchSize, 'batchSize', 1, MAX_BATCH_SIZE);
+      const statements = this.#open();
+      const result = { resealed: 0, current: 0, unreadable: [] as string[] };
+      // The answer's JSON text, or `undefined` when it does not open (the id is then reported).
+      const opened = (id: string, stored: string): MaybePromise<string | undefined> => {
+        try {
+          const text = this.#sealing.open(id, stored);
+          return isThenable(text) ? Promise.resolve(text).catch(() => undefined) : text;
+        } catch {
+          return undefined;
+        }
+      };
+      const resealOne = (id: string, stored: string): MaybePromise<unknown> => {
+        if (sealedKeyId(stored) === encryption.current) {
+          result.current++;
+          return undefined;
+        }
+        return then(opened(id, stored), (text) => {
+          if (text === undefined) {
+            result.unreadable.push(id);
+            return undefined;
+          }
+          return then(this.#sealing.seal(id, text), (sealed) =>
+            then(statements.reseal(id, stored, sealed), (changed) => {
+              result.resealed += changed;
+            }),
+          );
+        });
+      };
+      const scan = answerScan(statements, batchSize, resealOne);
+      return then(repeat(scan), () => ({
+        ...result,
+        unreadable: result.unreadable.sort(compareKeys),
+      }));
+    });
+  }
+
+  /**
+   * How the stored answers are kept, scanned in batches of `batchSize`: how many are plain JSON,
+   * how many are sealed under each key id, and which of those ids the keyring lacks. What
+   * `idem doctor` reports; `idem rekey` fixes what is not under the current key.
+   */
+  sealingReport(options: RekeyOptions = {}): Answer<M, SealingReport> {
+    return this.#run(() => {
+      const batchSize = options.batchSize ?? DEFAULT_ERASE_BATCH;
+      assertIntegerOption(batchSize, 'batchSize', 1, MAX_BATCH_SIZE);
+      const statements = this.#open();
+      const encryption = this.#sealing.encryption;
+      const report = { plaintext: 0, byKey: {} as Record<string, number> };
+      const scan = answerScan(statements, batchSize, (_id, stored) => {
+        const keyId = sealedKeyId(stored);
+        if (keyId === undefined) report.plaintext++;
+        else report.byKey[keyId] = (report.byKey[keyId] ?? 0) + 1;
+      });
+      return then(repeat(scan), () => {
+        const ids = Object.keys(report.byKey).sort();
+        return {
+          plaintext: report.plaintext,
+          byKey: report.byKey,
+          current: encryption?.current ?? null,
+          retired: ids.filter((id) => encryption?.has(id) === true && id !== encryption.current),
+          missing: ids.filter((id) => encryption?.has(id) !== true),
+        };
+      });
     });
   }
 

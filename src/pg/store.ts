@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { and, asc, eq, type SQL, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, type SQL, sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { AsyncIdempotencyStore, type KeyStatements } from '../core/async-store.js';
 import type { DeploymentReport } from '../core/deployment.js';
@@ -118,6 +118,7 @@ function prepareQueries(
     );
   const fetchWhere = liveAnswer(keys, p('id'), p('now'));
   const isPending = eq(keys.status, KeyStatus.pending);
+  const isDone = eq(keys.status, KeyStatus.done);
   const ownedBy = leaseHolderRow(keys, p('id'), p('fingerprint'), p('attempt'));
   // Under the columns' own names, so drizzle's path and the direct one give rows of one shape.
   const rowColumns = {
@@ -331,6 +332,44 @@ function prepareQueries(
       'sweep_batch',
       deleteExpired(lockExpired('batch', [asc(keys.expires), asc(keys.id)])),
     ),
+    // A scope's answers, lowest ids first, locked (SKIP LOCKED) and deleted by one statement; the
+    // condition is repeated on the current version of each row.
+    eraseBatch: prepare(
+      'erase_batch',
+      db
+        .delete(keys)
+        .where(
+          and(
+            sql`${keys.id} = any(array(${db
+              .select({ id: keys.id })
+              .from(keys)
+              .where(and(isDone, idStartsWith(keys, sql`${p('prefix')}::text`)))
+              .orderBy(asc(keys.id))
+              .limit(p('limit'))
+              .for('update', { skipLocked: true })}))`,
+            isDone,
+            idStartsWith(keys, sql`${p('prefix')}::text`),
+          ),
+        )
+        .returning({ id: keys.id }),
+    ),
+    answers: prepare(
+      'answers',
+      db
+        .select({ id: keys.id, response: keys.response })
+        .from(keys)
+        .where(and(isDone, gt(keys.id, sql`${p('after')}::text`)))
+        .orderBy(asc(keys.id))
+        .limit(p('limit')),
+    ),
+    reseal: prepare(
+      'reseal',
+      db
+        .update(keys)
+        .set({ response: sql<string>`${p('response')}::text` })
+        .where(and(eq(keys.id, p('id')), isDone, sql`${keys.response} = ${p('previous')}::text`))
+        .returning({ id: keys.id }),
+    ),
     counts: prepare(
       'counts',
       db
@@ -453,6 +492,10 @@ function pgStatements(
         : queries.purge.execute({ now, limit });
     },
     sweepBatch: async (now, limit) => (await queries.sweepBatch.execute({ now, limit })).length,
+    eraseBatch: (prefix, limit) => queries.eraseBatch.execute({ prefix, limit }),
+    answers: (after, limit) => queries.answers.execute({ after, limit }),
+    reseal: async (id, previous, response) =>
+      (await queries.reseal.execute({ id, previous, response })).length,
     counts: () => queries.counts.execute(),
     stats: (now) => queries.stats.execute({ now }),
     close: () => onClose?.(),

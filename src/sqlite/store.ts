@@ -231,6 +231,12 @@ export function betterSqliteStatements(
       return row.response;
     },
     expired: candidates,
+    // An erased answer is gone before its deadline: the cache must not replay it.
+    eraseBatch: (prefix, limit) => {
+      const erased = family.eraseBatch(prefix, limit);
+      for (const row of erased) cache?.forget(row.id);
+      return erased;
+    },
     purge: (now, limit) => {
       cache?.retire(now);
       return purge.immediate(now, limit);
