@@ -31,6 +31,7 @@ export {
   ReplicationUnconfirmedError,
   SchemaMismatchError,
   StoreClosedError,
+  UnrecognisedDatabaseError,
   UnserializableResponseError,
 } from './core/errors.js';
 export type { JsonValue } from './core/json.js';
