@@ -14,8 +14,12 @@ export type {
   DeploymentWarningOptions,
 } from './core/deployment.js';
 export { DeploymentCode, DeploymentLevel, DeploymentRefusedError } from './core/deployment.js';
+export type { EncryptionOption, Keyring } from './core/encryption.js';
+export { isSealed, sealedKeyId } from './core/encryption.js';
 export {
+  AnswerUnreadableError,
   DatabaseOpenError,
+  EncryptionKeyMissingError,
   ErrorCode,
   IdempotencyError,
   InvalidArgumentError,

@@ -1,5 +1,6 @@
 import { AsyncIdempotencyStore } from '../core/async-store.js';
 import { closeHook } from '../core/close-option.js';
+import type { EncryptionOption } from '../core/encryption.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
 import { DEFAULT_BATCH_MILLIS } from '../core/validation.js';
 import { sqliteQueries } from '../sqlite-dialect/queries.js';
@@ -12,7 +13,7 @@ import type { AnyBunSqliteDatabase, BunSqliteDatabaseLike } from './client.js';
 import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 
 /** Options of {@link BunSqliteIdempotencyStore}. */
-export interface BunSqliteStoreOptions {
+export interface BunSqliteStoreOptions extends EncryptionOption {
   /**
    * Called once by `close()`, e.g. `() => db.$client.close()` to close the database the store owns.
    * By default `close()` leaves it alone: a store built over your database never closes it.
@@ -78,7 +79,10 @@ export class BunSqliteIdempotencyStore<T = unknown>
    */
   constructor(db: AnyBunSqliteDatabase, options: BunSqliteStoreOptions = {}) {
     const driver = bunDriver(db.$client, closeHook(db.$client, options));
-    super(sqliteStatements(driver, sqliteQueries(db, options.table ?? defaultKeys)));
+    super(
+      sqliteStatements(driver, sqliteQueries(db, options.table ?? defaultKeys)),
+      options.encryption,
+    );
     this.#db = db;
   }
 

@@ -1,3 +1,5 @@
+import { InvalidOptionError } from '../core/errors.js';
+import { KeyStore, type Mode } from '../core/key-store.js';
 import { releaseStuckKey } from '../core/release-stuck.js';
 import { resolveUnknownOutcome } from '../core/resolve-unknown.js';
 import { KeyStatus } from '../core/status.js';
@@ -417,5 +419,84 @@ export async function resolveCommand(io: CliIo, options: ResolveOptions): Promis
     return 0;
   }
   io.stderr.write(`idem: ${message}; nothing changed\n`);
+  return 1;
+}
+
+/** The flags of `idem erase`. */
+export interface EraseCommandOptions extends LocatedOptions {
+  /** The scope whose answers are erased. */
+  readonly scope: string;
+  readonly batch?: number;
+  readonly yes?: boolean;
+  readonly json?: boolean;
+}
+
+// The erasure and re-sealing operations of the stores this CLI opens (every dialect's KeyStore).
+function keyStore(store: object): KeyStore<unknown, Mode> {
+  if (!(store instanceof KeyStore)) {
+    throw new InvalidOptionError('this store cannot erase or re-seal answers');
+  }
+  return store as KeyStore<unknown, Mode>;
+}
+
+/**
+ * `idem erase --scope S --yes`: deletes every done answer of scope `S` in batches (the GDPR
+ * erasure path) and prints the erased keys, one a line; pending keys of the scope are listed on
+ * stderr and left (exit 1), so the command is run again once they are done. Without `--yes`
+ * nothing changes (exit 2). `--json`: one line `{"scope","erased":[…],"pending":[…]}`.
+ *
+ * @returns the exit code: 0 all erased, 1 pending keys left, 2 not confirmed
+ */
+export async function eraseCommand(io: CliIo, options: EraseCommandOptions): Promise<number> {
+  const scope = printableWord(options.scope);
+  if (!options.yes) {
+    io.stderr.write(
+      `idem: erase deletes every stored answer of the scope ${scope}, and their retries then run again; add --yes to confirm\n`,
+    );
+    return 2;
+  }
+  const result = await withStore(options.location, 'write', async (store) =>
+    keyStore(store).erase({
+      scope: options.scope,
+      ...(options.batch === undefined ? {} : { batchSize: options.batch }),
+    }),
+  );
+  if (options.json) writeJson(io.stdout, { scope: options.scope, ...result });
+  else for (const key of result.erased) io.stdout.write(`${printableKey(key)}\n`);
+  io.stderr.write(`idem: erased ${result.erased.length} answer(s) of the scope ${scope}\n`);
+  if (result.pending.length === 0) return 0;
+  io.stderr.write(
+    `idem: ${result.pending.length} key(s) of the scope ${scope} are still pending and were left: ${result.pending.map(printableKey).join(', ')}; run erase again once they are done\n`,
+  );
+  return 1;
+}
+
+/** The flags of `idem rekey`. */
+export interface RekeyCommandOptions extends LocatedOptions {
+  readonly batch?: number;
+  readonly json?: boolean;
+}
+
+/**
+ * `idem rekey`: re-seals every answer not under the current key of `IDEM_ENCRYPTION_KEYS` (a
+ * retired key's, or plain JSON), in batches, and prints the counts. Answers that do not open are
+ * listed on stderr and left (exit 1).
+ *
+ * @returns the exit code: 0 every answer under the current key, 1 some did not open
+ */
+export async function rekeyCommand(io: CliIo, options: RekeyCommandOptions): Promise<number> {
+  const result = await withStore(options.location, 'write', async (store) =>
+    keyStore(store).rekey(options.batch === undefined ? {} : { batchSize: options.batch }),
+  );
+  if (options.json) writeJson(io.stdout, result);
+  else {
+    io.stdout.write(
+      `resealed ${result.resealed}, already current ${result.current}, unreadable ${result.unreadable.length}\n`,
+    );
+  }
+  if (result.unreadable.length === 0) return 0;
+  io.stderr.write(
+    `idem: ${result.unreadable.length} answer(s) did not open with the keyring and were left: ${result.unreadable.map(printableKey).join(', ')}\n`,
+  );
   return 1;
 }

@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import type BetterSqlite3 from 'better-sqlite3';
 import type { Pool as MysqlPool } from 'mysql2/promise';
 import type { Pool } from 'pg';
+import type { EncryptionOption } from '../core/encryption.js';
 import { DatabaseOpenError } from '../core/errors.js';
 import { type JournalRow, type MigrationFile, pendingMigrations } from '../core/journal.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
@@ -10,8 +11,16 @@ import { mysqlMigrations, pgMigrations, sqliteMigrations } from '../generated/mi
 import { quoteIdentifier } from '../pg/identifier.js';
 import { openPgStore } from '../pg/open.js';
 import { DEFAULT_PG_SCHEMA, pgKeysTable } from '../pg/schema.js';
+import { KEYRING_VARIABLE, keyringFromEnvironment } from './keyring.js';
 import { printableWord } from './keys.js';
 import { describeLocation, maskSecrets, type StoreLocation, urlSecrets } from './location.js';
+
+// The keyring of IDEM_ENCRYPTION_KEYS, as the store's option: every command reads and writes
+// answers as the application does.
+function cliEncryption(): EncryptionOption {
+  const encryption = keyringFromEnvironment(process.env[KEYRING_VARIABLE]);
+  return encryption === undefined ? {} : { encryption };
+}
 
 /** An open store and what ends it. */
 export interface CliStore {
@@ -142,11 +151,12 @@ async function openSqlite(
     const store = new SqliteIdempotencyStore(drizzle({ client }), {
       table,
       onClose: () => client.close(),
+      ...cliEncryption(),
     });
     return { store, close: async () => store.close() };
   }
   if (mode === 'write') (await inspectSqlite(location)).close();
-  const store = openSqliteStore(location.path, { table });
+  const store = openSqliteStore(location.path, { table, ...cliEncryption() });
   return { store, close: async () => store.close() };
 }
 
@@ -192,6 +202,7 @@ async function openPg(
     const store = await openPgStore(pool, {
       table: pgKeysTable(location.table, { schema: location.schema }),
       prepare: location.prepare !== false,
+      ...cliEncryption(),
     });
     return {
       store,
@@ -291,7 +302,10 @@ async function openMysql(
       const pending = pendingMigrations(COMMITTED.mysql, rows);
       if (pending.length > 0) throw outdated(location, pending);
     }
-    const store = await openMysqlStore(pool, { table: mysqlKeysTable(location.table) });
+    const store = await openMysqlStore(pool, {
+      table: mysqlKeysTable(location.table),
+      ...cliEncryption(),
+    });
     return {
       store,
       close: async () => {

@@ -1,4 +1,5 @@
 import type { ClaimSettings } from './claim-options.js';
+import { encryptionOf } from './encryption.js';
 import { type Ownership, ownership } from './ownership.js';
 import type { IdempotencyRecord, LeasedIdempotencyStore } from './store.js';
 import { waitForOwner } from './wait.js';
@@ -98,6 +99,24 @@ function settle(record: IdempotencyRecord<unknown>, digest: string, now: number)
  * @returns see {@link Claim}; throws what the store throws
  */
 export async function claim(
+  store: LeasedIdempotencyStore<unknown>,
+  key: string,
+  digest: string,
+  settings: ClaimSettings,
+): Promise<Claim> {
+  const encryption = encryptionOf(store);
+  if (encryption === undefined) return claimAs(store, key, digest, settings);
+  // With encryption on the row keeps the keyed fingerprint, never the digest itself. A row kept
+  // before encryption was turned on (the plain digest) or under a key since rotated is still this
+  // request's: the claim is made again under the fingerprint that row holds.
+  const found = await claimAs(store, key, await encryption.fingerprint(digest), settings);
+  if (found.status !== 'mismatch') return found;
+  const kept = found.record.fingerprint;
+  if (!(await encryption.fingerprintMatches(kept, digest))) return found;
+  return claimAs(store, key, kept, settings);
+}
+
+async function claimAs(
   store: LeasedIdempotencyStore<unknown>,
   key: string,
   digest: string,

@@ -32,6 +32,8 @@ export const ErrorCode = {
   storeThreadExited: 'IDEMPOTENCY_STORE_THREAD_EXITED',
   transactionUnsupported: 'IDEMPOTENCY_TRANSACTION_UNSUPPORTED',
   outcomeUnknown: 'IDEMPOTENCY_OUTCOME_UNKNOWN',
+  encryptionKeyMissing: 'IDEMPOTENCY_ENCRYPTION_KEY_MISSING',
+  answerUnreadable: 'IDEMPOTENCY_ANSWER_UNREADABLE',
 } as const;
 
 /** One of the values of {@link ErrorCode}. */
@@ -216,5 +218,48 @@ export class OutcomeUnknownError extends IdempotencyError {
    */
   constructor(message = 'the outcome of the work is unknown', options?: { cause?: unknown }) {
     super(ErrorCode.outcomeUnknown, message, options);
+  }
+}
+
+/**
+ * A stored answer is sealed under a key id the store's keyring does not hold (a key retired before
+ * `idem rekey` re-sealed its rows, or a store opened without its `encryption` option). Nothing is
+ * run again: the answer exists, it cannot be read until the key is given back. The message names
+ * the key id, never key material.
+ */
+export class EncryptionKeyMissingError extends IdempotencyError {
+  /** The key id the answer is sealed under. */
+  readonly keyId: string;
+
+  /** @param keyId - the key id the answer is sealed under */
+  constructor(keyId: string) {
+    super(
+      ErrorCode.encryptionKeyMissing,
+      `a stored answer is sealed under encryption key id ${JSON.stringify(keyId)}, which the keyring does not hold`,
+    );
+    this.keyId = keyId;
+  }
+}
+
+/**
+ * A sealed answer did not open: its authentication tag does not match (the bytes or the key under
+ * its id changed, or it was copied from another row) or it is not a sealed value at all. Never
+ * answered as garbage, and nothing is run again.
+ */
+export class AnswerUnreadableError extends IdempotencyError {
+  /** The id of the row whose answer did not open. */
+  readonly key: string;
+
+  /**
+   * @param key - the id of the row whose answer did not open
+   * @param cause - what the cipher threw, if anything
+   */
+  constructor(key: string, cause?: unknown) {
+    super(
+      ErrorCode.answerUnreadable,
+      `the stored answer of key ${JSON.stringify(key)} does not open with its encryption key: it was altered or sealed with other key bytes`,
+      { cause },
+    );
+    this.key = key;
   }
 }

@@ -1,3 +1,18 @@
+import {
+  type AnswerSealing,
+  answerSealing,
+  type Encryption,
+  type Keyring,
+  sealedKeyId,
+} from './encryption.js';
+import {
+  type EraseOptions,
+  type EraseResult,
+  type RekeyOptions,
+  type RekeyResult,
+  type SealingReport,
+  scopePrefix,
+} from './erasure.js';
 import { InvalidOptionError, StoreClosedError } from './errors.js';
 import { nextFencingToken } from './fencing-token.js';
 import { parseResponse, serializeResponse } from './json.js';
@@ -6,6 +21,7 @@ import {
   assertAttempt,
   existingOutcome,
   leaseDeadline,
+  MAX_PENDING_LIMIT,
   pendingLimit,
   pendingPrefix,
   readOutcome,
@@ -36,6 +52,8 @@ import {
   DEFAULT_LIMIT,
   MAX_BATCH_SIZE,
 } from './validation.js';
+
+const DEFAULT_ERASE_BATCH = 500;
 
 /**
  * How a store answers: `'sync'` with plain values (better-sqlite3, bun:sqlite, a Durable Object's
@@ -160,6 +178,18 @@ export interface KeyStatementsOf<M extends Mode> {
   purge(now: number, limit: number): Answer<M, readonly { readonly id: string }[]>;
   /** Deletes up to `batchSize` expired answers in index order; the number deleted. */
   sweepBatch(now: number, batchSize: number): Answer<M, number>;
+  /**
+   * Deletes up to `limit` done rows whose id starts with `prefix`, lowest ids first, repeating the
+   * condition on each deleted row; answers the ids it deleted, in any order.
+   */
+  eraseBatch(prefix: string, limit: number): Answer<M, readonly { readonly id: string }[]>;
+  /** Up to `limit` done rows with an id above `after`, ascending: their id and stored answer. */
+  answers(
+    after: string,
+    limit: number,
+  ): Answer<M, readonly { readonly id: string; readonly response: string | null }[]>;
+  /** Replaces the stored answer of the done row `id` while it is still `previous`; rows changed. */
+  reseal(id: string, previous: string, response: string): Answer<M, number>;
   /** The `GROUP BY status` counts. */
   counts(): Answer<M, readonly { readonly status: string; readonly count: number | string }[]>;
   /** The `GROUP BY status` counts at `now`. */
@@ -204,6 +234,50 @@ const isExpiredAnswer = <T>(outcome: AcquireResult<T>, now: number): boolean =>
   outcome.record.expires <= now;
 
 /**
+ * Runs `step` until it answers `false`: in a loop while it answers at once (no stack grows with
+ * the number of rows on a synchronous store), chained while it answers promises.
+ */
+function repeat(step: () => MaybePromise<boolean>): MaybePromise<void> {
+  for (;;) {
+    const more = step();
+    if (isThenable(more)) {
+      return Promise.resolve(more).then((again) => (again ? repeat(step) : undefined));
+    }
+    if (!more) return;
+  }
+}
+
+/**
+ * A step for {@link repeat} that visits every stored answer in id order, reading `batchSize` rows
+ * at a time, and calls `visit` with each row's id and stored value.
+ */
+function answerScan(
+  statements: KeyStatementsOf<Mode>,
+  batchSize: number,
+  visit: (id: string, stored: string) => MaybePromise<unknown>,
+): () => MaybePromise<boolean> {
+  let rows: readonly { readonly id: string; readonly response: string | null }[] = [];
+  let at = 0;
+  let after = '';
+  let last = false;
+  return () => {
+    const row = rows[at];
+    if (row === undefined) {
+      if (last) return false;
+      return then(statements.answers(after, batchSize), (batch) => {
+        rows = batch;
+        at = 0;
+        last = batch.length < batchSize;
+        after = batch[batch.length - 1]?.id ?? after;
+        return batch.length > 0;
+      });
+    }
+    at++;
+    return row.response === null ? true : then(visit(row.id, row.response), () => true);
+  };
+}
+
+/**
  * How an operation's body is run: a synchronous store runs it as it is; an asynchronous one runs
  * it in an `async` function, so a bad argument rejects the returned promise instead of throwing.
  */
@@ -229,16 +303,37 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   // connection, since one may still have a statement to send (a fenced finish's read, a takeover
   // after a read). A synchronous store settles each before the next call, so it never has any.
   readonly #inFlight = new Set<Promise<unknown>>();
+  readonly #sealing: AnswerSealing;
   #closed = false;
   #closing: MaybePromise<unknown> | undefined;
 
   /**
    * @param statements - the dialect's statements, see {@link KeyStatementsOf}
    * @param mode - whether `statements` answer plain values or promises
+   * @param encryption - the keyring answers are sealed with; stored as JSON text when absent
+   * @throws {@link InvalidOptionError} for a keyring that is not well formed
    */
-  constructor(statements: KeyStatementsOf<M> | KeyStatementsOf<Mode>, mode: M) {
+  constructor(
+    statements: KeyStatementsOf<M> | KeyStatementsOf<Mode>,
+    mode: M,
+    encryption?: Keyring,
+  ) {
     this.#statements = statements as KeyStatementsOf<Mode>;
     this.#runner = RUNNERS[mode] as <R>(body: () => MaybePromise<R>) => Answer<M, R>;
+    this.#sealing = answerSealing(encryption, mode === 'sync');
+  }
+
+  /** What seals this store's answers and keys its fingerprints; `undefined` with encryption off. */
+  get encryption(): Encryption | undefined {
+    return this.#sealing.encryption;
+  }
+
+  // The row with its answer opened (JSON text again). A row of another fingerprint keeps no
+  // answer: the caller cannot replay it, so it is neither opened nor handed on.
+  #openRow(row: KeyRow | undefined, digest?: string): MaybePromise<KeyRow | undefined> {
+    if (row === undefined || row.response == null) return row;
+    if (digest !== undefined && row.fingerprint !== digest) return { ...row, response: null };
+    return then(this.#sealing.open(row.id, row.response), (response) => ({ ...row, response }));
   }
 
   // Runs an operation's body and keeps its promise, if any, among those `close()` waits for.
@@ -281,14 +376,15 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
       this.#checkKey(key);
       this.#checkDigest(digest);
       if (attempt !== undefined) assertAttempt(attempt);
-      const text = serializeResponse(response);
       const statements = this.#open();
-      if (attempt === undefined) return then(statements.finish(key, digest, text), isOne);
-      return then(statements.finishFenced(key, digest, text, attempt), (changed) =>
-        changed === 1
-          ? true
-          : then(statements.get(key), (row) => holdsOwnAnswer(row, digest, attempt, text)),
-      );
+      return then(this.#sealing.seal(key, serializeResponse(response)), (text) => {
+        if (attempt === undefined) return then(statements.finish(key, digest, text), isOne);
+        return then(statements.finishFenced(key, digest, text, attempt), (changed) =>
+          changed === 1
+            ? true
+            : then(statements.get(key), (row) => holdsOwnAnswer(row, digest, attempt, text)),
+        );
+      });
     });
   }
 
@@ -302,11 +398,12 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
       const replace = options.replaceExpired === true;
       const statements = this.#open();
       // Read before writing: a replay or a live lease answers from the row and writes nothing.
-      const decide = (row: KeyRow | undefined) => {
-        const read = readOutcome<T>(row, digest, now);
-        if (read !== undefined && !(replace && isExpiredAnswer(read, now))) return read;
-        return this.#claim(statements, key, digest, { expires, now, leaseUntil, replace });
-      };
+      const decide = (row: KeyRow | undefined) =>
+        then(this.#openRow(row, digest), (opened) => {
+          const read = readOutcome<T>(opened, digest, now);
+          if (read !== undefined && !(replace && isExpiredAnswer(read, now))) return read;
+          return this.#claim(statements, key, digest, { expires, now, leaseUntil, replace });
+        });
       if (statements.insertOrGet === undefined) return then(statements.get(key), decide);
       const token = nextFencingToken();
       return then(statements.insertOrGet(key, digest, { expires, leaseUntil, token }), (step) =>
@@ -330,17 +427,32 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
     return then(statements.acquire(key, digest, { expires, now, leaseUntil, token }), (step) => {
       if ('attempt' in step) return acquiredOutcome<T>(step.attempt, token, leaseUntil);
       if (step.row === undefined) return this.#claim(statements, key, digest, claim);
-      const outcome = existingOutcome<T>(step.row, digest);
-      if (!(claim.replace && isExpiredAnswer(outcome, now))) return outcome;
-      return then(
-        statements.replaceExpired(key, digest, { expires, now, leaseUntil, token }),
-        (attempt): MaybePromise<AcquireResult<T>> =>
-          attempt === undefined
-            ? this.#claim(statements, key, digest, claim)
-            : // A new request, not a takeover: nothing of this caller's ran under the old row.
-              { ...acquiredOutcome<T>(attempt, token, leaseUntil), takenOver: false },
+      return then(this.#openRow(step.row, digest), (row) =>
+        this.#decideExisting(statements, key, digest, { ...claim, token }, row as KeyRow),
       );
     });
+  }
+
+  // What a claim answers for the row its write found (its answer opened): that row's outcome, or,
+  // with `replace` and an expired answer, the replacement's.
+  #decideExisting(
+    statements: KeyStatementsOf<Mode>,
+    key: string,
+    digest: string,
+    claim: { expires: number; now: number; leaseUntil: number; replace: boolean; token: number },
+    row: KeyRow,
+  ): MaybePromise<AcquireResult<T>> {
+    const { expires, now, leaseUntil, token } = claim;
+    const outcome = existingOutcome<T>(row, digest);
+    if (!(claim.replace && isExpiredAnswer(outcome, now))) return outcome;
+    return then(
+      statements.replaceExpired(key, digest, { expires, now, leaseUntil, token }),
+      (attempt): MaybePromise<AcquireResult<T>> =>
+        attempt === undefined
+          ? this.#claim(statements, key, digest, claim)
+          : // A new request, not a takeover: nothing of this caller's ran under the old row.
+            { ...acquiredOutcome<T>(attempt, token, leaseUntil), takenOver: false },
+    );
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.renew} */
@@ -392,8 +504,10 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
     return this.#run(() => {
       this.#checkKey(key);
       assertTime(now, 'now');
-      return then(this.#open().fetch(key, now), (text) =>
-        text == null ? null : parseResponse<T>(text),
+      return then(this.#open().fetch(key, now), (stored) =>
+        stored == null
+          ? null
+          : then(this.#sealing.open(key, stored), (text) => parseResponse<T>(text)),
       );
     });
   }
@@ -415,6 +529,131 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
       return then(this.#open().purge(now, limit), (rows) =>
         rows.map((row) => row.id).sort(compareKeys),
       );
+    });
+  }
+
+  /**
+   * Erases every stored answer of one scope (a customer, a tenant: the ids `storedId(scope, key)`
+   * gives), in batches of `batchSize` (each one statement or one short transaction, so live traffic
+   * waits for no long lock). Pending rows of the scope are not touched (their request is still
+   * running, and deleting them would let a retry run it twice): they are listed instead, so the
+   * erasure can be run again once they are done. A retry of an erased key is a new request.
+   *
+   * @example
+   * ```ts
+   * const { erased, pending } = await store.erase({ scope: 'customer-7' });
+   * ```
+   * @throws {@link InvalidOptionError} for a scope that is not a non-empty, well-formed string
+   * @throws {@link InvalidLimitError} for a `batchSize` outside 1 to 10,000
+   */
+  erase(options: EraseOptions): Answer<M, EraseResult> {
+    return this.#run(() => {
+      const prefix = scopePrefix(options?.scope);
+      const batchSize = options.batchSize ?? DEFAULT_ERASE_BATCH;
+      assertIntegerOption(batchSize, 'batchSize', 1, MAX_BATCH_SIZE);
+      const statements = this.#open();
+      const erased: string[] = [];
+      const unscoped = (id: string) => id.slice(prefix.length);
+      const batch = () =>
+        then(statements.eraseBatch(prefix, batchSize), (rows) => {
+          for (const row of rows) erased.push(unscoped(row.id));
+          return rows.length === batchSize;
+        });
+      const query = { now: 0, stale: false, limit: MAX_PENDING_LIMIT, prefix };
+      return then(repeat(batch), () =>
+        then(statements.pendingKeys(query), (pending) => ({
+          erased: erased.sort(compareKeys),
+          pending: pending.map((row) => unscoped(row.id)),
+        })),
+      );
+    });
+  }
+
+  /**
+   * Re-seals every stored answer that is not sealed under the keyring's current key (sealed under
+   * a retired key, or plain JSON kept before encryption was turned on), in batches of `batchSize`
+   * rows in id order. Each answer is replaced only while it is still the value read, so an answer
+   * recorded or erased meanwhile is left as it is. Answers that do not open (their key id is not in
+   * the keyring, or they fail authentication) are counted and left unchanged.
+   *
+   * @example
+   * ```ts
+   * const { resealed, unreadable } = await store.rekey();
+   * ```
+   * @throws {@link InvalidOptionError} on a store opened without `encryption`
+   * @throws {@link InvalidLimitError} for a `batchSize` outside 1 to 10,000
+   */
+  rekey(options: RekeyOptions = {}): Answer<M, RekeyResult> {
+    return this.#run(() => {
+      const encryption = this.#sealing.encryption;
+      if (encryption === undefined) {
+        throw new InvalidOptionError('rekey needs a store opened with an encryption keyring');
+      }
+      const batchSize = options.batchSize ?? DEFAULT_ERASE_BATCH;
+      assertIntegerOption(batchSize, 'batchSize', 1, MAX_BATCH_SIZE);
+      const statements = this.#open();
+      const result = { resealed: 0, current: 0, unreadable: [] as string[] };
+      // The answer's JSON text, or `undefined` when it does not open (the id is then reported).
+      const opened = (id: string, stored: string): MaybePromise<string | undefined> => {
+        try {
+          const text = this.#sealing.open(id, stored);
+          return isThenable(text) ? Promise.resolve(text).catch(() => undefined) : text;
+        } catch {
+          return undefined;
+        }
+      };
+      const resealOne = (id: string, stored: string): MaybePromise<unknown> => {
+        if (sealedKeyId(stored) === encryption.current) {
+          result.current++;
+          return undefined;
+        }
+        return then(opened(id, stored), (text) => {
+          if (text === undefined) {
+            result.unreadable.push(id);
+            return undefined;
+          }
+          return then(this.#sealing.seal(id, text), (sealed) =>
+            then(statements.reseal(id, stored, sealed), (changed) => {
+              result.resealed += changed;
+            }),
+          );
+        });
+      };
+      const scan = answerScan(statements, batchSize, resealOne);
+      return then(repeat(scan), () => ({
+        ...result,
+        unreadable: result.unreadable.sort(compareKeys),
+      }));
+    });
+  }
+
+  /**
+   * How the stored answers are kept, scanned in batches of `batchSize`: how many are plain JSON,
+   * how many are sealed under each key id, and which of those ids the keyring lacks. What
+   * `idem doctor` reports; `idem rekey` fixes what is not under the current key.
+   */
+  sealingReport(options: RekeyOptions = {}): Answer<M, SealingReport> {
+    return this.#run(() => {
+      const batchSize = options.batchSize ?? DEFAULT_ERASE_BATCH;
+      assertIntegerOption(batchSize, 'batchSize', 1, MAX_BATCH_SIZE);
+      const statements = this.#open();
+      const encryption = this.#sealing.encryption;
+      const report = { plaintext: 0, byKey: {} as Record<string, number> };
+      const scan = answerScan(statements, batchSize, (_id, stored) => {
+        const keyId = sealedKeyId(stored);
+        if (keyId === undefined) report.plaintext++;
+        else report.byKey[keyId] = (report.byKey[keyId] ?? 0) + 1;
+      });
+      return then(repeat(scan), () => {
+        const ids = Object.keys(report.byKey).sort();
+        return {
+          plaintext: report.plaintext,
+          byKey: report.byKey,
+          current: encryption?.current ?? null,
+          retired: ids.filter((id) => encryption?.has(id) === true && id !== encryption.current),
+          missing: ids.filter((id) => encryption?.has(id) !== true),
+        };
+      });
     });
   }
 
@@ -469,7 +708,9 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   get(key: string): Answer<M, IdempotencyRecord<T> | null> {
     return this.#run(() => {
       this.#checkKey(key);
-      return then(this.#open().get(key), (row) => (row === undefined ? null : toRecord<T>(row)));
+      return then(this.#open().get(key), (row) =>
+        then(this.#openRow(row), (opened) => (opened === undefined ? null : toRecord<T>(opened))),
+      );
     });
   }
 

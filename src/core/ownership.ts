@@ -1,4 +1,5 @@
 import type { ClaimSettings } from './claim-options.js';
+import { encryptionOf } from './encryption.js';
 import { OutcomeUnknownError } from './errors.js';
 import { type Heartbeat, heartbeat } from './heartbeat.js';
 import type { LeasedIdempotencyStore } from './store.js';
@@ -131,8 +132,18 @@ class KeyOwnership implements Ownership {
     handler: (tx: TX) => R | Promise<R>,
     record: (result: R) => string,
   ): Promise<TransactionOutcome<R>> {
+    const encryption = encryptionOf(this.#store);
+    const { key } = this.owner;
+    // The answer is sealed where it is recorded, inside the transaction: at once for a synchronous
+    // runner (its transaction cannot wait for a promise), with WebCrypto for the others.
+    const stored =
+      encryption === undefined
+        ? record
+        : runner.synchronous
+          ? (result: R) => encryption.sealSync(key, record(result))
+          : (result: R) => encryption.seal(key, record(result));
     try {
-      return await runner.run(this.owner, handler, record);
+      return await runner.run(this.owner, handler, stored);
     } finally {
       this.stop();
     }

@@ -1,5 +1,5 @@
 import { KeyStatus } from './status.js';
-import type { IdempotencyStore, LeasedIdempotencyStore } from './store.js';
+import type { IdempotencyStore, LeasedIdempotencyStore, MaybePromise } from './store.js';
 
 /** The call that owns a key: its key, its payload fingerprint and its fencing token. */
 export interface KeyOwner {
@@ -81,12 +81,14 @@ export interface TransactionRunner<TX> {
    * `record`, and marks the owner's pending row done with it, then commits. If the row is no
    * longer the owner's pending row (a takeover bumped its attempt, or it was released), rolls
    * back and returns `{ committed: false }`. If `handler` or `record` throws, rolls back and
-   * rethrows: nothing of the handler's is committed and the key is still pending.
+   * rethrows: nothing of the handler's is committed and the key is still pending. `record`
+   * answers the stored value (sealed, with encryption on): at once for a `synchronous` runner, maybe
+   * a promise for the others.
    */
   run<R>(
     owner: KeyOwner,
     handler: (tx: TX) => R | Promise<R>,
-    record: (result: R) => string,
+    record: (result: R) => MaybePromise<string>,
   ): Promise<TransactionOutcome<R>>;
 }
 

@@ -1,4 +1,5 @@
 import { AsyncIdempotencyStore } from '../core/async-store.js';
+import type { EncryptionOption } from '../core/encryption.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
 import type { SqliteStatement } from '../sqlite-dialect/compile.js';
 import { sqliteQueries } from '../sqlite-dialect/queries.js';
@@ -7,7 +8,7 @@ import { type AnyD1Database, type D1DatabaseLike, prepare, rowsOf } from './clie
 import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 
 /** Options of {@link D1IdempotencyStore}. */
-export interface D1StoreOptions {
+export interface D1StoreOptions extends EncryptionOption {
   /**
    * The keys table, from `sqliteKeysTable(name)`. Default: the `keys` table. It must exist, made
    * by `applyD1Migrations(db, { table })` or by your own migrations.
@@ -72,7 +73,10 @@ export class D1IdempotencyStore<T = unknown>
    * @param options - see {@link D1StoreOptions}
    */
   constructor(db: AnyD1Database, options: D1StoreOptions = {}) {
-    super(sqliteStatements(d1Driver(db.$client), sqliteQueries(db, options.table ?? defaultKeys)));
+    super(
+      sqliteStatements(d1Driver(db.$client), sqliteQueries(db, options.table ?? defaultKeys)),
+      options.encryption,
+    );
     this.#db = db;
   }
 

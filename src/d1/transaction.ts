@@ -97,7 +97,7 @@ export function d1Transaction(
       const answer = bound(
         db
           .update(table)
-          .set({ status: KeyStatus.done, response: record(result) })
+          .set({ status: KeyStatus.done, response: await record(result) })
           .where(ownerRow(table, owner.key, owner.digest, owner.attempt)),
       );
       const client = db.$client;

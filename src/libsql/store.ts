@@ -3,6 +3,7 @@ import type { LibSQLDatabase } from 'drizzle-orm/libsql';
 import { AsyncIdempotencyStore } from '../core/async-store.js';
 import { closeHook } from '../core/close-option.js';
 import { drizzleClientOf } from '../core/database-identity.js';
+import type { EncryptionOption } from '../core/encryption.js';
 import { UnrecognisedDatabaseError } from '../core/errors.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
 import type { SqliteStatement } from '../sqlite-dialect/compile.js';
@@ -16,7 +17,7 @@ import { writeQueue } from './write-queue.js';
 export type AnyLibsqlDatabase = LibSQLDatabase<any> & { $client: Client };
 
 /** Options of {@link LibsqlIdempotencyStore}. */
-export interface LibsqlStoreOptions {
+export interface LibsqlStoreOptions extends EncryptionOption {
   /**
    * Called once by `close()`, e.g. `() => db.$client.close()` to close the libSQL client the store owns.
    * By default `close()` leaves it alone: a store built over your database never closes it.
@@ -138,7 +139,7 @@ export class LibsqlIdempotencyStore<T = unknown>
     assertLibsqlClient(db);
     const table = options.table ?? defaultKeys;
     const driver = libsqlDriver(db.$client, closeHook(db.$client, options));
-    super(sqliteStatements(driver, sqliteQueries(db, table)));
+    super(sqliteStatements(driver, sqliteQueries(db, table)), options.encryption);
     this.#db = db;
     this.#table = table;
   }

@@ -1,6 +1,7 @@
 import type { Pool } from 'mysql2/promise';
 import { assertBackedBy } from '../core/database-identity.js';
 import { type DeploymentWarningOptions, enforceDeployment } from '../core/deployment.js';
+import { checkedEncryption, type EncryptionOption } from '../core/encryption.js';
 import { DatabaseOpenError } from '../core/errors.js';
 import { assertIntegerOption } from '../core/validation.js';
 import { checkMysqlDeployment } from './deployment.js';
@@ -8,7 +9,10 @@ import { applyMysqlMigrations, type MysqlMigrationOptions } from './migrate.js';
 import { MysqlIdempotencyStore } from './store.js';
 
 /** Options of {@link openMysqlStore}. */
-export interface OpenMysqlStoreOptions extends MysqlMigrationOptions, DeploymentWarningOptions {
+export interface OpenMysqlStoreOptions
+  extends MysqlMigrationOptions,
+    DeploymentWarningOptions,
+    EncryptionOption {
   /**
    * The most connections of the pool `openMysqlStore` creates from a URL. Default 10. Ignored when
    * you pass your own pool.
@@ -71,6 +75,7 @@ export async function openMysqlStore<T = unknown>(
   source: string | Pool,
   options: OpenMysqlStoreOptions = {},
 ): Promise<MysqlIdempotencyStore<T>> {
+  const encryption = checkedEncryption(options);
   const connectionLimit = options.poolSize ?? options.connectionLimit ?? 10;
   assertIntegerOption(
     connectionLimit,
@@ -129,6 +134,7 @@ export async function openMysqlStore<T = unknown>(
     await applyMysqlMigrations(db, table);
     return new MysqlIdempotencyStore<T>(db, {
       ...table,
+      ...encryption,
       ...(ownsPool ? { onClose: () => pool.end() } : {}),
     });
   } catch (error) {

@@ -109,7 +109,7 @@ export function planetscaleTransaction(
               writeHeader(
                 await tx
                   .update(table)
-                  .set({ status: KeyStatus.done, response: record(result) })
+                  .set({ status: KeyStatus.done, response: await record(result) })
                   .where(ownerRow(table, owner.key, owner.digest, owner.attempt)),
               ).affectedRows,
           ),

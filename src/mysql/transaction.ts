@@ -93,7 +93,7 @@ export function mysqlTransaction(
             async (tx, result) => {
               const [done] = await tx
                 .update(table)
-                .set({ status: KeyStatus.done, response: record(result) })
+                .set({ status: KeyStatus.done, response: await record(result) })
                 .where(ownerRow(table, owner.key, owner.digest, owner.attempt));
               return done.affectedRows;
             },

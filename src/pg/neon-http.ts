@@ -74,7 +74,7 @@ export function neonHttpTransaction(
       const result = await handler({ db, add: (...queries) => queued.push(...queries) });
       const answer = db
         .update(table)
-        .set({ status: KeyStatus.done, response: record(result) })
+        .set({ status: KeyStatus.done, response: await record(result) })
         .where(ownerRow(table, owner.key, owner.digest, owner.attempt))
         .returning({ id: table.id });
       // Division by zero (22012) when the UPDATE matched nothing: the batch rolls back whole.

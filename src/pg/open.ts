@@ -1,6 +1,7 @@
 import type { Pool } from 'pg';
 import { assertBackedBy } from '../core/database-identity.js';
 import { type DeploymentWarningOptions, enforceDeployment } from '../core/deployment.js';
+import { checkedEncryption, type EncryptionOption } from '../core/encryption.js';
 import { DatabaseOpenError } from '../core/errors.js';
 import { assertIntegerOption } from '../core/validation.js';
 import { checkPgDeployment } from './deployment.js';
@@ -9,7 +10,10 @@ import { resolvePgTable } from './schema.js';
 import { PgIdempotencyStore } from './store.js';
 
 /** Options of {@link openPgStore}. */
-export interface OpenPgStoreOptions extends PgMigrationOptions, DeploymentWarningOptions {
+export interface OpenPgStoreOptions
+  extends PgMigrationOptions,
+    DeploymentWarningOptions,
+    EncryptionOption {
   /**
    * The most connections of the pool `openPgStore` creates from a URL. Default 10. Ignored when
    * you pass your own pool.
@@ -61,6 +65,7 @@ export async function openPgStore<T = unknown>(
   source: string | Pool,
   options: OpenPgStoreOptions = {},
 ): Promise<PgIdempotencyStore<T>> {
+  const encryption = checkedEncryption(options);
   const { table } = resolvePgTable(options);
   const max = options.poolSize ?? options.max ?? 10;
   assertIntegerOption(max, options.poolSize === undefined ? 'max' : 'poolSize', 1, 10_000);
@@ -104,6 +109,7 @@ export async function openPgStore<T = unknown>(
     return new PgIdempotencyStore<T>(db, {
       table,
       prepare,
+      ...encryption,
       ...(ownsPool ? { onClose: () => pool.end() } : {}),
     });
   } catch (error) {

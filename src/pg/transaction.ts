@@ -114,7 +114,7 @@ export function pgTransaction(
             async (tx, result) => {
               const done = await tx
                 .update(table)
-                .set({ status: KeyStatus.done, response: record(result) })
+                .set({ status: KeyStatus.done, response: await record(result) })
                 .where(ownerRow(table, owner.key, owner.digest, owner.attempt))
                 .returning({ id: table.id });
               return done.length;

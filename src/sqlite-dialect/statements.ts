@@ -150,6 +150,16 @@ export function sqliteStatements<M extends Mode>(
           ? andThen(run.checkpoint(), () => deleted)
           : deleted,
       ),
+    eraseBatch: (prefix, limit) =>
+      run.returning(queries.eraseBatch.bind({ prefix, limit })) as MaybePromise<
+        readonly { id: string }[]
+      >,
+    answers: (after, limit) =>
+      run.read(queries.answers.bind({ after, limit })) as MaybePromise<
+        readonly { id: string; response: string | null }[]
+      >,
+    reseal: (id, previous, response) =>
+      run.changes(queries.reseal.bind({ id, previous, response })),
     counts: () =>
       run.read(queries.counts.bind({})) as MaybePromise<
         readonly { status: string; count: number }[]

@@ -6,6 +6,7 @@ import { AnswerCache } from '../core/answer-cache.js';
 import { closeHook } from '../core/close-option.js';
 import { drizzleClientOf } from '../core/database-identity.js';
 import type { DeploymentReport } from '../core/deployment.js';
+import type { EncryptionOption } from '../core/encryption.js';
 import { UnrecognisedDatabaseError } from '../core/errors.js';
 import { expiredAnswer, liveAnswer } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
@@ -32,7 +33,7 @@ export type AnyBetterSqliteDatabase = BetterSQLite3Database<any> & {
 };
 
 /** Options of {@link SqliteIdempotencyStore}. */
-export interface SqliteStoreOptions {
+export interface SqliteStoreOptions extends EncryptionOption {
   /**
    * Called once by `close()`, e.g. `() => db.$client.close()` to close a connection the store
    * owns. By default `close()` leaves the connection alone: a store built over your database
@@ -232,6 +233,12 @@ export function betterSqliteStatements(
       return row.response;
     },
     expired: candidates,
+    // An erased answer is gone before its deadline: the cache must not replay it.
+    eraseBatch: (prefix, limit) => {
+      const erased = family.eraseBatch(prefix, limit);
+      for (const row of erased) cache?.forget(row.id);
+      return erased;
+    },
     purge: (now, limit) => {
       cache?.retire(now);
       return purge.immediate(now, limit);
@@ -316,7 +323,10 @@ export class SqliteIdempotencyStore<T = unknown>
     const table = options.table ?? defaultKeys;
     const cache = cacheSize > 0 ? new AnswerCache(cacheSize) : undefined;
     const queries = sqliteQueries(db, table);
-    super(betterSqliteStatements(db, queries, table, cache, closeHook(db.$client, options)));
+    super(
+      betterSqliteStatements(db, queries, table, cache, closeHook(db.$client, options)),
+      options.encryption,
+    );
     this.#db = db;
     this.#table = table;
   }
