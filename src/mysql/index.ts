@@ -1,7 +1,11 @@
 export { checkMysqlDeployment } from './deployment.js';
 export { retryDeadlocks, TransactionDeadlockError } from './errors.js';
 export type { MysqlMigrationOptions } from './migrate.js';
-export { applyMysqlMigrations, assertAdoptableMysqlKeysTable } from './migrate.js';
+export {
+  applyMysqlMigrations,
+  assertAdoptableMysqlKeysTable,
+  mysqlMigrationStatus,
+} from './migrate.js';
 export type { OpenMysqlStoreOptions } from './open.js';
 export { openMysqlStore } from './open.js';
 export type { AnyPlanetscaleDatabase, PlanetscaleHandlerTransaction } from './planetscale.js';

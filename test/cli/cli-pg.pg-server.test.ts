@@ -252,11 +252,13 @@ describe.concurrent('idem on PostgreSQL', { timeout: 240_000 }, () => {
 });
 
 describe('the operator commands on PostgreSQL', () => {
-  it('read commands refuse a missing table or an outdated journal, creating nothing', async () => {
+  it('read commands refuse a missing table or one lacking columns, creating nothing', async () => {
     await withSchema(async (fresh) => {
       expect((await idem(['migrate', ...on(fresh)])).code).toBe(0);
-      // The journal dropped: the table is as an older version (or a hand-made one) left it.
+      // The journal dropped and a column of a later migration gone: the table is as an older
+      // version left it.
       await fresh.pool.query(`DROP TABLE "${fresh.schema}".__idempotency_migrations`);
+      await fresh.pool.query(`ALTER TABLE "${fresh.schema}".keys DROP COLUMN unrecorded`);
       const before = await inspectSchema(fresh.db, fresh.schema);
       const reads = [['stats'], ['expired'], ['pending'], ['show', 'k'], ['sweep', '--dry-run']];
       for (const flags of [[], ['--table', 'nope']]) {
@@ -270,6 +272,7 @@ describe('the operator commands on PostgreSQL', () => {
             result.stderr,
             `idem migrate --url URL --schema ${fresh.schema}${flags.length > 0 ? ' --table nope' : ''}`,
           );
+          if (flags.length === 0) expect(result.stderr).toContain('columns unrecorded');
         }
       }
       expect(await inspectSchema(fresh.db, fresh.schema)).toEqual(before);
