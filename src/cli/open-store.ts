@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type BetterSqlite3 from 'better-sqlite3';
+import { type Column, type SQL, sql } from 'drizzle-orm';
 import type { Pool as MysqlPool } from 'mysql2/promise';
 import type { Pool } from 'pg';
 import { DatabaseOpenError, IdempotencyError } from '../core/errors.js';
@@ -11,14 +12,37 @@ import { DEFAULT_TABLE_NAME } from '../core/table-name.js';
 import { openPgStore } from '../pg/open.js';
 import { DEFAULT_PG_SCHEMA, pgKeysTable } from '../pg/schema.js';
 import { sqliteMigrationStatus } from '../sqlite/migrate.js';
-import { printableWord } from './keys.js';
+import { printableWord, splitStoredId } from './keys.js';
 import { describeLocation, maskSecrets, type StoreLocation, urlSecrets } from './location.js';
 
 /** An open store and what ends it. */
 export interface CliStore {
   readonly store: LeasedIdempotencyStore;
+  /**
+   * The stored ids that hold `key` under a scope (at most {@link MAX_SCOPES_LISTED}), so that a
+   * key looked up without its scope can name them. Present on every store a read command opens.
+   */
+  readonly scopedIds?: (key: string) => Promise<string[]>;
   /** Closes the store and its connections, so the process can exit. */
   close(): Promise<void>;
+}
+
+/** How many scoped ids of one key a lookup lists at most. */
+export const MAX_SCOPES_LISTED = 20;
+
+// The LIKE pattern of the ids that end in the scope separator and `key`, `!` escaping.
+function scopedIdPattern(key: string): string {
+  return `%\u001f${key.replace(/[!%_]/g, (char) => `!${char}`)}`;
+}
+
+// The ids a LIKE over-matched (SQLite's LIKE ignores ASCII case) are dropped by an exact check.
+function exactScopedIds(key: string, ids: readonly { id: string }[]): string[] {
+  return ids.map((row) => row.id).filter((id) => splitStoredId(id)?.key === key);
+}
+
+/** The condition and limit of a scoped-id lookup on the keys table's `id` column. */
+function scopedIdCondition(column: Column, key: string): SQL {
+  return sql`${column} LIKE ${scopedIdPattern(key)} ESCAPE '!'`;
 }
 
 /**
@@ -166,7 +190,17 @@ async function openBetterSqlite(
       assertUsable(location, sqliteMigrationStatus(db, { table }));
       if (mode === 'read') {
         const store = new SqliteIdempotencyStore(db, { table, onClose: () => client.close() });
-        return { store, close: async () => store.close() };
+        const scopedIds = async (key: string) =>
+          exactScopedIds(
+            key,
+            db
+              .select({ id: table.id })
+              .from(table)
+              .where(scopedIdCondition(table.id, key))
+              .limit(MAX_SCOPES_LISTED)
+              .all(),
+          );
+        return { store, scopedIds, close: async () => store.close() };
       }
     } catch (error) {
       client.close();
@@ -203,7 +237,17 @@ async function openLibsqlFile(
       assertUsable(location, await libsqlMigrationStatus(db, { table }));
       if (mode === 'read') {
         const store = new LibsqlIdempotencyStore(db, { table, onClose: () => client.close() });
-        return { store, close: async () => store.close() };
+        const scopedIds = async (key: string) =>
+          exactScopedIds(
+            key,
+            await db
+              .select({ id: table.id })
+              .from(table)
+              .where(scopedIdCondition(table.id, key))
+              .limit(MAX_SCOPES_LISTED)
+              .all(),
+          );
+        return { store, scopedIds, close: async () => store.close() };
       }
     } catch (error) {
       client.close();
@@ -250,6 +294,15 @@ async function openPg(
   try {
     const table = pgKeysTable(location.table, { schema: location.schema });
     const prepare = location.prepare !== false;
+    const scopedIds = async (key: string) =>
+      exactScopedIds(
+        key,
+        await drizzle({ client: pool })
+          .select({ id: table.id })
+          .from(table)
+          .where(scopedIdCondition(table.id, key))
+          .limit(MAX_SCOPES_LISTED),
+      );
     try {
       await pool.query('SELECT 1');
     } catch (error) {
@@ -268,6 +321,7 @@ async function openPg(
         const store = new PgIdempotencyStore(drizzle({ client: pool }), { table, prepare });
         return {
           store,
+          scopedIds,
           close: async () => {
             await store.close();
             await pool.end();
@@ -279,6 +333,7 @@ async function openPg(
     const store = await openPgStore(pool, { table, prepare });
     return {
       store,
+      scopedIds,
       close: async () => {
         await store.close();
         await pool.end();
@@ -361,6 +416,15 @@ async function openMysql(
   const pool = cliMysqlPool(mysql, location);
   try {
     const table = mysqlKeysTable(location.table);
+    const scopedIds = async (key: string) =>
+      exactScopedIds(
+        key,
+        await drizzle({ client: pool })
+          .select({ id: table.id })
+          .from(table)
+          .where(scopedIdCondition(table.id, key))
+          .limit(MAX_SCOPES_LISTED),
+      );
     try {
       await pool.query('SELECT 1');
     } catch (error) {
@@ -377,6 +441,7 @@ async function openMysql(
         const store = new MysqlIdempotencyStore(drizzle({ client: pool }), { table });
         return {
           store,
+          scopedIds,
           close: async () => {
             await store.close();
             await pool.end();
@@ -387,6 +452,7 @@ async function openMysql(
     const store = await openMysqlStore(pool, { table });
     return {
       store,
+      scopedIds,
       close: async () => {
         await store.close();
         await pool.end();
@@ -422,11 +488,11 @@ export async function openCliStore(location: StoreLocation, mode: StoreMode): Pr
 export async function withStore<R>(
   location: StoreLocation,
   mode: StoreMode,
-  use: (store: LeasedIdempotencyStore) => Promise<R>,
+  use: (store: LeasedIdempotencyStore, opened: CliStore) => Promise<R>,
 ): Promise<R> {
   const opened = await openCliStore(location, mode);
   try {
-    return await use(opened.store);
+    return await use(opened.store, opened);
   } finally {
     await opened.close();
   }

@@ -302,14 +302,14 @@ describe('the operator commands on PostgreSQL', () => {
       expect(scoped.code).toBe(0);
       expect(scoped.stdout).toBe(
         [
-          `--scope client-7 '"esc\\u001b[2J"'  live  token ${tokens.get(storedId('client-7', 'esc\u001b[2J'))}  lease ends in 20s  expires in 890s`,
-          `--scope client-7 order-42  live  token ${tokens.get(storedId('client-7', 'order-42'))}  lease ends in 20s  expires in 890s`,
+          `--scope client-7 '"esc\\u001b[2J"'  live  token ${tokens.get(storedId('client-7', 'esc\u001b[2J'))}  lease ends in 20s  expires in 14m 50s`,
+          `--scope client-7 order-42  live  token ${tokens.get(storedId('client-7', 'order-42'))}  lease ends in 20s  expires in 14m 50s`,
           '',
         ].join('\n'),
       );
       const all = await idem(['pending', ...on(fresh), '--now', '1013.5']);
       expect(all.stdout).toContain(
-        `'"line\\u000aforged"'  lapsed  token ${tokens.get('line\nforged')}  lease ended 883.5s ago  expired 13.5s ago\n`,
+        `'"line\\u000aforged"'  lapsed  token ${tokens.get('line\nforged')}  lease ended 14m 43s ago  expired 13.5s ago\n`,
       );
       const words = (scoped.stdout.split('\n')[0] ?? '').split('  ')[0] ?? '';
       const location = `--url '${url}' --schema ${fresh.schema}`;
