@@ -187,7 +187,7 @@ describe('idem in an application without some drivers', () => {
     store.close();
     const stats = await installedIdem(app, ['stats', '--db', path, '--json', '--now', '100']);
     expect(stats.stderr).toBe('');
-    expect(jsonLine(stats)).toMatchObject({ pending: 1, done: 0 });
+    expect(JSON.parse(stats.stdout)).toMatchObject({ pending: 1, done: 0 });
     const show = await installedIdem(app, ['show', 'k-1', '--db', path, '--now', '100']);
     expect(show.stdout).toContain('status       pending (live)');
   }, 600_000);

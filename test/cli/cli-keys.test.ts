@@ -148,7 +148,9 @@ describe('keys in the output of idem', () => {
     const unscoped = await idem(['show', 'order-42', '--db', path]);
     expect(unscoped.code).toBe(1);
     expect(unscoped.stderr).toContain('no row with the key order-42 outside a scope');
-    expect(unscoped.stderr).toMatch(/stored under the scope\(s\) client-\d, client-\d: type "idem show --scope client-\d order-42"/);
+    expect(unscoped.stderr).toMatch(
+      /stored under the scope\(s\) client-\d, client-\d: type "idem show --scope client-\d order-42"/,
+    );
     const release = await idem([
       'release',
       'order-42',
