@@ -173,7 +173,7 @@ async function openBetterSqlite(
     await Promise.all([
       import('../sqlite/open.js'),
       import('../sqlite/store.js'),
-      import('../sqlite/schema.js'),
+      import('../sqlite-dialect/schema.js'),
       import('drizzle-orm/better-sqlite3'),
     ]);
   const table = sqliteKeysTable(location.table);
@@ -224,7 +224,7 @@ async function openLibsqlFile(
       import('../libsql/open.js'),
       import('../libsql/store.js'),
       import('../libsql/migrate.js'),
-      import('../sqlite/schema.js'),
+      import('../sqlite-dialect/schema.js'),
     ]);
   const { drizzle } = await import('drizzle-orm/libsql');
   const table = schema.sqliteKeysTable(location.table);

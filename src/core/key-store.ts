@@ -90,6 +90,14 @@ export interface StatsRow {
   readonly unrecorded: number | string | null;
 }
 
+/** The lease a claim writes: when the answer expires, the clock it reads, the lease's end, the token. */
+interface ClaimLease {
+  readonly expires: number;
+  readonly now: number;
+  readonly leaseUntil: number;
+  readonly token: number;
+}
+
 /**
  * One dialect's statements, run as they are: the values are already checked and the store is
  * open. A write answers the number of rows it changed; a read, the rows as the driver gives them;
@@ -118,16 +126,7 @@ export interface KeyStatementsOf<M extends Mode> {
    * Inserts the key with the fencing token `token`, or takes over its lapsed lease with the token
    * `takeoverToken` computes from the row's and `token`, or reads what is there.
    */
-  acquire(
-    key: string,
-    digest: string,
-    lease: {
-      readonly expires: number;
-      readonly now: number;
-      readonly leaseUntil: number;
-      readonly token: number;
-    },
-  ): Answer<M, AcquireStep>;
+  acquire(key: string, digest: string, lease: ClaimLease): Answer<M, AcquireStep>;
   /**
    * Inserts a missing key as `acquire` does, or else answers the row as it stands, neither locked
    * nor written (`undefined` when the statement saw none): a fresh key in one round trip, where a
@@ -146,12 +145,7 @@ export interface KeyStatementsOf<M extends Mode> {
   replaceExpired(
     key: string,
     digest: string,
-    lease: {
-      readonly expires: number;
-      readonly now: number;
-      readonly leaseUntil: number;
-      readonly token: number;
-    },
+    lease: ClaimLease,
   ): Answer<M, number | string | undefined>;
   /** The pending rows, ascending by key. */
   pendingKeys(query: PendingQuery): Answer<M, readonly KeyRow[]>;
