@@ -40,6 +40,7 @@ export {
   DEFAULT_PENDING_LIMIT,
   MAX_PENDING_LIMIT,
 } from './core/lease.js';
+export type { MigrationStatus } from './core/migrator.js';
 export type { ReleaseStuckKeyOptions, ReleaseStuckKeyResult } from './core/release-stuck.js';
 export { releaseStuckKey } from './core/release-stuck.js';
 export { type ResolveUnknownResult, resolveUnknownOutcome } from './core/resolve-unknown.js';

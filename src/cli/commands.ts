@@ -1,14 +1,17 @@
+import { inspect } from 'node:util';
 import { InvalidOptionError } from '../core/errors.js';
+import type { JsonValue } from '../core/json.js';
 import { KeyStore, type Mode } from '../core/key-store.js';
 import { releaseStuckKey } from '../core/release-stuck.js';
 import { resolveUnknownOutcome } from '../core/resolve-unknown.js';
 import { KeyStatus } from '../core/status.js';
 import type { IdempotencyRecord } from '../core/store.js';
+import { decodeResult } from '../function/result-encoding.js';
 import { fromStoredAnswer, omittedSize } from '../http/response.js';
 import { storedId } from '../http/scope.js';
 import { formatPrometheusStats } from '../observe/prometheus.js';
 import { asciiJson, type CliIo, writeJson } from './io.js';
-import { printableKey, printableWord, terminalSafe } from './keys.js';
+import { printableKey, printableWord, splitStoredId, terminalSafe } from './keys.js';
 import { describeLocation, type StoreLocation } from './location.js';
 import { withStore } from './open-store.js';
 
@@ -81,12 +84,18 @@ export async function statsCommand(io: CliIo, options: StatsOptions): Promise<vo
   );
 }
 
-/** `idem expired`: the ids a purge would delete, ascending. */
+/**
+ * `idem expired`: the ids a purge would delete, ascending. An empty list says so on stderr, so
+ * that stdout stays the list a script reads.
+ */
 export async function expiredCommand(io: CliIo, options: ListOptions): Promise<void> {
   const ids = await withStore(options.location, 'read', async (store) =>
     store.expired(options.now, options.limit),
   );
   writeIds(io, ids, options.json);
+  if (ids.length === 0 && !options.json) {
+    io.stderr.write('no expired answers: a sweep has nothing to delete now\n');
+  }
 }
 
 /** `idem purge`: one batch of at most `--limit` rows, ascending by id. */
@@ -105,9 +114,32 @@ export interface PendingOptions extends TimedOptions {
   readonly scope?: string;
 }
 
-function seconds(value: number): string {
-  return `${Math.round(value * 10) / 10}s`;
+const UNITS = [
+  ['d', 86_400],
+  ['h', 3600],
+  ['m', 60],
+] as const;
+
+/**
+ * A duration as people read it: `12.5s` under a minute, else its two largest units, the smaller
+ * one cut (not rounded) as a clock shows it: `14m 50s`, `2h 5m`, `2d 23h`; a zero smaller unit
+ * is left out (`3d`).
+ */
+export function humanDuration(value: number): string {
+  const tenths = Math.round(value * 10) / 10;
+  if (tenths < 60) return `${tenths}s`;
+  const total = Math.floor(value);
+  for (const [index, [unit, size]] of UNITS.entries()) {
+    if (total < size) continue;
+    const [smallUnit, smallSize] = UNITS[index + 1] ?? ['s', 1];
+    const big = Math.floor(total / size);
+    const small = Math.floor((total - big * size) / smallSize);
+    return small === 0 ? `${big}${unit}` : `${big}${unit} ${small}${smallUnit}`;
+  }
+  return `${total}s`;
 }
+
+const seconds = humanDuration;
 
 // A deadline seen from `now`: one still ahead reads `in 12.5s`, one behind `13.5s ago`, never a
 // negative duration.
@@ -144,6 +176,16 @@ export async function pendingCommand(io: CliIo, options: PendingOptions): Promis
     writeJson(io.stdout, rows);
     return;
   }
+  if (rows.length === 0) {
+    const scope =
+      options.scope === undefined ? '' : ` under the scope ${printableWord(options.scope)}`;
+    io.stderr.write(
+      options.stale
+        ? `no stale pending keys${scope}: none is waiting for a person\n`
+        : `no pending keys${scope}: no request is in flight\n`,
+    );
+    return;
+  }
   for (const row of rows) {
     io.stdout.write(
       `${printableKey(row.key)}  ${row.state}  token ${row.attempt}  ${leaseText(row.leaseUntil, options.now)}  ${expiresText(row.expires, options.now)}\n`,
@@ -170,7 +212,27 @@ type AnswerSummary =
       /** The body's bytes; absent when none was kept. */
       readonly body?: Uint8Array;
     }
-  | { readonly kind: 'value'; readonly bytes: number; readonly value: unknown };
+  | { readonly kind: 'value'; readonly bytes: number; readonly value: unknown }
+  | {
+      readonly kind: 'result';
+      readonly bytes: number;
+      /** What the function returned, as `makeIdempotent` gives it back to a retry. */
+      readonly value: unknown;
+      /** The stored envelope, for `--json` when the value has no JSON form of its own. */
+      readonly stored: unknown;
+    };
+
+// `makeIdempotent`'s default codec stores a result in an envelope of one member, `value` (plain
+// JSON) or `encoded` (a Date, a BigInt, …), or as `{}` for undefined: the caller's value is
+// inside it. Anything else is a value the application stored itself.
+function isResultEnvelope(response: unknown): response is JsonValue & object {
+  if (typeof response !== 'object' || response === null || Array.isArray(response)) return false;
+  const members = Object.keys(response);
+  return (
+    members.length === 0 ||
+    (members.length === 1 && (members[0] === 'value' || members[0] === 'encoded'))
+  );
+}
 
 function summarize(id: string, response: unknown): AnswerSummary {
   const omitted = omittedSize(response);
@@ -190,8 +252,18 @@ function summarize(id: string, response: unknown): AnswerSummary {
   } catch {
     // Not an HTTP answer: a value stored by makeIdempotent or by the application.
     const bytes = Buffer.byteLength(JSON.stringify(response) ?? '', 'utf8');
+    if (isResultEnvelope(response)) {
+      return { kind: 'result', bytes, value: decodeResult(response), stored: response };
+    }
     return { kind: 'value', bytes, value: response };
   }
+}
+
+// A result as the caller stored it: JSON when it is plain data, else as Node shows the value
+// (a Date, a BigInt, undefined), which JSON has no form for.
+function resultText(answer: Extract<AnswerSummary, { kind: 'result' }>): string {
+  if (Object.hasOwn(answer.stored as object, 'value')) return asciiJson(answer.value);
+  return terminalSafe(inspect(answer.value, { depth: null, colors: false }));
 }
 
 function bodyText(body: Uint8Array): { text: string; encoding?: 'base64' } {
@@ -215,6 +287,16 @@ function showJson(
   } else if (answer?.kind === 'value') {
     const { value, ...rest } = answer;
     answerJson = options.body ? { ...rest, value } : rest;
+  } else if (answer?.kind === 'result') {
+    const { value, stored, ...rest } = answer;
+    // A plain result is the value itself; one JSON cannot hold keeps the codec's tagged form.
+    const plain = Object.hasOwn(stored as object, 'value');
+    answerJson = options.body
+      ? {
+          ...rest,
+          ...(plain ? { value } : { encoded: (stored as { encoded?: unknown }).encoded ?? null }),
+        }
+      : rest;
   }
   return {
     key: record.key,
@@ -238,6 +320,8 @@ function bodyJson(body: { text: string; encoding?: 'base64' }): Record<string, u
 function answerLine(answer: AnswerSummary): string {
   if (answer.kind === 'value')
     return `a stored value (not an HTTP answer), ${answer.bytes} bytes of JSON`;
+  if (answer.kind === 'result')
+    return `a makeIdempotent result, ${answer.bytes} bytes of JSON (--body prints the value)`;
   const type = answer.headers['content-type'];
   const kept = answer.kept ? '' : ', body not kept (over maxStoredBytes)';
   const typed = type === undefined ? '' : `, ${terminalSafe(type)}`;
@@ -252,9 +336,27 @@ function answerLine(answer: AnswerSummary): string {
  * @returns the exit code: 0 shown, 1 no such key
  */
 export async function showCommand(io: CliIo, options: ShowOptions): Promise<number> {
-  const record = await withStore(options.location, 'read', async (store) => store.get(options.id));
+  const { record, scoped } = await withStore(options.location, 'read', async (store, opened) => {
+    const found = await store.get(options.id);
+    // A key typed without its scope: the ids holding it under scopes tell the operator what to type.
+    const under =
+      found === null && splitStoredId(options.id) === undefined
+        ? ((await opened.scopedIds?.(options.id)) ?? [])
+        : [];
+    return { record: found, scoped: under };
+  });
   if (record === null) {
-    io.stderr.write(`idem: no row with the key ${printableKey(options.id)}\n`);
+    const key = printableKey(options.id);
+    if (scoped.length === 0) {
+      io.stderr.write(
+        `idem: no row with the key ${key}; list the keys in flight with "idem pending", or give the scope the key was stored under with --scope SCOPE\n`,
+      );
+    } else {
+      const scopes = scoped.map((id) => printableWord(splitStoredId(id)?.scope ?? ''));
+      io.stderr.write(
+        `idem: no row with the key ${key} outside a scope; it is stored under the scope(s) ${scopes.join(', ')}: type "idem show ${printableKey(scoped[0] ?? '')}"\n`,
+      );
+    }
     return 1;
   }
   if (options.json) {
@@ -293,6 +395,8 @@ export async function showCommand(io: CliIo, options: ShowOptions): Promise<numb
   if (!options.body || answer === undefined) return 0;
   if (answer.kind === 'value') {
     io.stdout.write(`\n${asciiJson(answer.value)}\n`);
+  } else if (answer.kind === 'result') {
+    io.stdout.write(`\n${resultText(answer)}\n`);
   } else if (answer.body !== undefined) {
     const body = bodyText(answer.body);
     const text = body.encoding === undefined ? terminalSafe(body.text) : body.text;
@@ -353,12 +457,12 @@ export async function releaseCommand(io: CliIo, options: ReleaseOptions): Promis
   const { result } = outcome;
   const messages = {
     released: undefined,
-    missing: `no row with the key ${key}`,
-    done: `${key} is done: its answer is kept until it expires, and only a sweep deletes it`,
+    missing: `no row with the key ${key}: list the keys in flight with "idem pending"`,
+    done: `${key} is done: its answer is kept until it expires, and "idem sweep" deletes it then`,
     mismatch:
       options.fingerprint === undefined
-        ? `${key} is not pending`
-        : `${key} is pending with another fingerprint than ${printableWord(options.fingerprint)}`,
+        ? `${key} is not pending: look at it with "idem show ${key}"`
+        : `${key} is pending with another fingerprint than ${printableWord(options.fingerprint)}: see its fingerprint with "idem show ${key}"`,
   } as const;
   const message = messages[result];
   if (message === undefined) {

@@ -4,6 +4,7 @@ export {
   applyLibsqlMigrations,
   assertAdoptableLibsqlKeysTable,
   assertAdoptableLibsqlTables,
+  libsqlMigrationStatus,
 } from './migrate.js';
 export type { OpenLibsqlStoreOptions } from './open.js';
 export { openLibsqlStore } from './open.js';

@@ -2,7 +2,11 @@ export type { AnyMysqlDatabase } from './client.js';
 export { checkMysqlDeployment } from './deployment.js';
 export { retryDeadlocks, TransactionDeadlockError } from './errors.js';
 export type { MysqlMigrationOptions } from './migrate.js';
-export { applyMysqlMigrations, assertAdoptableMysqlKeysTable } from './migrate.js';
+export {
+  applyMysqlMigrations,
+  assertAdoptableMysqlKeysTable,
+  mysqlMigrationStatus,
+} from './migrate.js';
 export type { OpenMysqlStoreOptions } from './open.js';
 export { openMysqlStore } from './open.js';
 export type { AnyPlanetscaleDatabase, PlanetscaleHandlerTransaction } from './planetscale.js';

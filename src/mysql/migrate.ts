@@ -1,7 +1,14 @@
 import { type SQL, sql } from 'drizzle-orm';
 import { type ColumnType, keysTableProblems } from '../core/adoption.js';
 import { SchemaMismatchError } from '../core/errors.js';
-import { type MigrationSession, type MigrationStatements, migrateAsync } from '../core/migrator.js';
+import {
+  type MigrationSession,
+  type MigrationStatements,
+  type MigrationStatus,
+  migrateAsync,
+  migrationStatus,
+  runAsync,
+} from '../core/migrator.js';
 import { mysqlMigrations } from '../generated/migrations.js';
 import { type AnyMysqlDatabase, queryRows } from './client.js';
 import { withClusterLock } from './cluster-lock.js';
@@ -220,5 +227,40 @@ export async function applyMysqlMigrations(
         ),
     },
     { table, migrations: mysqlMigrations, committed: mysqlMigrations },
+  );
+}
+
+/**
+ * Tells, without writing, whether the keys table exists and which of the library's migrations
+ * {@link applyMysqlMigrations} would apply, by the migrator's own decision (its journal, the
+ * columns already there). A table made by the application's own drizzle-kit migrations has no
+ * missing columns: only the journal is behind, and the first migration run records it.
+ *
+ * @example
+ * ```ts
+ * import { drizzle } from 'drizzle-orm/mysql2';
+ * import mysql from 'mysql2/promise';
+ * import { mysqlMigrationStatus } from 'drizzle-idempotency/mysql';
+ *
+ * const db = drizzle({ client: mysql.createPool(process.env.MYSQL_URL ?? '') });
+ * const { pending } = await mysqlMigrationStatus(db);
+ * ```
+ * @param db - a drizzle MySQL database
+ * @param options - the keys table, when not the default
+ * @throws {@link SchemaMismatchError} when a foreign table of that name is in the way
+ */
+export async function mysqlMigrationStatus(
+  db: Pick<AnyMysqlDatabase, 'execute'>,
+  options: MysqlMigrationOptions = {},
+): Promise<MigrationStatus> {
+  const { name: table } = resolveMysqlTable(options);
+  await assertAdoptableMysqlKeysTable(retryingDeadlocks(db), options);
+  return runAsync(
+    migrationStatus(mysqlMigrationStatements, {
+      table,
+      migrations: mysqlMigrations,
+      committed: mysqlMigrations,
+    }),
+    sessionOf(db),
   );
 }

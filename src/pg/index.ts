@@ -2,7 +2,7 @@ export type { AnyPgDatabase } from './client.js';
 export type { PgDeploymentOptions } from './deployment.js';
 export { checkPgDeployment } from './deployment.js';
 export type { PgMigrationOptions } from './migrate.js';
-export { applyPgMigrations, assertAdoptablePgKeysTable } from './migrate.js';
+export { applyPgMigrations, assertAdoptablePgKeysTable, pgMigrationStatus } from './migrate.js';
 export type { NeonHttpHandlerBatch } from './neon-http.js';
 export { neonHttpTransaction } from './neon-http.js';
 export type { AnyNeonHttpDatabase } from './neon-migrate.js';

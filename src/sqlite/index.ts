@@ -9,6 +9,7 @@ export {
   applySqliteMigrations,
   assertAdoptableKeysTable,
   assertAdoptableSqliteKeysTable,
+  sqliteMigrationStatus,
 } from './migrate.js';
 export type { OpenSqliteStoreOptions, SqliteSynchronous } from './open.js';
 export { openSqliteStore } from './open.js';

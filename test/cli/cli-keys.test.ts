@@ -91,7 +91,7 @@ describe('keys in the output of idem', () => {
       ?.match(/ token (\d+) /)?.[1];
     expect(token).toMatch(/^\d+$/);
     expect(lines).toContain(
-      `--scope client-7 order-42  live  token ${token}  lease ends in 20s  expires in 890s`,
+      `--scope client-7 order-42  live  token ${token}  lease ends in 20s  expires in 14m 50s`,
     );
     expect(lines.map(keyWords)).toContain('plain-1');
     // Pasted after `idem show`, each names the same row: the shell unquotes, idem decodes.
@@ -147,7 +147,10 @@ describe('keys in the output of idem', () => {
     // Unscoped, the same key is another row: there is none.
     const unscoped = await idem(['show', 'order-42', '--db', path]);
     expect(unscoped.code).toBe(1);
-    expect(unscoped.stderr).toContain('no row with the key order-42');
+    expect(unscoped.stderr).toContain('no row with the key order-42 outside a scope');
+    expect(unscoped.stderr).toMatch(
+      /stored under the scope\(s\) client-\d, client-\d: type "idem show --scope client-\d order-42"/,
+    );
     const release = await idem([
       'release',
       'order-42',
@@ -249,7 +252,7 @@ describe('idem show', () => {
       ].join('\n'),
     );
     expect(lapsed?.stdout).toContain('status       pending (lapsed)\n');
-    expect(lapsed?.stdout).toContain('lease        ended 881.5s ago\n');
+    expect(lapsed?.stdout).toContain('lease        ended 14m 41s ago\n');
     expect(lapsed?.stdout).toContain(`attempt      ${tokens.get('lapsed')}\n`);
     expect(lapsed?.stdout).toContain('answer       none yet (pending)\n');
     expect(lapsed?.stdout).not.toMatch(/-\d/);
@@ -302,7 +305,9 @@ describe('idem show', () => {
     ]);
     expect(missing.code).toBe(1);
     expect(missing.stdout).toBe('');
-    expect(missing.stderr).toBe('idem: no row with the key nope\n');
+    expect(missing.stderr).toBe(
+      'idem: no row with the key nope; list the keys in flight with "idem pending", or give the scope the key was stored under with --scope SCOPE\n',
+    );
     expect(none.code).toBe(2);
     expect(none.stderr).toContain('Usage: idem show');
   });
@@ -341,7 +346,7 @@ describe('idem release --json and deadlines', () => {
     const token = claim.status === 'acquired' ? claim.attempt : undefined;
     const result = await idem(['pending', '--db', path, '--now', '1013.5']);
     expect(result.stdout).toBe(
-      `k  lapsed  token ${token}  lease ended 883.5s ago  expired 13.5s ago\n`,
+      `k  lapsed  token ${token}  lease ended 14m 43s ago  expired 13.5s ago\n`,
     );
     const migrate = await idem(['migrate', '--db', path, '--json']);
     expect(jsonLine(migrate)).toEqual({ store: path, upToDate: true });

@@ -1,6 +1,5 @@
 import Database from 'better-sqlite3';
 import { sql } from 'drizzle-orm';
-import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { afterAll } from 'vitest';
 import type { Keyring } from '../../src/core/encryption.js';
 import { openLibsqlStore } from '../../src/libsql/index.js';
