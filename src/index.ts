@@ -26,6 +26,8 @@ export {
   InvalidTimeError,
   ReplicationUnconfirmedError,
   SchemaMismatchError,
+  StepNotStorableError,
+  StepSupersededError,
   StoreClosedError,
   UnserializableResponseError,
 } from './core/errors.js';

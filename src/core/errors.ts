@@ -30,6 +30,8 @@ export const ErrorCode = {
   deploymentRefused: 'IDEMPOTENCY_DEPLOYMENT_REFUSED',
   storeThreadExited: 'IDEMPOTENCY_STORE_THREAD_EXITED',
   transactionUnsupported: 'IDEMPOTENCY_TRANSACTION_UNSUPPORTED',
+  stepSuperseded: 'IDEMPOTENCY_STEP_SUPERSEDED',
+  stepNotStorable: 'IDEMPOTENCY_STEP_NOT_STORABLE',
 } as const;
 
 /** One of the values of {@link ErrorCode}. */
@@ -173,5 +175,53 @@ export class ReplicationUnconfirmedError extends IdempotencyError {
       ErrorCode.replicationUnconfirmed,
       `the ${statement} statement committed on the primary but its synchronous standby never confirmed it: a failover may lose it`,
     );
+  }
+}
+
+/**
+ * A step's record was refused: the key is no longer this owner's (its lease lapsed and another
+ * owner took it over, or it was released by hand). The handler must stop: the new owner goes on
+ * from the steps recorded so far. A step run in a transaction committed none of its writes.
+ */
+export class StepSupersededError extends IdempotencyError {
+  /** The idempotency key, as stored. */
+  readonly key: string;
+  /** The step whose record was refused. */
+  readonly step: string;
+
+  /**
+   * @param key - the key, as stored
+   * @param step - the step's name
+   */
+  constructor(key: string, step: string) {
+    super(
+      ErrorCode.stepSuperseded,
+      `step "${step}" was not recorded: the idempotency key was taken over or released while it ran`,
+    );
+    this.key = key;
+    this.step = step;
+  }
+}
+
+/**
+ * A step ran but its result cannot be recorded: it has no faithful stored form, or its stored
+ * form is larger than the step log allows. A step run in a transaction committed none of its
+ * writes; any other step's effect happened and is run again by the next owner (with the same
+ * derived key).
+ */
+export class StepNotStorableError extends IdempotencyError {
+  /** The step whose result could not be recorded. */
+  readonly step: string;
+
+  /**
+   * @param step - the step's name
+   * @param reason - why its result cannot be stored
+   * @param cause - the encoder's error, if any
+   */
+  constructor(step: string, reason: string, cause?: unknown) {
+    super(ErrorCode.stepNotStorable, `the result of step "${step}" cannot be recorded: ${reason}`, {
+      cause,
+    });
+    this.step = step;
   }
 }

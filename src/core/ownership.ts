@@ -50,6 +50,12 @@ export interface Ownership {
   ): Promise<TransactionOutcome<R>>;
   /** Stops renewing the lease (the work is over, whatever comes of it). */
   stop(): void;
+  /**
+   * The work failed after recording steps: ends the lease now instead of deleting the row, so the
+   * recorded steps stay and the next owner (a retry, the completer) goes on from them. On a store
+   * without leases it releases the key. Throws what the store throws.
+   */
+  lapse(): Promise<void>;
 }
 
 /** Whether `store` has fenced leases (`acquire`, `renew`, `markUnrecorded`, fenced writes): every store of this package. */
@@ -101,6 +107,16 @@ class KeyOwnership implements Ownership {
 
   stop(): void {
     this.#beat?.stop();
+  }
+
+  async lapse(): Promise<void> {
+    this.stop();
+    const { key, digest, attempt } = this.owner;
+    if (this.#leased && attempt !== undefined) {
+      await this.#leased.renew(key, digest, attempt, this.#settings.now());
+    } else {
+      await this.release();
+    }
   }
 
   async finish(answer: unknown): Promise<boolean> {

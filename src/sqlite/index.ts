@@ -12,6 +12,7 @@ export { openSqliteStore } from './open.js';
 export { sqlitePushTables } from './push.js';
 export type { SqliteKeysTable } from './schema.js';
 export { keys, sqliteKeysTable } from './schema.js';
+export { sqliteSteps } from './steps.js';
 export type { AnyBetterSqliteDatabase, SqliteStoreOptions } from './store.js';
 export { MAX_ANSWER_CACHE_SIZE, SqliteIdempotencyStore } from './store.js';
 export type { SqliteHandlerTransaction } from './transaction.js';

@@ -53,6 +53,7 @@ interface KeyRow {
   leaseUntil: number | null;
   attempt: number;
   unrecorded: boolean;
+  steps: string | null;
 }
 
 describe('the public types', () => {
