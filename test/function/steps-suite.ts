@@ -33,7 +33,7 @@ const SECRET = 'a secret of at least 16 bytes';
 // `value` once `written` is done: at once for SQLite's synchronous writes, a promise otherwise, so
 // a synchronous transactional step stays synchronous.
 // Drizzle's queries are thenables that run only once awaited, not promises.
-function after<T>(written: unknown, value: T): T | Promise<T> {
+function settled<T>(written: unknown, value: T): T | Promise<T> {
   if (isThenable(written)) return Promise.resolve(written).then(() => value);
   return value;
 }
@@ -74,7 +74,7 @@ export function stepsSuite<TX>(name: string, open: () => Promise<StepsHarness<TX
           if (fail.after === 'charge') throw new Error('crash after charge');
           await step.tx('ledger', (tx) => {
             count('ledger');
-            return after(harness.ledger(tx, order.id), 'ledgered');
+            return settled(harness.ledger(tx, order.id), 'ledgered');
           });
           if (fail.after === 'ledger') throw new Error('crash after ledger');
           const receipt = await step('receipt', () => {
@@ -134,7 +134,7 @@ export function stepsSuite<TX>(name: string, open: () => Promise<StepsHarness<TX
           }
           await step.tx('ledger', (tx) => {
             runs.push(`ledger:${who}`);
-            return after(harness.ledger(tx, id), who);
+            return settled(harness.ledger(tx, id), who);
           });
           return who;
         },
