@@ -147,6 +147,7 @@ export function stepsCrashSuite(name: string, open: () => Promise<CrashDatabase>
           });
         }
       }
-    });
+      // Minutes on a loaded machine: each kill starts a worker process and waits out a lease.
+    }, 900_000);
   });
 }
