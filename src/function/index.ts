@@ -23,3 +23,5 @@ export type {
   TransactionalOptions,
 } from './options.js';
 export { DEFAULT_FUNCTION_LEASE_SECONDS, DEFAULT_FUNCTION_TTL_SECONDS } from './options.js';
+export type { ResumeAbandonedOptions, ResumeOutcome } from './resume.js';
+export { resumeAbandoned } from './resume.js';

@@ -3,6 +3,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   makeIdempotent,
+  resumeAbandoned,
   type Step,
   type StepLog,
   type StepLogOptions,
@@ -152,6 +153,37 @@ export function stepsSuite<TX>(name: string, open: () => Promise<StepsHarness<TX
       expect(runs).toEqual(['charge:old', 'ledger:new', 'ledger:old']);
       expect(await harness.ledgerRows('k1')).toBe(1);
       expect(await pay('k1', 'new')).toBe('new');
+    });
+
+    it('the completer drives a lapsed key to its answer with the recorded arguments, and the retry replays it', async () => {
+      const calls: Record<string, number> = {};
+      const fail: { after?: string } = { after: 'ledger' };
+      const log = harness.steps({ secret: SECRET });
+      const count = (name: string) => {
+        calls[name] = (calls[name] ?? 0) + 1;
+      };
+      const pay = makeIdempotent(
+        async (step: Step<TX>, order: { id: string }) => {
+          await step('charge', () => count('charge'));
+          await step.tx('ledger', (tx) => {
+            count('ledger');
+            return settled(harness.ledger(tx, order.id), 'ledgered');
+          });
+          if (fail.after === 'ledger') throw new Error('crash after ledger');
+          await step('receipt', () => count('receipt'));
+          return { paid: order.id };
+        },
+        { steps: log, key: (order) => `pay:${order.id}`, now },
+      );
+      await expect(pay({ id: 'c1' })).rejects.toThrow('crash after ledger');
+      fail.after = undefined;
+      const done = await resumeAbandoned(log, { 'pay:': pay, 'other:': pay }, { now });
+      expect(done).toEqual([{ key: 'pay:c1', outcome: 'completed', lastStep: 'ledger' }]);
+      expect(await pay({ id: 'c1' })).toEqual({ paid: 'c1' });
+      expect(calls).toEqual({ charge: 1, ledger: 1, receipt: 1 });
+      expect(await harness.ledgerRows('c1')).toBe(1);
+      // Nothing left to resume.
+      expect(await resumeAbandoned(log, { 'pay:': pay }, { now })).toEqual([]);
     });
 
     it('derived keys are stable per key and step, distinct per step, keyed by the secret, and hide the key', async () => {
