@@ -29,6 +29,7 @@ export {
   StepNotStorableError,
   StepSupersededError,
   StoreClosedError,
+  UnrecognisedDatabaseError,
   UnserializableResponseError,
 } from './core/errors.js';
 export type { JsonValue } from './core/json.js';
@@ -38,6 +39,7 @@ export {
 } from './core/lease.js';
 export type { ReleaseStuckKeyOptions, ReleaseStuckKeyResult } from './core/release-stuck.js';
 export { releaseStuckKey } from './core/release-stuck.js';
+export { retentionCycle } from './core/retention-cycle.js';
 export { DEFAULT_TRANSACTION_ATTEMPTS, TransactionRolledBackError } from './core/rolled-back.js';
 export { KeyStatus } from './core/status.js';
 export type {

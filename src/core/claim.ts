@@ -1,14 +1,7 @@
 import type { ClaimSettings } from './claim-options.js';
-import { isLeased, type Ownership, ownership } from './ownership.js';
-import { KeyStatus } from './status.js';
-import type { IdempotencyRecord, IdempotencyStore } from './store.js';
+import { type Ownership, ownership } from './ownership.js';
+import type { IdempotencyRecord, LeasedIdempotencyStore } from './store.js';
 import { waitForOwner } from './wait.js';
-
-/**
- * How often a key that vanished between `reserve` and `get` (released or purged in between) is
- * claimed again before it counts as in progress: it keeps changing hands, so others own it.
- */
-const MAX_VANISHED = 3;
 
 /**
  * What the claim engine decided for a key and a fingerprint. The HTTP layer maps each to an answer
@@ -45,50 +38,35 @@ type Attempt =
     };
 
 async function attempt(
-  store: IdempotencyStore<unknown>,
+  store: LeasedIdempotencyStore<unknown>,
   key: string,
   digest: string,
   now: number,
   settings: ClaimSettings,
 ): Promise<Attempt> {
-  const expires = now + settings.ttlSeconds;
-  if (isLeased(store)) {
-    // One atomic acquire: it reads first, and writes only to insert the key or to take over a
-    // lapsed lease (same fingerprint only), handing out a new fencing token.
-    const got = await store.acquire(key, digest, {
-      expires,
-      now,
-      leaseSeconds: settings.leaseSeconds,
-      replaceExpired: settings.replaceExpired,
-    });
-    switch (got.status) {
-      case 'acquired': {
-        const owner = { key, digest, attempt: got.attempt };
-        return { status: 'acquired', ownership: ownership(store, owner, got.takenOver, settings) };
-      }
-      case 'inProgress':
-        return {
-          status: 'inProgress',
-          record: null,
-          leaseUntil: got.leaseUntil,
-          unrecorded: got.unrecorded,
-        };
-      default:
-        return { status: 'settled', record: got.record };
+  // One atomic acquire: it reads first, and writes only to insert the key or to take over a
+  // lapsed lease (same fingerprint only), handing out a new fencing token.
+  const got = await store.acquire(key, digest, {
+    expires: now + settings.ttlSeconds,
+    now,
+    leaseSeconds: settings.leaseSeconds,
+    replaceExpired: settings.replaceExpired,
+  });
+  switch (got.status) {
+    case 'acquired': {
+      const owner = { key, digest, attempt: got.attempt };
+      return { status: 'acquired', ownership: ownership(store, owner, got.takenOver, settings) };
     }
+    case 'inProgress':
+      return {
+        status: 'inProgress',
+        record: null,
+        leaseUntil: got.leaseUntil,
+        unrecorded: got.unrecorded,
+      };
+    default:
+      return { status: 'settled', record: got.record };
   }
-  for (let vanished = 0; vanished < MAX_VANISHED; vanished++) {
-    if (await store.reserve(key, digest, expires)) {
-      return { status: 'acquired', ownership: ownership(store, { key, digest }, false, settings) };
-    }
-    const record = await store.get(key);
-    if (record === null) continue;
-    if (record.fingerprint !== digest || record.status === KeyStatus.done) {
-      return { status: 'settled', record };
-    }
-    return { status: 'inProgress', record, leaseUntil: null, unrecorded: false };
-  }
-  return { status: 'inProgress', record: null, leaseUntil: null, unrecorded: false };
 }
 
 // A row that is done or holds another fingerprint, judged at `now`.
@@ -99,8 +77,8 @@ function settle(record: IdempotencyRecord<unknown>, digest: string, now: number)
 
 /**
  * The claim protocol, once for the HTTP layer and `makeIdempotent`: claims `key` for `digest` on
- * `store`, or says why not. On a store with leases it calls `acquire` (which reads first, so a
- * replay writes nothing); on one without, `reserve` and then `get`. A key in progress is waited
+ * `store`, or says why not, with one `acquire` per try (which reads first, so a replay writes
+ * nothing). A key in progress is waited
  * for up to `waitTimeoutMs` with reads only ({@link waitForOwner}); only a row that is gone or
  * whose lease lapsed is claimed again, a write.
  *
@@ -117,7 +95,7 @@ function settle(record: IdempotencyRecord<unknown>, digest: string, now: number)
  * @returns see {@link Claim}; throws what the store throws
  */
 export async function claim(
-  store: IdempotencyStore<unknown>,
+  store: LeasedIdempotencyStore<unknown>,
   key: string,
   digest: string,
   settings: ClaimSettings,

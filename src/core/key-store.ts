@@ -13,7 +13,6 @@ import {
 } from './lease.js';
 import { compareKeys } from './order.js';
 import { holdsOwnAnswer, type KeyRow, toRecord } from './record.js';
-import { RETENTION_CYCLE } from './retention-cycle.js';
 import { countByStatus, KeyStatus } from './status.js';
 import type {
   AcquireOptions,
@@ -90,6 +89,14 @@ export interface StatsRow {
   readonly unrecorded: number | string | null;
 }
 
+/** The lease a claim writes: when the answer expires, the clock it reads, the lease's end, the token. */
+interface ClaimLease {
+  readonly expires: number;
+  readonly now: number;
+  readonly leaseUntil: number;
+  readonly token: number;
+}
+
 /**
  * One dialect's statements, run as they are: the values are already checked and the store is
  * open. A write answers the number of rows it changed; a read, the rows as the driver gives them;
@@ -118,16 +125,7 @@ export interface KeyStatementsOf<M extends Mode> {
    * Inserts the key with the fencing token `token`, or takes over its lapsed lease with the token
    * `takeoverToken` computes from the row's and `token`, or reads what is there.
    */
-  acquire(
-    key: string,
-    digest: string,
-    lease: {
-      readonly expires: number;
-      readonly now: number;
-      readonly leaseUntil: number;
-      readonly token: number;
-    },
-  ): Answer<M, AcquireStep>;
+  acquire(key: string, digest: string, lease: ClaimLease): Answer<M, AcquireStep>;
   /**
    * Inserts a missing key as `acquire` does, or else answers the row as it stands, neither locked
    * nor written (`undefined` when the statement saw none): a fresh key in one round trip, where a
@@ -146,12 +144,7 @@ export interface KeyStatementsOf<M extends Mode> {
   replaceExpired(
     key: string,
     digest: string,
-    lease: {
-      readonly expires: number;
-      readonly now: number;
-      readonly leaseUntil: number;
-      readonly token: number;
-    },
+    lease: ClaimLease,
   ): Answer<M, number | string | undefined>;
   /** The pending rows, ascending by key. */
   pendingKeys(query: PendingQuery): Answer<M, readonly KeyRow[]>;
@@ -477,25 +470,6 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
     return this.#run(() => {
       this.#checkKey(key);
       return then(this.#open().get(key), (row) => (row === undefined ? null : toRecord<T>(row)));
-    });
-  }
-
-  /** {@inheritDoc IdempotencyStore.retentionCycle} */
-  retentionCycle(key: string): Answer<M, boolean> {
-    return this.#run(() => {
-      this.#checkKey(key);
-      const { first, purgeAt, second } = RETENTION_CYCLE;
-      const text = serializeResponse(first.response);
-      // The statements themselves, not this store's operations: a `close()` called while the
-      // cycle runs waits for its last step instead of refusing it.
-      const statements = this.#open();
-      return then(statements.reserve(key, first.digest, first.expires), () =>
-        then(statements.finish(key, first.digest, text), () =>
-          then(statements.purge(purgeAt, DEFAULT_LIMIT), () =>
-            then(statements.reserve(key, second.digest, second.expires), isOne),
-          ),
-        ),
-      );
     });
   }
 

@@ -209,12 +209,6 @@ export interface IdempotencyStore<T = unknown> {
   /** The whole record of `key`, or `null`. */
   get(key: string): MaybePromise<IdempotencyRecord<T> | null>;
   /**
-   * Reserves `key` with `'v1'` until 10, finishes it with `{ receipt: 1 }`, purges at `now = 10`,
-   * then reserves it with `'v2'` until 20 and returns that result. On an empty store it is `true`:
-   * once its answer is purged a key is a new request, which is why retention must outlast retries.
-   */
-  retentionCycle(key: string): MaybePromise<boolean>;
-  /**
    * Releases the store's resources once every call made before it has run to its end (its writes
    * committed); calls made after it throw `StoreClosedError`.
    */

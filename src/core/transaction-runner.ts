@@ -1,14 +1,14 @@
 import { KeyStatus } from './status.js';
-import type { IdempotencyStore } from './store.js';
+import type { IdempotencyStore, LeasedIdempotencyStore } from './store.js';
 
-/** The call that owns a key: its key, its payload fingerprint and, with leases, its attempt. */
+/** The call that owns a key: its key, its payload fingerprint and its fencing token. */
 export interface KeyOwner {
   /** The idempotency key. */
   readonly key: string;
   /** The fingerprint the key was claimed with. */
   readonly digest: string;
-  /** The fencing token of the claim, on stores with leases. */
-  readonly attempt?: number;
+  /** The fencing token of the claim, from `acquire`. */
+  readonly attempt: number;
 }
 
 /**
@@ -38,10 +38,7 @@ export async function failedBatchOutcome<R>(
   error: unknown,
 ): Promise<TransactionOutcome<R>> {
   const row = await store.get(owner.key);
-  const owners =
-    row !== null &&
-    row.fingerprint === owner.digest &&
-    (owner.attempt === undefined || row.attempt === owner.attempt);
+  const owners = row !== null && row.fingerprint === owner.digest && row.attempt === owner.attempt;
   if (owners && row.status === KeyStatus.done) return { committed: true, result };
   if (owners && row.status === KeyStatus.pending) throw error;
   return { committed: false };
@@ -73,7 +70,7 @@ export type TransactionOutcome<R> =
  */
 export interface TransactionRunner<TX> {
   /** The store whose table the answer is recorded in; phase 1, replays and releases go through it. */
-  readonly store: IdempotencyStore<unknown>;
+  readonly store: LeasedIdempotencyStore<unknown>;
   /**
    * Whether handlers must be synchronous: better-sqlite3 transactions cannot span an `await`.
    * A synchronous runner refuses (and rolls back) a handler that returns a promise.

@@ -1,10 +1,13 @@
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import {
+  type ArgumentsHost,
   applyDecorators,
   type CallHandler,
+  Catch,
   createParamDecorator,
   type DynamicModule,
+  type ExceptionFilter,
   type ExecutionContext,
   HttpException,
   Inject,
@@ -19,10 +22,10 @@ import {
   StreamableFile,
   UseInterceptors,
 } from '@nestjs/common';
-import { Reflector } from '@nestjs/core';
+import { APP_FILTER, HttpAdapterHost, Reflector } from '@nestjs/core';
 import { defer, lastValueFrom, mergeMap, type Observable, of } from 'rxjs';
 import { InvalidOptionError } from '../core/errors.js';
-import type { IdempotencyStore, LeasedIdempotencyStore } from '../core/store.js';
+import type { LeasedIdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../core/transaction-runner.js';
 import { type Sweeper, type SweeperOptions, startSweeper } from '../sweeper.js';
 import { abandonClaim, watchNodeResponse } from './node-response.js';
@@ -34,7 +37,7 @@ import {
   type Port,
   type ReadRequest,
 } from './port.js';
-import type { IdempotencyProblem } from './problems.js';
+import { type IdempotencyProblem, PROBLEM_CONTENT_TYPE } from './problems.js';
 import { type HeaderValues, nodeHeaders } from './request.js';
 import {
   flattenHeaders,
@@ -91,8 +94,8 @@ export interface IdempotentRouteOptions extends AdapterOptions<NestHttpRequest> 
 
 /** Options of {@link IdempotencyModule.forRoot}: the store, and the defaults of every route. */
 export interface IdempotencyModuleOptions extends Omit<IdempotentRouteOptions, 'transactional'> {
-  /** Any {@link IdempotencyStore}, e.g. `openSqliteStore(path)`. The module does not close it. */
-  readonly store: IdempotencyStore<unknown>;
+  /** Any {@link LeasedIdempotencyStore}, e.g. `openSqliteStore(path)`. The module does not close it. */
+  readonly store: LeasedIdempotencyStore<unknown>;
   /**
    * The runner of transactional routes (`pgTransaction`, `libsqlTransaction` or `mysqlTransaction`
    * over `store`). better-sqlite3's `sqliteTransaction` cannot serve: Nest always awaits before it
@@ -127,9 +130,11 @@ const TRANSACTION = Symbol('drizzle-idempotency:transaction');
 
 /**
  * The problem answers of the layer (400, 409, 410, 422, 500), thrown into Nest's exception layer
- * so exception filters see them. Nest's default filter sends `problem.details()` as the body with
- * `problem.status`; the `application/problem+json` content type and `Retry-After` are set on the
- * response before the exception is thrown, so they are sent whatever the filter writes.
+ * so exception filters see them. Unless a filter of the route, its controller or the application
+ * (`useGlobalFilters`) takes it first, {@link IdempotencyProblemFilter} sends `problem.details()` as
+ * `application/problem+json` with `problem.status`. The content type and `Retry-After` are set on
+ * the response before the exception is thrown, so a filter of the application's keeps them unless
+ * it overrides them.
  */
 export class IdempotencyHttpException extends HttpException {
   /** The problem, to match on (`instanceof RequestInProgressError`, or `problem.code`). */
@@ -141,6 +146,39 @@ export class IdempotencyHttpException extends HttpException {
     this.problem = problem;
   }
 }
+
+/**
+ * The exception filter {@link IdempotencyModule} registers for {@link IdempotencyHttpException}: it
+ * sends the problem as `application/problem+json` through the platform (Express or Fastify). Nest's
+ * default filter hands the platform an object, which Express's adapter in Nest 11.2 and later
+ * always sends as `application/json`, logging a warning for each; the problem is therefore sent
+ * here as its serialized text, which every platform sends as it is, under the type set with it.
+ */
+export class IdempotencyProblemFilter implements ExceptionFilter<IdempotencyHttpException> {
+  readonly #adapterHost: HttpAdapterHost;
+
+  /** @param adapterHost - Nest's holder of the platform adapter */
+  constructor(adapterHost: HttpAdapterHost) {
+    this.#adapterHost = adapterHost;
+  }
+
+  /** Sends the problem, or ends the response when its headers are already sent. */
+  catch(exception: IdempotencyHttpException, host: ArgumentsHost): void {
+    const adapter = this.#adapterHost.httpAdapter;
+    const response: unknown = host.switchToHttp().getResponse();
+    if (adapter.isHeadersSent(response)) {
+      adapter.end(response);
+      return;
+    }
+    adapter.setHeader(response, 'content-type', PROBLEM_CONTENT_TYPE);
+    adapter.reply(response, JSON.stringify(exception.getResponse()), exception.getStatus());
+  }
+}
+
+// Declared without decorator syntax, as the interceptor's: the library needs no compiler flag.
+Catch(IdempotencyHttpException)(IdempotencyProblemFilter);
+Injectable()(IdempotencyProblemFilter);
+Inject(HttpAdapterHost)(IdempotencyProblemFilter, undefined, 0);
 
 // What the layer uses of Express's `Response` and Fastify's `FastifyReply`: both have these.
 interface NestHttpResponse {
@@ -453,8 +491,8 @@ export const IdempotencyTransaction: () => ParameterDecorator = createParamDecor
 );
 
 function checked(options: IdempotencyModuleOptions): IdempotencyModuleOptions {
-  if (typeof options?.store?.reserve !== 'function') {
-    throw new InvalidOptionError('IdempotencyModule needs a `store` (an IdempotencyStore)');
+  if (typeof options?.store?.acquire !== 'function') {
+    throw new InvalidOptionError('IdempotencyModule needs a `store` (a LeasedIdempotencyStore)');
   }
   if (options.transaction !== undefined && options.transaction.store !== options.store) {
     throw new InvalidOptionError("the `transaction` runner must be over the module's `store`");
@@ -468,12 +506,6 @@ function checked(options: IdempotencyModuleOptions): IdempotencyModuleOptions {
     if (typeof options.sweep !== 'object' || options.sweep === null) {
       throw new InvalidOptionError('sweep must be true or the options of startSweeper');
     }
-  }
-  if (
-    options.sweep !== undefined &&
-    typeof (options.store as Partial<LeasedIdempotencyStore>).acquire !== 'function'
-  ) {
-    throw new InvalidOptionError('sweep needs a store with leases (acquire, renew, release)');
   }
   resolveOptions(options);
   return options;
@@ -537,6 +569,7 @@ export class IdempotencyModule {
         { provide: IDEMPOTENCY_MODULE_OPTIONS, useValue: checked(options) },
         IdempotencyInterceptor,
         IdempotencySweeperService,
+        { provide: APP_FILTER, useClass: IdempotencyProblemFilter },
       ],
       exports: [IDEMPOTENCY_MODULE_OPTIONS, IdempotencyInterceptor],
     };
@@ -561,6 +594,7 @@ export class IdempotencyModule {
         },
         IdempotencyInterceptor,
         IdempotencySweeperService,
+        { provide: APP_FILTER, useClass: IdempotencyProblemFilter },
       ],
       exports: [IDEMPOTENCY_MODULE_OPTIONS, IdempotencyInterceptor],
     };

@@ -26,10 +26,7 @@ export function mysqlSteps(
   options: StepLogOptions,
 ): StepLog<MysqlHandlerTransaction> {
   const { table } = store;
-  const owned = (owner: KeyOwner) =>
-    owner.attempt === undefined
-      ? ownerRow(table, owner.key, owner.digest)
-      : leaseHolderRow(table, owner.key, owner.digest, owner.attempt);
+  const owned = (owner: KeyOwner) => leaseHolderRow(table, owner.key, owner.digest, owner.attempt);
   return stepLog(
     {
       store,

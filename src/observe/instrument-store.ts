@@ -42,7 +42,6 @@ const KEYED = new Set([
   'releasePending',
   'fetch',
   'get',
-  'retentionCycle',
 ]);
 
 // Buckets for latencies from a prepared SQLite statement (tens of µs) to a slow network round trip.

@@ -26,10 +26,7 @@ export function pgSteps(
   options: StepLogOptions,
 ): StepLog<PgHandlerTransaction> {
   const { table } = store;
-  const owned = (owner: KeyOwner) =>
-    owner.attempt === undefined
-      ? ownerRow(table, owner.key, owner.digest)
-      : leaseHolderRow(table, owner.key, owner.digest, owner.attempt);
+  const owned = (owner: KeyOwner) => leaseHolderRow(table, owner.key, owner.digest, owner.attempt);
   return stepLog(
     {
       store,

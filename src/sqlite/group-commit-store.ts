@@ -129,11 +129,6 @@ export class SqliteGroupCommitStore<T = unknown> implements LeasedIdempotencySto
     return this.#group.read(() => this.#store.get(key));
   }
 
-  /** {@inheritDoc IdempotencyStore.retentionCycle} */
-  retentionCycle(key: string): Promise<boolean> {
-    return this.#group.run(() => this.#store.retentionCycle(key));
-  }
-
   /**
    * Closes the store once every operation called before has run and committed; every operation
    * called after it rejects with `StoreClosedError`.

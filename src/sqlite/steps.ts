@@ -44,37 +44,32 @@ export function sqliteSteps(
   options: StepLogOptions,
 ): StepLog<SqliteHandlerTransaction> {
   const { table } = store;
-  const ownerConditions = (fenced: boolean) =>
-    and(
-      eq(table.id, p('id')),
-      eq(table.fingerprint, p('fingerprint')),
-      eq(table.status, KeyStatus.pending),
-      // The fencing token: a takeover since the claim raised it, and this matches nothing.
-      fenced ? eq(table.attempt, p('attempt')) : undefined,
-      fenced ? eq(table.unrecorded, false) : undefined,
-    );
+  const pendingRow = [
+    eq(table.id, p('id')),
+    eq(table.fingerprint, p('fingerprint')),
+    eq(table.status, KeyStatus.pending),
+  ];
   // Prepared once; they run on the store's connection, so inside an open transaction too.
-  const writeStatement = (fenced: boolean) =>
-    store.db
-      .update(table)
-      .set({ steps: sql<string>`${p('steps')}` })
-      .where(ownerConditions(fenced))
-      .prepare();
-  const writeUnfenced = writeStatement(false);
-  const writeFenced = writeStatement(true);
+  const writeStatement = store.db
+    .update(table)
+    .set({ steps: sql<string>`${p('steps')}` })
+    .where(
+      and(
+        ...pendingRow,
+        // The fencing token: a takeover since the claim raised it, and this matches nothing.
+        eq(table.attempt, p('attempt')),
+        eq(table.unrecorded, false),
+      ),
+    )
+    .prepare();
   const readStatement = store.db
     .select({ steps: table.steps })
     .from(table)
-    .where(ownerConditions(false))
+    .where(and(...pendingRow))
     .prepare();
-  const written = (owner: KeyOwner, steps: string): boolean => {
-    const values = { id: owner.key, fingerprint: owner.digest, steps };
-    const done =
-      owner.attempt === undefined
-        ? writeUnfenced.run(values)
-        : writeFenced.run({ ...values, attempt: owner.attempt });
-    return done.changes === 1;
-  };
+  const written = (owner: KeyOwner, steps: string): boolean =>
+    writeStatement.run({ id: owner.key, fingerprint: owner.digest, steps, attempt: owner.attempt })
+      .changes === 1;
   return stepLog(
     {
       store,

@@ -24,7 +24,7 @@ import {
 } from '../../src/sqlite/index.js';
 
 function sqliteDb() {
-  const db = drizzle(new Database(':memory:'));
+  const db = drizzle({ client: new Database(':memory:') });
   applySqliteMigrations(db);
   return db;
 }

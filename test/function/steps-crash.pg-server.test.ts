@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
+import { queryRows } from '../../src/pg/client.js';
 import { applyPgMigrations } from '../../src/pg/index.js';
-import { queryRows } from '../../src/pg/migrate.js';
 import { freshServerSchema } from '../support/pg.js';
 import { stepsCrashSuite } from './steps-crash-suite.js';
 

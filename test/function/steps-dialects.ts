@@ -4,6 +4,7 @@ import { sql } from 'drizzle-orm';
 import { openMysqlStore } from '../../src/mysql/index.js';
 import { mysqlSteps } from '../../src/mysql/steps.js';
 import type { MysqlHandlerTransaction } from '../../src/mysql/transaction.js';
+import { queryRows } from '../../src/pg/client.js';
 import { quoteIdentifier } from '../../src/pg/identifier.js';
 import {
   type AnyPgDatabase,
@@ -11,7 +12,6 @@ import {
   PgIdempotencyStore,
   pgSteps,
 } from '../../src/pg/index.js';
-import { queryRows } from '../../src/pg/migrate.js';
 import type { PgHandlerTransaction } from '../../src/pg/transaction.js';
 import { freshMysqlDatabase } from '../support/mysql.js';
 import { uniqueName } from '../support/pg.js';

@@ -57,6 +57,12 @@ function post(
   });
 }
 
+// The warnings Nest logged, such as the one its Express adapter logs when it sends a problem as
+// `application/json` instead of the type set on the response.
+function warned(nest: RunningNestApp): string[] {
+  return nest.warnings.filter((line) => line.startsWith('WARN'));
+}
+
 // What the handlers did, and a gate a test holds one of them at.
 const state: { runs: number; gate: Deferred<void> | undefined } = { runs: 0, gate: undefined };
 
@@ -188,6 +194,7 @@ for (const platform of nestPlatforms) {
       expect(reused.headers.get('content-type')).toMatch(/^application\/problem\+json/);
       expect(((await reused.json()) as { type: string }).type).toMatch(/key-reused$/);
       expect(state.runs).toBe(before);
+      expect(warned(nest)).toEqual([]);
     });
 
     it('answers a missing or malformed key 400 problem+json', async () => {
@@ -200,7 +207,9 @@ for (const platform of nestPlatforms) {
       });
       const malformed = await post(nest.url, '/payments', '"unterminated', { amount: 1 });
       expect(malformed.status).toBe(400);
+      expect(malformed.headers.get('content-type')).toMatch(/^application\/problem\+json/);
       expect(((await malformed.json()) as { type: string }).type).toMatch(/key-malformed$/);
+      expect(warned(nest)).toEqual([]);
     });
 
     it("answers problems with onError's own answer instead of the exception", async () => {
@@ -215,18 +224,24 @@ for (const platform of nestPlatforms) {
     });
 
     it('answers a retry while the first runs 409 with the lease left as Retry-After', async () => {
-      state.gate = deferred();
+      const gate = deferred();
+      state.gate = gate;
       const first = post(nest.url, '/payments', '"pay-3"', { amount: 3 });
-      await until(() => store.get('pay-3')?.status === 'pending');
-      const busy = await post(nest.url, '/payments', '"pay-3"', { amount: 3 });
-      expect(busy.status).toBe(409);
-      expect(busy.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-      const retryAfter = Number(busy.headers.get('retry-after'));
-      expect(retryAfter).toBeGreaterThanOrEqual(1);
-      expect(retryAfter).toBeLessThanOrEqual(20);
-      expect(((await busy.json()) as { type: string }).type).toMatch(/request-in-progress$/);
-      state.gate.resolve();
-      state.gate = undefined;
+      try {
+        await until(() => store.get('pay-3')?.status === 'pending');
+        const busy = await post(nest.url, '/payments', '"pay-3"', { amount: 3 });
+        expect(busy.status).toBe(409);
+        expect(busy.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+        const retryAfter = Number(busy.headers.get('retry-after'));
+        expect(retryAfter).toBeGreaterThanOrEqual(1);
+        expect(retryAfter).toBeLessThanOrEqual(20);
+        expect(((await busy.json()) as { type: string }).type).toMatch(/request-in-progress$/);
+        expect(warned(nest)).toEqual([]);
+      } finally {
+        // A failed assertion must not leave the first request, and every later test, held.
+        gate.resolve();
+        state.gate = undefined;
+      }
       expect((await first).status).toBe(201);
     });
 

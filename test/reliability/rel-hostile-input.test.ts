@@ -136,7 +136,6 @@ const STORE_CASES: [string, (store: Loose) => unknown, ErrorClass][] = [
   ['release: empty key', (s) => s.release?.('', 'd'), InvalidKeyError],
   ['release: digest as a number', (s) => s.release?.('pending', 5), InvalidDigestError],
   ['get: key undefined', (s) => s.get?.(undefined), InvalidKeyError],
-  ['retentionCycle: empty key', (s) => s.retentionCycle?.(''), InvalidKeyError],
 ];
 
 /** Calls of the seed-shaped functions: the file must be byte-for-byte unchanged. */

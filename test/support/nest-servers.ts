@@ -10,10 +10,15 @@ import {
   Res,
   type Type,
 } from '@nestjs/common';
-import { BaseExceptionFilter, NestFactory } from '@nestjs/core';
+import { BaseExceptionFilter, HttpAdapterHost, NestFactory } from '@nestjs/core';
 import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
-import { IdempotencyModule, Idempotent } from '../../src/http/nestjs.js';
+import {
+  IdempotencyHttpException,
+  IdempotencyModule,
+  IdempotencyProblemFilter,
+  Idempotent,
+} from '../../src/http/nestjs.js';
 import type { Behaviour, ServerFactory, ServerKind } from './http-servers.js';
 import type { NestPlatform } from './nest-app.js';
 
@@ -49,10 +54,23 @@ function controllerOf(behave: Behaviour): Type {
   return BehaviourController;
 }
 
-// What the other test servers answer for a handler that throws: 500 `handler failed`.
+// What the other test servers answer for a handler that throws: 500 `handler failed`. An
+// application's catch-all filter comes before the module's, so it hands the layer's problems to
+// IdempotencyProblemFilter, as the adapters guide says.
 @Catch()
 class HandlerFailed extends BaseExceptionFilter {
+  readonly #problems: IdempotencyProblemFilter;
+
+  constructor(adapterHost: HttpAdapterHost) {
+    super(adapterHost.httpAdapter);
+    this.#problems = new IdempotencyProblemFilter(adapterHost);
+  }
+
   override catch(exception: unknown, host: ArgumentsHost): void {
+    if (exception instanceof IdempotencyHttpException) {
+      this.#problems.catch(exception, host);
+      return;
+    }
     if (exception instanceof HttpException) {
       super.catch(exception, host);
       return;
@@ -86,7 +104,7 @@ function startNest(platform: NestPlatform): ServerFactory {
         : new FastifyAdapter({ forceCloseConnections: true });
     // rawBody: the layer fingerprints the body as the client wrote it, as on the other adapters.
     const app = await NestFactory.create(AppModule, adapter, { logger: false, rawBody: true });
-    app.useGlobalFilters(new HandlerFailed(app.getHttpAdapter()));
+    app.useGlobalFilters(new HandlerFailed(app.get(HttpAdapterHost)));
     await app.listen(0, '127.0.0.1');
     return {
       url: (await app.getUrl()).replace('[::1]', '127.0.0.1'),
