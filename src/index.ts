@@ -31,6 +31,8 @@ export {
   OutcomeUnknownError,
   ReplicationUnconfirmedError,
   SchemaMismatchError,
+  StepNotStorableError,
+  StepSupersededError,
   StoreClosedError,
   UnrecognisedDatabaseError,
   UnserializableResponseError,

@@ -34,6 +34,8 @@ export const ErrorCode = {
   outcomeUnknown: 'IDEMPOTENCY_OUTCOME_UNKNOWN',
   encryptionKeyMissing: 'IDEMPOTENCY_ENCRYPTION_KEY_MISSING',
   answerUnreadable: 'IDEMPOTENCY_ANSWER_UNREADABLE',
+  stepSuperseded: 'IDEMPOTENCY_STEP_SUPERSEDED',
+  stepNotStorable: 'IDEMPOTENCY_STEP_NOT_STORABLE',
 } as const;
 
 /** One of the values of {@link ErrorCode}. */
@@ -261,5 +263,53 @@ export class AnswerUnreadableError extends IdempotencyError {
       { cause },
     );
     this.key = key;
+  }
+}
+
+/**
+ * A step's record was refused: the key is no longer this owner's (its lease lapsed and another
+ * owner took it over, or it was released by hand). The handler must stop: the new owner goes on
+ * from the steps recorded so far. A step run in a transaction committed none of its writes.
+ */
+export class StepSupersededError extends IdempotencyError {
+  /** The idempotency key, as stored. */
+  readonly key: string;
+  /** The step whose record was refused. */
+  readonly step: string;
+
+  /**
+   * @param key - the key, as stored
+   * @param step - the step's name
+   */
+  constructor(key: string, step: string) {
+    super(
+      ErrorCode.stepSuperseded,
+      `step "${step}" was not recorded: the idempotency key was taken over or released while it ran`,
+    );
+    this.key = key;
+    this.step = step;
+  }
+}
+
+/**
+ * A step ran but its result cannot be recorded: it has no faithful stored form, or its stored
+ * form is larger than the step log allows. A step run in a transaction committed none of its
+ * writes; any other step's effect happened and is run again by the next owner (with the same
+ * derived key).
+ */
+export class StepNotStorableError extends IdempotencyError {
+  /** The step whose result could not be recorded. */
+  readonly step: string;
+
+  /**
+   * @param step - the step's name
+   * @param reason - why its result cannot be stored
+   * @param cause - the encoder's error, if any
+   */
+  constructor(step: string, reason: string, cause?: unknown) {
+    super(ErrorCode.stepNotStorable, `the result of step "${step}" cannot be recorded: ${reason}`, {
+      cause,
+    });
+    this.step = step;
   }
 }

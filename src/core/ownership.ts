@@ -51,6 +51,12 @@ export interface Ownership {
   ): Promise<TransactionOutcome<R>>;
   /** Stops renewing the lease (the work is over, whatever comes of it). */
   stop(): void;
+  /**
+   * The work failed after recording steps: ends the lease now instead of deleting the row, so the
+   * recorded steps stay and the next owner (a retry, the completer) goes on from them. Throws what
+   * the store throws.
+   */
+  lapse(): Promise<void>;
 }
 
 // One class for every owner: its methods are shared, so a claim builds one object, not a closure
@@ -87,6 +93,12 @@ class KeyOwnership implements Ownership {
 
   stop(): void {
     this.#beat.stop();
+  }
+
+  async lapse(): Promise<void> {
+    this.stop();
+    const { key, digest, attempt } = this.owner;
+    await this.#store.renew(key, digest, attempt, this.#settings.now());
   }
 
   async finish(answer: unknown): Promise<boolean> {

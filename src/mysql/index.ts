@@ -14,6 +14,7 @@ export { PlanetscaleIdempotencyStore, planetscaleTransaction } from './planetsca
 export { applyPlanetscaleMigrations } from './planetscale-migrate.js';
 export type { MysqlKeysTable, MysqlTableOptions } from './schema.js';
 export { keys, MYSQL_MAX_TEXT_BYTES, mysqlKeysTable } from './schema.js';
+export { mysqlSteps } from './steps.js';
 export type { MysqlStoreOptions } from './store.js';
 export { MysqlIdempotencyStore } from './store.js';
 export type { MysqlHandlerTransaction, MysqlTransactionOptions } from './transaction.js';

@@ -30,6 +30,9 @@ const EXPECTED_COLUMNS: Record<string, ColumnType> = {
   unrecorded: 'boolean',
 };
 
+// Added by the steps migration: a table from before it lacks it until it runs.
+const STEP_COLUMNS: Record<string, ColumnType> = { steps: 'longtext' };
+
 // MariaDB and MySQL 5.7 write display widths (`int(11)`), MySQL 8 does not; `boolean` is an
 // alias of `tinyint(1)` on both.
 function normalType(columnType: string): string {
@@ -88,6 +91,7 @@ export async function assertAdoptableMysqlKeysTable(
         primary: Number(column.primary) === 1,
       })),
       EXPECTED_COLUMNS,
+      STEP_COLUMNS,
     ),
   );
   const response = columns.find((column) => column.name === 'response');

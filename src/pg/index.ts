@@ -17,6 +17,7 @@ export type {
   PgTableOptions,
 } from './schema.js';
 export { DEFAULT_PG_SCHEMA, keys, pgKeysTable } from './schema.js';
+export { pgSteps } from './steps.js';
 export type { PgStoreOptions } from './store.js';
 export { PgIdempotencyStore } from './store.js';
 export type { PgHandlerTransaction, PgTransactionOptions } from './transaction.js';

@@ -35,6 +35,8 @@ const LEASE_COLUMNS: Record<string, ColumnType> = {
   lease_until: 'double precision',
   attempt: ['bigint', 'integer'],
   unrecorded: 'boolean',
+  // Added by the steps migration.
+  steps: 'text',
 };
 
 // No serial id, so no sequence: see pgPushTables, which describes this table to drizzle-kit.

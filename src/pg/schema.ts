@@ -47,6 +47,9 @@ export function pgKeysColumns() {
     // 2^52 and up.
     attempt: bigint('attempt', { mode: 'number' }).notNull().default(1),
     unrecorded: boolean('unrecorded').notNull().default(false),
+    // The recorded steps of the key's handler (see docs/steps.md): a JSON object of step name to
+    // stored result, NULL until the first step. Kept in the key's row so it goes with the key.
+    steps: text('steps'),
   };
 }
 

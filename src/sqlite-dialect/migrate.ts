@@ -39,6 +39,8 @@ const LEASE_COLUMNS: Record<string, string> = {
   lease_until: 'REAL',
   attempt: 'INTEGER',
   unrecorded: 'INTEGER',
+  // Added by the steps migration.
+  steps: 'TEXT',
 };
 
 /** The name of the table the options point at. */

@@ -13,6 +13,7 @@ export {
 } from './migrate.js';
 export type { OpenSqliteStoreOptions, SqliteSynchronous } from './open.js';
 export { openSqliteStore } from './open.js';
+export { sqliteSteps } from './steps.js';
 export type { AnyBetterSqliteDatabase, SqliteStoreOptions } from './store.js';
 export { MAX_ANSWER_CACHE_SIZE, SqliteIdempotencyStore } from './store.js';
 export type { SqliteHandlerTransaction } from './transaction.js';

@@ -26,7 +26,7 @@ const mysqlMigrationsFolder = fileURLToPath(new URL('../../drizzle/mysql', impor
 const url = mysqlUrl() as string;
 
 // The committed migrations: the keys table, then the fencing token widened to bigint.
-const MIGRATIONS = 2;
+const MIGRATIONS = 3;
 
 let target: MysqlDatabase;
 afterEach(async () => {

@@ -238,7 +238,7 @@ export function describePgJournal(name: string, fresh: () => Promise<JournalTarg
         );
         await applyPgMigrations(db, { schema });
         expect(await attemptType(db, schema)).toBe('bigint');
-        expect(await journal(db, schema, '__idempotency_migrations')).toHaveLength(4);
+        expect(await journal(db, schema, '__idempotency_migrations')).toHaveLength(5);
         const store = new PgIdempotencyStore(db, { schema });
         expect(await store.get('held')).toMatchObject({ status: 'pending', attempt: 2 });
         expect(await store.fetch('done', 100)).toEqual({ r: 1 });
@@ -287,7 +287,7 @@ export function describePgJournal(name: string, fresh: () => Promise<JournalTarg
         ).toMatchObject({
           status: 'acquired',
         });
-        expect(await journal(db, schema, '__idempotency_migrations')).toHaveLength(4);
+        expect(await journal(db, schema, '__idempotency_migrations')).toHaveLength(5);
         expect(await attemptType(db, schema)).toBe('bigint');
       } finally {
         await target.close();

@@ -53,6 +53,7 @@ interface KeyRow {
   leaseUntil: number | null;
   attempt: number;
   unrecorded: boolean;
+  steps: string | null;
 }
 
 describe('the public types', () => {
@@ -111,6 +112,7 @@ describe('the public types', () => {
         leaseUntil: null,
         attempt: 1,
         unrecorded: false,
+        steps: null,
       },
     ]);
     client.close();
