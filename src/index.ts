@@ -19,7 +19,7 @@ export {
   ErrorCode,
   IdempotencyError,
   InvalidArgumentError,
-  InvalidDigestError,
+  InvalidFingerprintError,
   InvalidKeyError,
   InvalidLimitError,
   InvalidOptionError,

@@ -21,7 +21,7 @@ import { RETENTION_CYCLE } from './core/retention-cycle.js';
 import { countByStatus, KeyStatus } from './core/status.js';
 import type { StatusCounts } from './core/store.js';
 import {
-  assertDigest,
+  assertFingerprint,
   assertKey,
   assertLimit,
   assertTime,
@@ -48,23 +48,23 @@ function withFile<R>(path: string, use: (db: AnyBetterSqliteDatabase) => R): R {
   }
 }
 
-function reserveOn(db: SeedDb, key: string, digest: string, expires: number) {
+function reserveOn(db: SeedDb, key: string, fingerprint: string, expires: number) {
   const inserted = db
     .insert(seedKeys)
-    .values({ id: key, fingerprint: digest, status: KeyStatus.pending, expires })
+    .values({ id: key, fingerprint: fingerprint, status: KeyStatus.pending, expires })
     .onConflictDoNothing()
     .run();
   return inserted.changes === 1;
 }
 
-function finishOn(db: SeedDb, key: string, digest: string, response: unknown) {
+function finishOn(db: SeedDb, key: string, fingerprint: string, response: unknown) {
   const finished = db
     .update(seedKeys)
     .set({ status: KeyStatus.done, response: serializeResponse(response) })
     .where(
       and(
         eq(seedKeys.id, key),
-        eq(seedKeys.fingerprint, digest),
+        eq(seedKeys.fingerprint, fingerprint),
         eq(seedKeys.status, KeyStatus.pending),
       ),
     )
@@ -118,35 +118,35 @@ export function initDb(path: string): void {
 }
 
 /**
- * Reserves `key` as `pending` for the request whose payload digest is `digest`.
+ * Reserves `key` as `pending` for the request whose payload fingerprint is `fingerprint`.
  *
  * @returns `true` if this call inserted the key, `false` if it existed (whatever its state)
  * @example
  * ```ts
- * if (reserve('./idempotency.db', 'order-42', digest, now + 86_400)) chargeCard();
+ * if (reserve('./idempotency.db', 'order-42', fingerprint, now + 86_400)) chargeCard();
  * ```
  */
-export function reserve(path: string, key: string, digest: string, expires: number): boolean {
+export function reserve(path: string, key: string, fingerprint: string, expires: number): boolean {
   assertKey(key);
-  assertDigest(digest);
+  assertFingerprint(fingerprint);
   assertTime(expires, 'expires');
-  return withFile(path, (db) => reserveOn(db, key, digest, expires));
+  return withFile(path, (db) => reserveOn(db, key, fingerprint, expires));
 }
 
 /**
- * Stores `response` for the `pending` row with this key and digest, making it `done`.
+ * Stores `response` for the `pending` row with this key and fingerprint, making it `done`.
  *
  * @returns `true` if the row was finished; `false` (nothing changed) for any other row
  * @example
  * ```ts
- * finish('./idempotency.db', 'order-42', digest, { receipt: 1 });
+ * finish('./idempotency.db', 'order-42', fingerprint, { receipt: 1 });
  * ```
  */
-export function finish(path: string, key: string, digest: string, response: unknown): boolean {
+export function finish(path: string, key: string, fingerprint: string, response: unknown): boolean {
   assertKey(key);
-  assertDigest(digest);
+  assertFingerprint(fingerprint);
   serializeResponse(response);
-  return withFile(path, (db) => finishOn(db, key, digest, response));
+  return withFile(path, (db) => finishOn(db, key, fingerprint, response));
 }
 
 /**
@@ -236,9 +236,9 @@ export function retentionCycle(path: string, key: string): boolean {
   assertKey(key);
   const { first, purgeAt, second } = RETENTION_CYCLE;
   return withFile(path, (db) => {
-    reserveOn(db, key, first.digest, first.expires);
-    finishOn(db, key, first.digest, first.response);
+    reserveOn(db, key, first.fingerprint, first.expires);
+    finishOn(db, key, first.fingerprint, first.response);
     purgeOn(db, purgeAt, DEFAULT_LIMIT);
-    return reserveOn(db, key, second.digest, second.expires);
+    return reserveOn(db, key, second.fingerprint, second.expires);
   });
 }

@@ -1,5 +1,4 @@
 import { AsyncIdempotencyStore } from '../core/async-store.js';
-import { closeHook } from '../core/close-option.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
 import { DEFAULT_BATCH_MILLIS } from '../core/validation.js';
 import { sqliteQueries } from '../sqlite-family/queries.js';
@@ -19,13 +18,6 @@ export interface BunSqliteStoreOptions {
    * `openBunSqliteStore` closes the database it opened.
    */
   readonly onClose?: () => unknown;
-  /**
-   * `true` closes the database on `close()`.
-   *
-   * @deprecated Use `onClose: () => db.$client.close()`, the close option of every store. Removed
-   * in 1.0.
-   */
-  readonly closeConnection?: boolean;
   /**
    * The keys table, from `sqliteKeysTable(name)`. Default: the `keys` table. It must exist, made
    * by `applyBunSqliteMigrations(db, { table })` or by your own drizzle-kit migrations.
@@ -77,7 +69,7 @@ export class BunSqliteIdempotencyStore<T = unknown>
    * @param options - see {@link BunSqliteStoreOptions}
    */
   constructor(db: AnyBunSqliteDatabase, options: BunSqliteStoreOptions = {}) {
-    const driver = bunDriver(db.$client, closeHook(db.$client, options));
+    const driver = bunDriver(db.$client, options.onClose);
     super(sqliteStatements(driver, sqliteQueries(db, options.table ?? defaultKeys)));
     this.#db = db;
   }

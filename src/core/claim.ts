@@ -47,7 +47,7 @@ type Attempt =
 async function attempt(
   store: IdempotencyStore<unknown>,
   key: string,
-  digest: string,
+  fingerprint: string,
   now: number,
   settings: ClaimSettings,
 ): Promise<Attempt> {
@@ -55,7 +55,7 @@ async function attempt(
   if (isLeased(store)) {
     // One atomic acquire: it reads first, and writes only to insert the key or to take over a
     // lapsed lease (same fingerprint only), handing out a new fencing token.
-    const got = await store.acquire(key, digest, {
+    const got = await store.acquire(key, fingerprint, {
       expires,
       now,
       leaseSeconds: settings.leaseSeconds,
@@ -63,7 +63,7 @@ async function attempt(
     });
     switch (got.status) {
       case 'acquired': {
-        const owner = { key, digest, attempt: got.attempt };
+        const owner = { key, fingerprint, fencingToken: got.fencingToken };
         return { status: 'acquired', ownership: ownership(store, owner, got.takenOver, settings) };
       }
       case 'inProgress':
@@ -78,12 +78,15 @@ async function attempt(
     }
   }
   for (let vanished = 0; vanished < MAX_VANISHED; vanished++) {
-    if (await store.reserve(key, digest, expires)) {
-      return { status: 'acquired', ownership: ownership(store, { key, digest }, false, settings) };
+    if (await store.reserve(key, fingerprint, expires)) {
+      return {
+        status: 'acquired',
+        ownership: ownership(store, { key, fingerprint }, false, settings),
+      };
     }
     const record = await store.get(key);
     if (record === null) continue;
-    if (record.fingerprint !== digest || record.status === KeyStatus.done) {
+    if (record.fingerprint !== fingerprint || record.status === KeyStatus.done) {
       return { status: 'settled', record };
     }
     return { status: 'inProgress', record, leaseUntil: null, unrecorded: false };
@@ -92,13 +95,13 @@ async function attempt(
 }
 
 // A row that is done or holds another fingerprint, judged at `now`.
-function settle(record: IdempotencyRecord<unknown>, digest: string, now: number): Claim {
-  if (record.fingerprint !== digest) return { status: 'mismatch', record };
+function settle(record: IdempotencyRecord<unknown>, fingerprint: string, now: number): Claim {
+  if (record.fingerprint !== fingerprint) return { status: 'mismatch', record };
   return { status: record.expires > now ? 'replay' : 'expired', record };
 }
 
 /**
- * The claim protocol, once for the HTTP layer and `makeIdempotent`: claims `key` for `digest` on
+ * The claim protocol, once for the HTTP layer and `makeIdempotent`: claims `key` for `fingerprint` on
  * `store`, or says why not. On a store with leases it calls `acquire` (which reads first, so a
  * replay writes nothing); on one without, `reserve` and then `get`. A key in progress is waited
  * for up to `waitTimeoutMs` with reads only ({@link waitForOwner}); only a row that is gone or
@@ -119,15 +122,15 @@ function settle(record: IdempotencyRecord<unknown>, digest: string, now: number)
 export async function claim(
   store: IdempotencyStore<unknown>,
   key: string,
-  digest: string,
+  fingerprint: string,
   settings: ClaimSettings,
 ): Promise<Claim> {
   const deadline = performance.now() + settings.waitTimeoutMs;
   for (;;) {
     const now = settings.now();
-    const found = await attempt(store, key, digest, now, settings);
+    const found = await attempt(store, key, fingerprint, now, settings);
     if (found.status === 'acquired') return found;
-    if (found.status === 'settled') return settle(found.record, digest, now);
+    if (found.status === 'settled') return settle(found.record, fingerprint, now);
     // Marked unrecorded: it waits for an operator, so waiting for it here is pointless.
     if (found.unrecorded) {
       return { status: 'inProgress', record: found.record, leaseUntil: found.leaseUntil };
@@ -135,7 +138,7 @@ export async function claim(
     const waited = await waitForOwner({
       store,
       key,
-      digest,
+      fingerprint,
       now: settings.now,
       deadline,
       intervalMs: settings.waitIntervalMs,
@@ -150,6 +153,6 @@ export async function claim(
         leaseUntil: record === null ? found.leaseUntil : record.leaseUntil,
       };
     }
-    if (waited.status !== 'claim') return settle(waited.record, digest, settings.now());
+    if (waited.status !== 'claim') return settle(waited.record, fingerprint, settings.now());
   }
 }

@@ -3,7 +3,7 @@ import { nextFencingToken } from './fencing-token.js';
 import { parseResponse, serializeResponse } from './json.js';
 import {
   acquiredOutcome,
-  assertAttempt,
+  assertFencingToken,
   existingOutcome,
   leaseDeadline,
   pendingLimit,
@@ -29,7 +29,7 @@ import type {
 } from './store.js';
 import { isThenable, andThen as then } from './thenable.js';
 import {
-  assertDigest,
+  assertFingerprint,
   assertIntegerOption,
   assertKey,
   assertLimit,
@@ -45,7 +45,7 @@ import {
 export type Mode = 'sync' | 'async';
 
 /** A `T` as a store of mode `M` answers it: `T` itself when `'sync'`, a promise of it when `'async'`. */
-export type Answer<M extends Mode, T> = M extends 'sync' ? T : Promise<T>;
+export type ModeResult<M extends Mode, T> = M extends 'sync' ? T : Promise<T>;
 
 /**
  * What a dialect's `acquire` statements found: the fencing token of the row they inserted (the
@@ -101,33 +101,43 @@ export interface StatsRow {
  */
 export interface KeyStatementsOf<M extends Mode> {
   /** Inserts `key` as pending unless it exists. */
-  reserve(key: string, digest: string, expires: number): Answer<M, number>;
-  /** Stores the serialized `response` on the pending row of `key` and `digest`. */
-  finish(key: string, digest: string, response: string): Answer<M, number>;
+  reserve(key: string, fingerprint: string, expires: number): ModeResult<M, number>;
+  /** Stores the serialized `response` on the pending row of `key` and `fingerprint`. */
+  finish(key: string, fingerprint: string, response: string): ModeResult<M, number>;
   /** As `finish`, only while the row carries `attempt`. */
-  finishFenced(key: string, digest: string, response: string, attempt: number): Answer<M, number>;
-  /** Deletes the pending row of `key` and `digest`. */
-  release(key: string, digest: string): Answer<M, number>;
+  finishFenced(
+    key: string,
+    fingerprint: string,
+    response: string,
+    attempt: number,
+  ): ModeResult<M, number>;
+  /** Deletes the pending row of `key` and `fingerprint`. */
+  release(key: string, fingerprint: string): ModeResult<M, number>;
   /** As `release`, only while the row carries `attempt` and is not marked unrecorded. */
-  releaseFenced(key: string, digest: string, attempt: number): Answer<M, number>;
+  releaseFenced(key: string, fingerprint: string, attempt: number): ModeResult<M, number>;
   /** Moves the lease of the owner holding `attempt` to `leaseUntil`. */
-  renew(key: string, digest: string, attempt: number, leaseUntil: number): Answer<M, number>;
+  renew(
+    key: string,
+    fingerprint: string,
+    attempt: number,
+    leaseUntil: number,
+  ): ModeResult<M, number>;
   /** Marks the pending row held with `attempt` as unrecorded and drops its lease. */
-  markUnrecorded(key: string, digest: string, attempt: number): Answer<M, number>;
+  markUnrecorded(key: string, fingerprint: string, attempt: number): ModeResult<M, number>;
   /**
    * Inserts the key with the fencing token `token`, or takes over its lapsed lease with the token
    * `takeoverToken` computes from the row's and `token`, or reads what is there.
    */
   acquire(
     key: string,
-    digest: string,
+    fingerprint: string,
     lease: {
       readonly expires: number;
       readonly now: number;
       readonly leaseUntil: number;
       readonly token: number;
     },
-  ): Answer<M, AcquireStep>;
+  ): ModeResult<M, AcquireStep>;
   /**
    * Inserts a missing key as `acquire` does, or else answers the row as it stands, neither locked
    * nor written (`undefined` when the statement saw none): a fresh key in one round trip, where a
@@ -135,42 +145,42 @@ export interface KeyStatementsOf<M extends Mode> {
    */
   insertOrGet?(
     key: string,
-    digest: string,
+    fingerprint: string,
     lease: { readonly expires: number; readonly leaseUntil: number; readonly token: number },
-  ): Answer<M, AcquireStep>;
+  ): ModeResult<M, AcquireStep>;
   /**
-   * Replaces the done row of `key` whose `expires <= now` with a pending one of `digest`, its
+   * Replaces the done row of `key` whose `expires <= now` with a pending one of `fingerprint`, its
    * lease and a fencing token above the row's and `token`, in one statement; answers that token,
    * or `undefined` when no such row was there (already replaced, swept, or not expired).
    */
   replaceExpired(
     key: string,
-    digest: string,
+    fingerprint: string,
     lease: {
       readonly expires: number;
       readonly now: number;
       readonly leaseUntil: number;
       readonly token: number;
     },
-  ): Answer<M, number | string | undefined>;
+  ): ModeResult<M, number | string | undefined>;
   /** The pending rows, ascending by key. */
-  pendingKeys(query: PendingQuery): Answer<M, readonly KeyRow[]>;
+  pendingKeys(query: PendingQuery): ModeResult<M, readonly KeyRow[]>;
   /** Deletes the pending row of `key` (of `fingerprint` when given), whatever its lease. */
-  releasePending(key: string, fingerprint: string | undefined): Answer<M, PendingRelease>;
+  releasePending(key: string, fingerprint: string | undefined): ModeResult<M, PendingRelease>;
   /** The stored answer of the done row of `key` with `expires > now`, as text. */
-  fetch(key: string, now: number): Answer<M, string | null | undefined>;
+  fetch(key: string, now: number): ModeResult<M, string | null | undefined>;
   /** The row of `key`. */
-  get(key: string): Answer<M, KeyRow | undefined>;
+  get(key: string): ModeResult<M, KeyRow | undefined>;
   /** The ids of done rows with `expires <= now`, ascending, at most `limit`. */
-  expired(now: number, limit: number): Answer<M, readonly { readonly id: string }[]>;
+  expired(now: number, limit: number): ModeResult<M, readonly { readonly id: string }[]>;
   /** Deletes what `expired` would list and answers the ids it deleted, in any order. */
-  purge(now: number, limit: number): Answer<M, readonly { readonly id: string }[]>;
+  purge(now: number, limit: number): ModeResult<M, readonly { readonly id: string }[]>;
   /** Deletes up to `batchSize` expired answers in index order; the number deleted. */
-  sweepBatch(now: number, batchSize: number): Answer<M, number>;
+  sweepBatch(now: number, batchSize: number): ModeResult<M, number>;
   /** The `GROUP BY status` counts. */
-  counts(): Answer<M, readonly { readonly status: string; readonly count: number | string }[]>;
+  counts(): ModeResult<M, readonly { readonly status: string; readonly count: number | string }[]>;
   /** The `GROUP BY status` counts at `now`. */
-  stats(now: number): Answer<M, readonly StatsRow[]>;
+  stats(now: number): ModeResult<M, readonly StatsRow[]>;
   /** Called once by the first `close()`. */
   close?(): unknown;
   /** Checks the options of `pendingKeys`; {@link readPendingOptions} when not given. */
@@ -231,7 +241,7 @@ const RUNNERS: { readonly [M in Mode]: <R>(body: () => MaybePromise<R>) => Maybe
  */
 export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   readonly #statements: KeyStatementsOf<Mode>;
-  readonly #runner: <R>(body: () => MaybePromise<R>) => Answer<M, R>;
+  readonly #runner: <R>(body: () => MaybePromise<R>) => ModeResult<M, R>;
   // The operations called and not yet settled: `close()` waits for them before it closes the
   // connection, since one may still have a statement to send (a fenced finish's read, a takeover
   // after a read). A synchronous store settles each before the next call, so it never has any.
@@ -245,11 +255,11 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
    */
   constructor(statements: KeyStatementsOf<M> | KeyStatementsOf<Mode>, mode: M) {
     this.#statements = statements as KeyStatementsOf<Mode>;
-    this.#runner = RUNNERS[mode] as <R>(body: () => MaybePromise<R>) => Answer<M, R>;
+    this.#runner = RUNNERS[mode] as <R>(body: () => MaybePromise<R>) => ModeResult<M, R>;
   }
 
   // Runs an operation's body and keeps its promise, if any, among those `close()` waits for.
-  #run<R>(body: () => MaybePromise<R>): Answer<M, R> {
+  #run<R>(body: () => MaybePromise<R>): ModeResult<M, R> {
     const answer = this.#runner(body);
     if (isThenable(answer)) {
       const settled = Promise.resolve(answer).then(noop, noop);
@@ -268,56 +278,71 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
     assertKey(key);
   }
 
-  #checkDigest(digest: unknown): asserts digest is string {
-    assertDigest(digest);
+  #checkFingerprint(fingerprint: unknown): asserts fingerprint is string {
+    assertFingerprint(fingerprint);
   }
 
   /** {@inheritDoc IdempotencyStore.reserve} */
-  reserve(key: string, digest: string, expires: number): Answer<M, boolean> {
+  reserve(key: string, fingerprint: string, expires: number): ModeResult<M, boolean> {
     return this.#run(() => {
       this.#checkKey(key);
-      this.#checkDigest(digest);
+      this.#checkFingerprint(fingerprint);
       assertTime(expires, 'expires');
-      return then(this.#open().reserve(key, digest, expires), isOne);
+      return then(this.#open().reserve(key, fingerprint, expires), isOne);
     });
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.finish} */
-  finish(key: string, digest: string, response: T, attempt?: number): Answer<M, boolean> {
+  finish(
+    key: string,
+    fingerprint: string,
+    response: T,
+    fencingToken?: number,
+  ): ModeResult<M, boolean> {
     return this.#run(() => {
       this.#checkKey(key);
-      this.#checkDigest(digest);
-      if (attempt !== undefined) assertAttempt(attempt);
+      this.#checkFingerprint(fingerprint);
+      if (fencingToken !== undefined) assertFencingToken(fencingToken);
       const text = serializeResponse(response);
       const statements = this.#open();
-      if (attempt === undefined) return then(statements.finish(key, digest, text), isOne);
-      return then(statements.finishFenced(key, digest, text, attempt), (changed) =>
+      if (fencingToken === undefined) return then(statements.finish(key, fingerprint, text), isOne);
+      return then(statements.finishFenced(key, fingerprint, text, fencingToken), (changed) =>
         changed === 1
           ? true
-          : then(statements.get(key), (row) => holdsOwnAnswer(row, digest, attempt, text)),
+          : then(statements.get(key), (row) =>
+              holdsOwnAnswer(row, fingerprint, fencingToken, text),
+            ),
       );
     });
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.acquire} */
-  acquire(key: string, digest: string, options: AcquireOptions): Answer<M, AcquireResult<T>> {
+  acquire(
+    key: string,
+    fingerprint: string,
+    options: AcquireOptions,
+  ): ModeResult<M, AcquireResult<T>> {
     return this.#run(() => {
       this.#checkKey(key);
-      this.#checkDigest(digest);
+      this.#checkFingerprint(fingerprint);
       const leaseUntil = leaseDeadline(options);
       const { expires, now } = options;
       const replace = options.replaceExpired === true;
       const statements = this.#open();
       // Read before writing: a replay or a live lease answers from the row and writes nothing.
       const decide = (row: KeyRow | undefined) => {
-        const read = readOutcome<T>(row, digest, now);
+        const read = readOutcome<T>(row, fingerprint, now);
         if (read !== undefined && !(replace && isExpiredAnswer(read, now))) return read;
-        return this.#claim(statements, key, digest, { expires, now, leaseUntil, replace });
+        return this.#claim(statements, key, fingerprint, { expires, now, leaseUntil, replace });
       };
       if (statements.insertOrGet === undefined) return then(statements.get(key), decide);
       const token = nextFencingToken();
-      return then(statements.insertOrGet(key, digest, { expires, leaseUntil, token }), (step) =>
-        'attempt' in step ? acquiredOutcome<T>(step.attempt, token, leaseUntil) : decide(step.row),
+      return then(
+        statements.insertOrGet(key, fingerprint, { expires, leaseUntil, token }),
+        (step) =>
+          'attempt' in step
+            ? acquiredOutcome<T>(step.attempt, token, leaseUntil)
+            : decide(step.row),
       );
     });
   }
@@ -329,50 +354,58 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   #claim(
     statements: KeyStatementsOf<Mode>,
     key: string,
-    digest: string,
+    fingerprint: string,
     claim: { expires: number; now: number; leaseUntil: number; replace: boolean },
   ): MaybePromise<AcquireResult<T>> {
     const { expires, now, leaseUntil } = claim;
     const token = nextFencingToken();
-    return then(statements.acquire(key, digest, { expires, now, leaseUntil, token }), (step) => {
-      if ('attempt' in step) return acquiredOutcome<T>(step.attempt, token, leaseUntil);
-      if (step.row === undefined) return this.#claim(statements, key, digest, claim);
-      const outcome = existingOutcome<T>(step.row, digest);
-      if (!(claim.replace && isExpiredAnswer(outcome, now))) return outcome;
-      return then(
-        statements.replaceExpired(key, digest, { expires, now, leaseUntil, token }),
-        (attempt): MaybePromise<AcquireResult<T>> =>
-          attempt === undefined
-            ? this.#claim(statements, key, digest, claim)
-            : // A new request, not a takeover: nothing of this caller's ran under the old row.
-              { ...acquiredOutcome<T>(attempt, token, leaseUntil), takenOver: false },
-      );
-    });
+    return then(
+      statements.acquire(key, fingerprint, { expires, now, leaseUntil, token }),
+      (step) => {
+        if ('attempt' in step) return acquiredOutcome<T>(step.attempt, token, leaseUntil);
+        if (step.row === undefined) return this.#claim(statements, key, fingerprint, claim);
+        const outcome = existingOutcome<T>(step.row, fingerprint);
+        if (!(claim.replace && isExpiredAnswer(outcome, now))) return outcome;
+        return then(
+          statements.replaceExpired(key, fingerprint, { expires, now, leaseUntil, token }),
+          (attempt): MaybePromise<AcquireResult<T>> =>
+            attempt === undefined
+              ? this.#claim(statements, key, fingerprint, claim)
+              : // A new request, not a takeover: nothing of this caller's ran under the old row.
+                { ...acquiredOutcome<T>(attempt, token, leaseUntil), takenOver: false },
+        );
+      },
+    );
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.renew} */
-  renew(key: string, digest: string, attempt: number, leaseUntil: number): Answer<M, boolean> {
+  renew(
+    key: string,
+    fingerprint: string,
+    fencingToken: number,
+    leaseUntil: number,
+  ): ModeResult<M, boolean> {
     return this.#run(() => {
       this.#checkKey(key);
-      this.#checkDigest(digest);
-      assertAttempt(attempt);
+      this.#checkFingerprint(fingerprint);
+      assertFencingToken(fencingToken);
       assertTime(leaseUntil, 'leaseUntil');
-      return then(this.#open().renew(key, digest, attempt, leaseUntil), isOne);
+      return then(this.#open().renew(key, fingerprint, fencingToken, leaseUntil), isOne);
     });
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.markUnrecorded} */
-  markUnrecorded(key: string, digest: string, attempt: number): Answer<M, boolean> {
+  markUnrecorded(key: string, fingerprint: string, fencingToken: number): ModeResult<M, boolean> {
     return this.#run(() => {
       this.#checkKey(key);
-      this.#checkDigest(digest);
-      assertAttempt(attempt);
-      return then(this.#open().markUnrecorded(key, digest, attempt), isOne);
+      this.#checkFingerprint(fingerprint);
+      assertFencingToken(fencingToken);
+      return then(this.#open().markUnrecorded(key, fingerprint, fencingToken), isOne);
     });
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.pendingKeys} */
-  pendingKeys(options: PendingKeysOptions): Answer<M, PendingKey[]> {
+  pendingKeys(options: PendingKeysOptions): ModeResult<M, PendingKey[]> {
     return this.#run(() => {
       const query = (this.#statements.readPendingOptions ?? readPendingOptions)(options);
       return then(this.#open().pendingKeys(query), (rows) =>
@@ -382,10 +415,10 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.releasePending} */
-  releasePending(key: string, fingerprint?: string): Answer<M, ReleasePendingResult> {
+  releasePending(key: string, fingerprint?: string): ModeResult<M, ReleasePendingResult> {
     return this.#run(() => {
       this.#checkKey(key);
-      if (fingerprint !== undefined) this.#checkDigest(fingerprint);
+      if (fingerprint !== undefined) this.#checkFingerprint(fingerprint);
       return then(this.#open().releasePending(key, fingerprint), (found) => {
         if (found.released) return 'released';
         if (found.row === undefined) return 'missing';
@@ -395,7 +428,7 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   }
 
   /** {@inheritDoc IdempotencyStore.fetch} */
-  fetch(key: string, now: number): Answer<M, T | null> {
+  fetch(key: string, now: number): ModeResult<M, T | null> {
     return this.#run(() => {
       this.#checkKey(key);
       assertTime(now, 'now');
@@ -406,7 +439,7 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   }
 
   /** {@inheritDoc IdempotencyStore.expired} */
-  expired(now: number, limit: number = DEFAULT_LIMIT): Answer<M, string[]> {
+  expired(now: number, limit: number = DEFAULT_LIMIT): ModeResult<M, string[]> {
     return this.#run(() => {
       assertLimit(limit);
       assertTime(now, 'now');
@@ -415,7 +448,7 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   }
 
   /** {@inheritDoc IdempotencyStore.purge} */
-  purge(now: number, limit: number = DEFAULT_LIMIT): Answer<M, string[]> {
+  purge(now: number, limit: number = DEFAULT_LIMIT): ModeResult<M, string[]> {
     return this.#run(() => {
       assertLimit(limit);
       assertTime(now, 'now');
@@ -426,12 +459,12 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   }
 
   /** {@inheritDoc IdempotencyStore.counts} */
-  counts(): Answer<M, StatusCounts> {
+  counts(): ModeResult<M, StatusCounts> {
     return this.#run(() => then(this.#open().counts(), countByStatus));
   }
 
   /** {@inheritDoc IdempotencyStore.sweepBatch} */
-  sweepBatch(now: number, batchSize: number): Answer<M, number> {
+  sweepBatch(now: number, batchSize: number): ModeResult<M, number> {
     return this.#run(() => {
       assertIntegerOption(batchSize, 'batchSize', 1, MAX_BATCH_SIZE);
       assertTime(now, 'now');
@@ -440,7 +473,7 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.stats} */
-  stats(now: number): Answer<M, LeaseStats> {
+  stats(now: number): ModeResult<M, LeaseStats> {
     return this.#run(() => {
       assertTime(now, 'now');
       return then(this.#open().stats(now), (rows) => {
@@ -458,22 +491,22 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.release} */
-  release(key: string, digest: string, attempt?: number): Answer<M, boolean> {
+  release(key: string, fingerprint: string, fencingToken?: number): ModeResult<M, boolean> {
     return this.#run(() => {
       this.#checkKey(key);
-      this.#checkDigest(digest);
-      if (attempt !== undefined) assertAttempt(attempt);
+      this.#checkFingerprint(fingerprint);
+      if (fencingToken !== undefined) assertFencingToken(fencingToken);
       const statements = this.#open();
       const changed =
-        attempt === undefined
-          ? statements.release(key, digest)
-          : statements.releaseFenced(key, digest, attempt);
+        fencingToken === undefined
+          ? statements.release(key, fingerprint)
+          : statements.releaseFenced(key, fingerprint, fencingToken);
       return then(changed, isOne);
     });
   }
 
   /** {@inheritDoc IdempotencyStore.get} */
-  get(key: string): Answer<M, IdempotencyRecord<T> | null> {
+  get(key: string): ModeResult<M, IdempotencyRecord<T> | null> {
     return this.#run(() => {
       this.#checkKey(key);
       return then(this.#open().get(key), (row) => (row === undefined ? null : toRecord<T>(row)));
@@ -481,7 +514,7 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   }
 
   /** {@inheritDoc IdempotencyStore.retentionCycle} */
-  retentionCycle(key: string): Answer<M, boolean> {
+  retentionCycle(key: string): ModeResult<M, boolean> {
     return this.#run(() => {
       this.#checkKey(key);
       const { first, purgeAt, second } = RETENTION_CYCLE;
@@ -489,10 +522,10 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
       // The statements themselves, not this store's operations: a `close()` called while the
       // cycle runs waits for its last step instead of refusing it.
       const statements = this.#open();
-      return then(statements.reserve(key, first.digest, first.expires), () =>
-        then(statements.finish(key, first.digest, text), () =>
+      return then(statements.reserve(key, first.fingerprint, first.expires), () =>
+        then(statements.finish(key, first.fingerprint, text), () =>
           then(statements.purge(purgeAt, DEFAULT_LIMIT), () =>
-            then(statements.reserve(key, second.digest, second.expires), isOne),
+            then(statements.reserve(key, second.fingerprint, second.expires), isOne),
           ),
         ),
       );
@@ -506,7 +539,7 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
    * it has settled, then closes the connection (the dialect's `close`). A second call waits for
    * the first.
    */
-  close(): Answer<M, void> {
+  close(): ModeResult<M, void> {
     return this.#runner(() => {
       if (!this.#closed) {
         this.#closed = true;

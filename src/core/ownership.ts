@@ -84,17 +84,17 @@ class KeyOwnership implements Ownership {
     this.takenOver = takenOver;
     this.#store = store;
     this.#settings = settings;
-    this.#leased = owner.attempt !== undefined && isLeased(store) ? store : undefined;
+    this.#leased = owner.fencingToken !== undefined && isLeased(store) ? store : undefined;
     this.#beat = this.#leased ? heartbeat(() => this.renew(), settings.leaseSeconds) : undefined;
   }
 
   async renew(): Promise<boolean> {
-    const { key, digest, attempt } = this.owner;
-    if (!this.#leased || attempt === undefined) return false;
+    const { key, fingerprint, fencingToken } = this.owner;
+    if (!this.#leased || fencingToken === undefined) return false;
     return this.#leased.renew(
       key,
-      digest,
-      attempt,
+      fingerprint,
+      fencingToken,
       this.#settings.now() + this.#settings.leaseSeconds,
     );
   }
@@ -105,17 +105,17 @@ class KeyOwnership implements Ownership {
 
   async finish(answer: unknown): Promise<boolean> {
     this.stop();
-    const { key, digest, attempt } = this.owner;
+    const { key, fingerprint, fencingToken } = this.owner;
     return this.#leased
-      ? this.#leased.finish(key, digest, answer, attempt)
-      : this.#store.finish(key, digest, answer);
+      ? this.#leased.finish(key, fingerprint, answer, fencingToken)
+      : this.#store.finish(key, fingerprint, answer);
   }
 
   async release(): Promise<void> {
     this.stop();
-    const { key, digest, attempt } = this.owner;
-    if (this.#leased) await this.#leased.release(key, digest, attempt);
-    else await this.#store.release(key, digest);
+    const { key, fingerprint, fencingToken } = this.owner;
+    if (this.#leased) await this.#leased.release(key, fingerprint, fencingToken);
+    else await this.#store.release(key, fingerprint);
   }
 
   async abandon(error: unknown, message: string): Promise<void> {
@@ -128,18 +128,18 @@ class KeyOwnership implements Ownership {
 
   async markUnrecorded(): Promise<void> {
     this.stop();
-    const { key, digest, attempt } = this.owner;
-    if (this.#leased && attempt !== undefined) {
-      await this.#leased.markUnrecorded(key, digest, attempt);
+    const { key, fingerprint, fencingToken } = this.owner;
+    if (this.#leased && fencingToken !== undefined) {
+      await this.#leased.markUnrecorded(key, fingerprint, fencingToken);
     }
   }
 
   async superseded(): Promise<boolean> {
     if (!this.#leased) return false;
-    const { key, digest, attempt } = this.owner;
+    const { key, fingerprint, fencingToken } = this.owner;
     try {
       const row = await this.#leased.get(key);
-      return row !== null && row.fingerprint === digest && row.attempt !== attempt;
+      return row !== null && row.fingerprint === fingerprint && row.fencingToken !== fencingToken;
     } catch {
       return false;
     }
@@ -159,7 +159,7 @@ class KeyOwnership implements Ownership {
 }
 
 /**
- * The {@link Ownership} of `owner` on `store`. With a fencing token (`owner.attempt`, from
+ * The {@link Ownership} of `owner` on `store`. With a fencing token (`owner.fencingToken`, from
  * `acquire` on a store with leases) its lease is renewed from now on; without one (`reserve`) the
  * writes are the unfenced ones.
  */

@@ -4,7 +4,7 @@
  * store the second reserve returns `true`: once its answer is purged a key is a new request.
  */
 export const RETENTION_CYCLE = {
-  first: { digest: 'v1', expires: 10, response: { receipt: 1 } },
+  first: { fingerprint: 'v1', expires: 10, response: { receipt: 1 } },
   purgeAt: 10,
-  second: { digest: 'v2', expires: 20 },
+  second: { fingerprint: 'v2', expires: 20 },
 } as const;

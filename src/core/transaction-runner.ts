@@ -1,14 +1,14 @@
 import { KeyStatus } from './status.js';
 import type { IdempotencyStore } from './store.js';
 
-/** The call that owns a key: its key, its payload fingerprint and, with leases, its attempt. */
+/** The call that owns a key: its key, its payload fingerprint and, with leases, its fencing token. */
 export interface KeyOwner {
   /** The idempotency key. */
   readonly key: string;
   /** The fingerprint the key was claimed with. */
-  readonly digest: string;
+  readonly fingerprint: string;
   /** The fencing token of the claim, on stores with leases. */
-  readonly attempt?: number;
+  readonly fencingToken?: number;
 }
 
 /**
@@ -40,8 +40,8 @@ export async function failedBatchOutcome<R>(
   const row = await store.get(owner.key);
   const owners =
     row !== null &&
-    row.fingerprint === owner.digest &&
-    (owner.attempt === undefined || row.attempt === owner.attempt);
+    row.fingerprint === owner.fingerprint &&
+    (owner.fencingToken === undefined || row.fencingToken === owner.fencingToken);
   if (owners && row.status === KeyStatus.done) return { committed: true, result };
   if (owners && row.status === KeyStatus.pending) throw error;
   return { committed: false };
@@ -82,7 +82,7 @@ export interface TransactionRunner<TX> {
   /**
    * Opens a transaction, runs `handler(tx)`, turns its result into the stored JSON text with
    * `record`, and marks the owner's pending row done with it, then commits. If the row is no
-   * longer the owner's pending row (a takeover bumped its attempt, or it was released), rolls
+   * longer the owner's pending row (a takeover raised its fencing token, or it was released), rolls
    * back and returns `{ committed: false }`. If `handler` or `record` throws, rolls back and
    * rethrows: nothing of the handler's is committed and the key is still pending.
    */

@@ -97,7 +97,7 @@ export function d1Transaction(
         db
           .update(table)
           .set({ status: KeyStatus.done, response: record(result) })
-          .where(ownerRow(table, owner.key, owner.digest, owner.attempt)),
+          .where(ownerRow(table, owner.key, owner.fingerprint, owner.fencingToken)),
       );
       const client = db.$client;
       try {

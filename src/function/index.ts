@@ -7,7 +7,7 @@ export type {
 export {
   CallInProgressError,
   CallSupersededError,
-  PayloadMismatchError,
+  KeyReusedError,
   ResultExpiredError,
   ResultNotRecordedError,
   ResultNotStorableError,

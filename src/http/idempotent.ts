@@ -159,7 +159,10 @@ export function idempotent(
     switch (found.status) {
       case 'acquired': {
         const { owner, takenOver } = found.ownership;
-        const run = owner.attempt === undefined ? undefined : { attempt: owner.attempt, takenOver };
+        const run =
+          owner.fencingToken === undefined
+            ? undefined
+            : { fencingToken: owner.fencingToken, takenOver };
         const execution = owned(
           found.ownership,
           settings,

@@ -3,7 +3,6 @@ export type { LibsqlMigrationOptions } from './migrate.js';
 export {
   applyLibsqlMigrations,
   assertAdoptableLibsqlKeysTable,
-  assertAdoptableLibsqlTables,
 } from './migrate.js';
 export type { OpenLibsqlStoreOptions } from './open.js';
 export { openLibsqlStore } from './open.js';

@@ -4,7 +4,6 @@ export { SqliteGroupCommitStore } from './group-commit-store.js';
 export type { SqliteMigrationOptions } from './migrate.js';
 export {
   applySqliteMigrations,
-  assertAdoptableKeysTable,
   assertAdoptableSqliteKeysTable,
 } from './migrate.js';
 export type { OpenSqliteStoreOptions, SqliteSynchronous } from './open.js';

@@ -156,14 +156,6 @@ export function assertAdoptableSqliteKeysTable(
 }
 
 /**
- * The former name of {@link assertAdoptableSqliteKeysTable}, the same check.
- *
- * @deprecated Use `assertAdoptableSqliteKeysTable`: every dialect's check is named
- * `assertAdoptable<Dialect>KeysTable`. This name is removed in 1.0.
- */
-export const assertAdoptableKeysTable = assertAdoptableSqliteKeysTable;
-
-/**
  * Checks, without writing, that what the migrations record and create is free or already ours:
  * the library's journal must have its `hash` and `created_at` columns, and the retention index's
  * name must not belong to another table (`CREATE INDEX IF NOT EXISTS` would silently skip it,

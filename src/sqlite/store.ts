@@ -3,7 +3,6 @@ import { and, asc, inArray, lte, sql } from 'drizzle-orm';
 import type { BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
 import { getTableConfig } from 'drizzle-orm/sqlite-core';
 import { AnswerCache } from '../core/answer-cache.js';
-import { closeHook } from '../core/close-option.js';
 import type { DeploymentReport } from '../core/deployment.js';
 import { expiredAnswer, liveAnswer } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
@@ -37,13 +36,6 @@ export interface SqliteStoreOptions {
    * never closes it. `openSqliteStore` closes the connection it opened.
    */
   readonly onClose?: () => void;
-  /**
-   * `true` closes the better-sqlite3 connection on `close()`.
-   *
-   * @deprecated Use `onClose: () => db.$client.close()`, the close option of every store. Removed
-   * in 1.0.
-   */
-  readonly closeConnection?: boolean;
   /**
    * How many stored answers `fetch` keeps in memory (least recently used first out), so replays of
    * a key skip the database. Default 0: no cache. The cache is exact for every write made through
@@ -259,8 +251,8 @@ export function betterSqliteStatements(
  * const db = drizzle(new Database('app.db'));
  * applySqliteMigrations(db);
  * const store = new SqliteIdempotencyStore<{ receipt: number }>(db);
- * if (store.reserve('order-42', digest, now + 86_400)) {
- *   store.finish('order-42', digest, { receipt: 1 });
+ * if (store.reserve('order-42', fingerprint, now + 86_400)) {
+ *   store.finish('order-42', fingerprint, { receipt: 1 });
  * }
  * store.fetch('order-42', now); // { receipt: 1 }
  * ```
@@ -285,7 +277,7 @@ export class SqliteIdempotencyStore<T = unknown>
     const table = options.table ?? defaultKeys;
     const cache = cacheSize > 0 ? new AnswerCache(cacheSize) : undefined;
     const queries = sqliteQueries(db, table);
-    super(betterSqliteStatements(db, queries, table, cache, closeHook(db.$client, options)));
+    super(betterSqliteStatements(db, queries, table, cache, options.onClose));
     this.#db = db;
     this.#table = table;
   }

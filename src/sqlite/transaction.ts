@@ -82,11 +82,11 @@ export function sqliteTransaction(
   const recordFenced = recordAnswer(true);
   // Whether the answer landed on the owner's pending row.
   const recorded = (owner: KeyOwner, response: string): boolean => {
-    const values = { id: owner.key, fingerprint: owner.digest, response };
+    const values = { id: owner.key, fingerprint: owner.fingerprint, response };
     const done =
-      owner.attempt === undefined
+      owner.fencingToken === undefined
         ? recordUnfenced.run(values)
-        : recordFenced.run({ ...values, attempt: owner.attempt });
+        : recordFenced.run({ ...values, attempt: owner.fencingToken });
     return done.changes === 1;
   };
   return {

@@ -15,7 +15,7 @@ export class FinishFailedError extends Error {
  */
 export function failingFinish<T>(store: IdempotencyStore<T>): IdempotencyStore<T> {
   return {
-    reserve: (key, digest, expires) => store.reserve(key, digest, expires),
+    reserve: (key, fingerprint, expires) => store.reserve(key, fingerprint, expires),
     finish: async () => {
       throw new FinishFailedError();
     },
@@ -25,7 +25,7 @@ export function failingFinish<T>(store: IdempotencyStore<T>): IdempotencyStore<T
     counts: () => store.counts(),
     sweepBatch: (now, batchSize) => store.sweepBatch(now, batchSize),
     stats: (now) => store.stats(now),
-    release: (key, digest) => store.release(key, digest),
+    release: (key, fingerprint) => store.release(key, fingerprint),
     get: (key) => store.get(key),
     retentionCycle: (key) => store.retentionCycle(key),
     close: () => store.close(),
