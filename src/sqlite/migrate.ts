@@ -249,7 +249,7 @@ export function applySqliteMigrations(
 
 /**
  * {@link applySqliteMigrations} with a chosen subset of the committed migrations (a profile such
- * as the seed's): those left out stay pending in the journal.
+ * as the one-shot file functions'): those left out stay pending in the journal.
  *
  * @param db - a drizzle database over better-sqlite3
  * @param migrations - the migrations to apply, a subset of the committed ones, oldest first

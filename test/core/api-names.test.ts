@@ -11,8 +11,10 @@ import * as libsqlEntry from '../../src/libsql/index.js';
 import { applyLibsqlMigrations, LibsqlIdempotencyStore } from '../../src/libsql/index.js';
 import { openMysqlStore } from '../../src/mysql/index.js';
 import { openPgStore, pgKeysTable, pgPushTables } from '../../src/pg/index.js';
+import * as formerFileEntry from '../../src/service.js';
 import * as sqliteEntry from '../../src/sqlite/index.js';
 import { applySqliteMigrations, SqliteIdempotencyStore } from '../../src/sqlite/index.js';
+import * as fileEntry from '../../src/sqlite-file.js';
 
 function sqliteDb() {
   const db = drizzle(new Database(':memory:'));
@@ -111,5 +113,14 @@ describe('pgKeysTable(name, { schema }), as sqliteKeysTable(name) and mysqlKeysT
     expect(() => pgPushTables(name as string, options as { schema: string })).toThrow(
       InvalidOptionError,
     );
+  });
+});
+
+describe('the one-shot SQLite file functions: drizzle-idempotency/sqlite-file', () => {
+  it('keeps the former ./service subpath as an alias of the same functions', () => {
+    expect(Object.keys(formerFileEntry).sort()).toEqual(Object.keys(fileEntry).sort());
+    for (const [name, value] of Object.entries(fileEntry)) {
+      expect(formerFileEntry[name as keyof typeof formerFileEntry]).toBe(value);
+    }
   });
 });

@@ -13,8 +13,8 @@ import {
   UnserializableResponseError,
 } from '../../src/index.js';
 import { openPgStore } from '../../src/pg/index.js';
-import * as service from '../../src/service.js';
 import { openSqliteStore } from '../../src/sqlite/index.js';
+import * as service from '../../src/sqlite-file.js';
 import { readRows } from '../support/sqlite-harness.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
 

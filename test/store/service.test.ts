@@ -10,6 +10,7 @@ import {
   InvalidTimeError,
   UnserializableResponseError,
 } from '../../src/index.js';
+import { applySqliteMigrations, openSqliteStore } from '../../src/sqlite/index.js';
 import {
   counts,
   expired,
@@ -19,8 +20,7 @@ import {
   purge,
   reserve,
   retentionCycle,
-} from '../../src/service.js';
-import { applySqliteMigrations, openSqliteStore } from '../../src/sqlite/index.js';
+} from '../../src/sqlite-file.js';
 import { readRows } from '../support/sqlite-harness.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
 
