@@ -2,6 +2,6 @@ import { defineConfig } from 'drizzle-kit';
 
 export default defineConfig({
   dialect: 'sqlite',
-  schema: './src/sqlite/schema.ts',
+  schema: './src/sqlite-dialect/schema.ts',
   out: './drizzle/sqlite',
 });

@@ -42,7 +42,7 @@ export async function mysqlOps({ quick }: BenchSize): Promise<GroupResult> {
   const pool = mysql.createPool({ uri: target.toString(), connectionLimit: IN_FLIGHT });
   const store = await openMysqlStore<JsonObject>(pool);
   const keys = mysqlKeysTable();
-  const db = drizzle(pool);
+  const db = drizzle({ client: pool });
   const raw = {
     reserve: rawStatement(
       db.insert(keys).values({

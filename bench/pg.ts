@@ -40,7 +40,7 @@ export async function pgOps({ quick }: BenchSize): Promise<GroupResult> {
   const pool = new pg.Pool({ connectionString: URL, max: IN_FLIGHT });
   const store = await openPgStore<JsonObject>(pool, { schema });
   const keys = pgKeysTable('keys', { schema });
-  const db = drizzle(pool);
+  const db = drizzle({ client: pool });
   const raw = {
     reserve: rawStatement(
       'bench_raw_reserve',

@@ -27,6 +27,7 @@ export {
   ReplicationUnconfirmedError,
   SchemaMismatchError,
   StoreClosedError,
+  UnrecognisedDatabaseError,
   UnserializableResponseError,
 } from './core/errors.js';
 export type { JsonValue } from './core/json.js';

@@ -29,8 +29,8 @@ import {
 } from './core/validation.js';
 import { applySqliteMigrationSet } from './sqlite/migrate.js';
 import { openSqliteDatabase } from './sqlite/open.js';
-import { fiveColumnKeys, fiveColumnMigrations } from './sqlite/seed.js';
 import type { AnyBetterSqliteDatabase } from './sqlite/store.js';
+import { fiveColumnKeys, fiveColumnMigrations } from './sqlite-dialect/seed.js';
 
 // Each function builds only the statements it runs, on the five columns of the contract: a file opened for
 // one call pays for nothing else, and no statement names a column the file may not have.

@@ -20,7 +20,7 @@ export interface BunSqliteDatabaseLike {
   close(): void;
 }
 
-/** Any drizzle database over bun:sqlite (`drizzle(new Database(path))` from `drizzle-orm/bun-sqlite`). */
+/** Any drizzle database over bun:sqlite (`drizzle({ client: new Database(path) })` from `drizzle-orm/bun-sqlite`). */
 // biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
 export type AnyBunSqliteDatabase = BaseSQLiteDatabase<'sync', any, any> & {
   $client: BunSqliteDatabaseLike;

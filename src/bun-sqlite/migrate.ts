@@ -1,9 +1,9 @@
+import type { SqliteStatement } from '../sqlite-dialect/compile.js';
 import {
   applySqliteMigrationsInBatch,
   type SqliteBatchDriver,
   type SqliteMigrationOptions,
-} from '../sqlite/migrate.js';
-import type { SqliteStatement } from '../sqlite/migration-dialect.js';
+} from '../sqlite-dialect/migrate.js';
 import type { AnyBunSqliteDatabase } from './client.js';
 
 /** Options of {@link applyBunSqliteMigrations}: the keys table, as for the other SQLite stores. */
@@ -39,7 +39,7 @@ function driverOf(client: AnyBunSqliteDatabase['$client']): SqliteBatchDriver {
  * import { drizzle } from 'drizzle-orm/bun-sqlite';
  * import { applyBunSqliteMigrations } from 'drizzle-idempotency/bun-sqlite';
  *
- * await applyBunSqliteMigrations(drizzle(new Database('app.db')));
+ * await applyBunSqliteMigrations(drizzle({ client: new Database('app.db') }));
  * ```
  * @throws {@link SchemaMismatchError} when a foreign table of that name is in the way
  */

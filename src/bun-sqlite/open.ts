@@ -46,7 +46,7 @@ export async function openBunSqliteStore<T = unknown>(
   let db: AnyBunSqliteDatabase;
   try {
     const { drizzle } = await import('drizzle-orm/bun-sqlite');
-    db = drizzle(path) as unknown as AnyBunSqliteDatabase;
+    db = drizzle({ connection: path }) as unknown as AnyBunSqliteDatabase;
   } catch (error) {
     throw new DatabaseOpenError(`cannot open ${path}: ${(error as Error).message}`, error);
   }

@@ -4,5 +4,5 @@
  *
  * @module
  */
-export type { SqliteKeysTable } from '../sqlite/schema.js';
-export { keys, sqliteKeysTable } from '../sqlite/schema.js';
+export type { SqliteKeysTable } from '../sqlite-dialect/schema.js';
+export { keys, sqliteKeysTable } from '../sqlite-dialect/schema.js';

@@ -1,12 +1,12 @@
 import { AsyncIdempotencyStore } from '../core/async-store.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
 import { DEFAULT_BATCH_MILLIS } from '../core/validation.js';
-import { sqliteQueries } from '../sqlite-family/queries.js';
+import { sqliteQueries } from '../sqlite-dialect/queries.js';
 import {
   type SqliteDriver,
   sqliteStatements,
   syncSqliteDriver,
-} from '../sqlite-family/statements.js';
+} from '../sqlite-dialect/statements.js';
 import type { AnyBunSqliteDatabase, BunSqliteDatabaseLike } from './client.js';
 import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 
@@ -51,7 +51,7 @@ function bunDriver(
  * import { drizzle } from 'drizzle-orm/bun-sqlite';
  * import { applyBunSqliteMigrations, BunSqliteIdempotencyStore } from 'drizzle-idempotency/bun-sqlite';
  *
- * const db = drizzle(new Database('app.db'));
+ * const db = drizzle({ client: new Database('app.db') });
  * await applyBunSqliteMigrations(db);
  * const store = new BunSqliteIdempotencyStore<{ receipt: number }>(db);
  * ```

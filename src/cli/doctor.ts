@@ -83,7 +83,7 @@ async function checkPg(
     } catch (error) {
       throw cannotConnect(location, error);
     }
-    return await checkPgDeployment(drizzle(pool), {
+    return await checkPgDeployment(drizzle({ client: pool }), {
       table: pgKeysTable(location.table, { schema: location.schema }),
       prepare: location.prepare !== false,
     });
@@ -107,7 +107,7 @@ async function checkMysql(
     } catch (error) {
       throw cannotConnect(location, error);
     }
-    return await checkMysqlDeployment(drizzle(pool));
+    return await checkMysqlDeployment(drizzle({ client: pool }));
   } finally {
     await pool.end();
   }

@@ -91,7 +91,7 @@ async function inspectSqlite(
     await Promise.all([
       import('better-sqlite3'),
       import('../sqlite/migrate.js'),
-      import('../sqlite/schema.js'),
+      import('../sqlite-dialect/schema.js'),
     ]);
   let client: BetterSqlite3.Database;
   try {
@@ -133,13 +133,13 @@ async function openSqlite(
     await Promise.all([
       import('../sqlite/open.js'),
       import('../sqlite/store.js'),
-      import('../sqlite/schema.js'),
+      import('../sqlite-dialect/schema.js'),
       import('drizzle-orm/better-sqlite3'),
     ]);
   const table = sqliteKeysTable(location.table);
   if (mode === 'read') {
     const client = await inspectSqlite(location);
-    const store = new SqliteIdempotencyStore(drizzle(client), {
+    const store = new SqliteIdempotencyStore(drizzle({ client }), {
       table,
       onClose: () => client.close(),
     });

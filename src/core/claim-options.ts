@@ -29,7 +29,7 @@ export interface ClaimOptions {
  *   `ResultExpiredError`) until a sweep deletes it, the expiry policy the IETF
  *   Idempotency-Key draft asks for: an expired key is not silently reused;
  * - `'new-request'`: a new request at once: the claim replaces the expired row in one fenced
- *   statement (on a store with leases), so of concurrent claims one wins and a sweep racing it
+ *   statement, so of concurrent claims one wins and a sweep racing it
  *   either deletes the row first (the claim then inserts) or finds it pending and leaves it.
  */
 export type AfterExpiry = 'refuse' | 'new-request';
@@ -38,7 +38,7 @@ export type AfterExpiry = 'refuse' | 'new-request';
 export interface ClaimSettings {
   /** How long an answer is replayed, in seconds. */
   readonly ttlSeconds: number;
-  /** The lease of an owner, in seconds (stores with leases). */
+  /** The lease of an owner, in seconds. */
   readonly leaseSeconds: number;
   /** The clock, in seconds. */
   readonly now: () => number;

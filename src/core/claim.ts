@@ -1,14 +1,7 @@
 import type { ClaimSettings } from './claim-options.js';
-import { isLeased, type Ownership, ownership } from './ownership.js';
-import { KeyStatus } from './status.js';
-import type { IdempotencyRecord, IdempotencyStore } from './store.js';
+import { type Ownership, ownership } from './ownership.js';
+import type { IdempotencyRecord, LeasedIdempotencyStore } from './store.js';
 import { waitForOwner } from './wait.js';
-
-/**
- * How often a key that vanished between `reserve` and `get` (released or purged in between) is
- * claimed again before it counts as in progress: it keeps changing hands, so others own it.
- */
-const MAX_VANISHED = 3;
 
 /**
  * What the claim engine decided for a key and a fingerprint. The HTTP layer maps each to an answer
@@ -45,53 +38,35 @@ type Attempt =
     };
 
 async function attempt(
-  store: IdempotencyStore<unknown>,
+  store: LeasedIdempotencyStore<unknown>,
   key: string,
   fingerprint: string,
   now: number,
   settings: ClaimSettings,
 ): Promise<Attempt> {
-  const expires = now + settings.ttlSeconds;
-  if (isLeased(store)) {
-    // One atomic acquire: it reads first, and writes only to insert the key or to take over a
-    // lapsed lease (same fingerprint only), handing out a new fencing token.
-    const got = await store.acquire(key, fingerprint, {
-      expires,
-      now,
-      leaseSeconds: settings.leaseSeconds,
-      replaceExpired: settings.replaceExpired,
-    });
-    switch (got.status) {
-      case 'acquired': {
-        const owner = { key, fingerprint, fencingToken: got.fencingToken };
-        return { status: 'acquired', ownership: ownership(store, owner, got.takenOver, settings) };
-      }
-      case 'inProgress':
-        return {
-          status: 'inProgress',
-          record: null,
-          leaseUntil: got.leaseUntil,
-          unrecorded: got.unrecorded,
-        };
-      default:
-        return { status: 'settled', record: got.record };
+  // One atomic acquire: it reads first, and writes only to insert the key or to take over a
+  // lapsed lease (same fingerprint only), handing out a new fencing token.
+  const got = await store.acquire(key, fingerprint, {
+    expires: now + settings.ttlSeconds,
+    now,
+    leaseSeconds: settings.leaseSeconds,
+    replaceExpired: settings.replaceExpired,
+  });
+  switch (got.status) {
+    case 'acquired': {
+      const owner = { key, fingerprint, fencingToken: got.fencingToken };
+      return { status: 'acquired', ownership: ownership(store, owner, got.takenOver, settings) };
     }
-  }
-  for (let vanished = 0; vanished < MAX_VANISHED; vanished++) {
-    if (await store.reserve(key, fingerprint, expires)) {
+    case 'inProgress':
       return {
-        status: 'acquired',
-        ownership: ownership(store, { key, fingerprint }, false, settings),
+        status: 'inProgress',
+        record: null,
+        leaseUntil: got.leaseUntil,
+        unrecorded: got.unrecorded,
       };
-    }
-    const record = await store.get(key);
-    if (record === null) continue;
-    if (record.fingerprint !== fingerprint || record.status === KeyStatus.done) {
-      return { status: 'settled', record };
-    }
-    return { status: 'inProgress', record, leaseUntil: null, unrecorded: false };
+    default:
+      return { status: 'settled', record: got.record };
   }
-  return { status: 'inProgress', record: null, leaseUntil: null, unrecorded: false };
 }
 
 // A row that is done or holds another fingerprint, judged at `now`.
@@ -102,8 +77,8 @@ function settle(record: IdempotencyRecord<unknown>, fingerprint: string, now: nu
 
 /**
  * The claim protocol, once for the HTTP layer and `makeIdempotent`: claims `key` for `fingerprint` on
- * `store`, or says why not. On a store with leases it calls `acquire` (which reads first, so a
- * replay writes nothing); on one without, `reserve` and then `get`. A key in progress is waited
+ * `store`, or says why not, with one `acquire` per try (which reads first, so a replay writes
+ * nothing). A key in progress is waited
  * for up to `waitTimeoutMs` with reads only ({@link waitForOwner}); only a row that is gone or
  * whose lease lapsed is claimed again, a write.
  *
@@ -120,7 +95,7 @@ function settle(record: IdempotencyRecord<unknown>, fingerprint: string, now: nu
  * @returns see {@link Claim}; throws what the store throws
  */
 export async function claim(
-  store: IdempotencyStore<unknown>,
+  store: LeasedIdempotencyStore<unknown>,
   key: string,
   fingerprint: string,
   settings: ClaimSettings,

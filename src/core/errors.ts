@@ -12,6 +12,7 @@ export const ErrorCode = {
   invalidOption: 'IDEMPOTENCY_INVALID_OPTION',
   unserializableResponse: 'IDEMPOTENCY_UNSERIALIZABLE_RESPONSE',
   databaseOpen: 'IDEMPOTENCY_DATABASE_OPEN',
+  unrecognisedDatabase: 'IDEMPOTENCY_UNRECOGNISED_DATABASE',
   schemaMismatch: 'IDEMPOTENCY_SCHEMA_MISMATCH',
   storeClosed: 'IDEMPOTENCY_STORE_CLOSED',
   keyMissing: 'IDEMPOTENCY_KEY_MISSING',
@@ -141,6 +142,19 @@ export class DatabaseOpenError extends IdempotencyError {
    */
   constructor(message: string, cause?: unknown) {
     super(ErrorCode.databaseOpen, message, { cause });
+  }
+}
+
+/**
+ * A store was given a database it cannot keep answers in as asked: an object that is not a drizzle
+ * database over the store's driver, or one backed by something other than the file or client it
+ * was opened on (a temporary database in place of a file, say, which would lose every answer when
+ * it closed). Nothing was written.
+ */
+export class UnrecognisedDatabaseError extends IdempotencyError {
+  /** @param message - what the store was given and what it expected */
+  constructor(message: string) {
+    super(ErrorCode.unrecognisedDatabase, message);
   }
 }
 

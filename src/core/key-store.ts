@@ -90,6 +90,14 @@ export interface StatsRow {
   readonly unrecorded: number | string | null;
 }
 
+/** The lease a claim writes: when the answer expires, the clock it reads, the lease's end, the token. */
+interface ClaimLease {
+  readonly expires: number;
+  readonly now: number;
+  readonly leaseUntil: number;
+  readonly token: number;
+}
+
 /**
  * One dialect's statements, run as they are: the values are already checked and the store is
  * open. A write answers the number of rows it changed; a read, the rows as the driver gives them;
@@ -128,16 +136,7 @@ export interface KeyStatementsOf<M extends Mode> {
    * Inserts the key with the fencing token `token`, or takes over its lapsed lease with the token
    * `takeoverToken` computes from the row's and `token`, or reads what is there.
    */
-  acquire(
-    key: string,
-    fingerprint: string,
-    lease: {
-      readonly expires: number;
-      readonly now: number;
-      readonly leaseUntil: number;
-      readonly token: number;
-    },
-  ): ModeResult<M, AcquireStep>;
+  acquire(key: string, fingerprint: string, lease: ClaimLease): ModeResult<M, AcquireStep>;
   /**
    * Inserts a missing key as `acquire` does, or else answers the row as it stands, neither locked
    * nor written (`undefined` when the statement saw none): a fresh key in one round trip, where a
@@ -156,12 +155,7 @@ export interface KeyStatementsOf<M extends Mode> {
   replaceExpired(
     key: string,
     fingerprint: string,
-    lease: {
-      readonly expires: number;
-      readonly now: number;
-      readonly leaseUntil: number;
-      readonly token: number;
-    },
+    lease: ClaimLease,
   ): ModeResult<M, number | string | undefined>;
   /** The pending rows, ascending by key. */
   pendingKeys(query: PendingQuery): ModeResult<M, readonly KeyRow[]>;
@@ -293,25 +287,18 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.finish} */
-  finish(
-    key: string,
-    fingerprint: string,
-    response: T,
-    fencingToken?: number,
-  ): ModeResult<M, boolean> {
+  finish(key: string, fingerprint: string, response: T, attempt?: number): ModeResult<M, boolean> {
     return this.#run(() => {
       this.#checkKey(key);
       this.#checkFingerprint(fingerprint);
-      if (fencingToken !== undefined) assertFencingToken(fencingToken);
+      if (attempt !== undefined) assertFencingToken(attempt);
       const text = serializeResponse(response);
       const statements = this.#open();
-      if (fencingToken === undefined) return then(statements.finish(key, fingerprint, text), isOne);
-      return then(statements.finishFenced(key, fingerprint, text, fencingToken), (changed) =>
+      if (attempt === undefined) return then(statements.finish(key, fingerprint, text), isOne);
+      return then(statements.finishFenced(key, fingerprint, text, attempt), (changed) =>
         changed === 1
           ? true
-          : then(statements.get(key), (row) =>
-              holdsOwnAnswer(row, fingerprint, fencingToken, text),
-            ),
+          : then(statements.get(key), (row) => holdsOwnAnswer(row, fingerprint, attempt, text)),
       );
     });
   }
@@ -382,25 +369,25 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   renew(
     key: string,
     fingerprint: string,
-    fencingToken: number,
+    attempt: number,
     leaseUntil: number,
   ): ModeResult<M, boolean> {
     return this.#run(() => {
       this.#checkKey(key);
       this.#checkFingerprint(fingerprint);
-      assertFencingToken(fencingToken);
+      assertFencingToken(attempt);
       assertTime(leaseUntil, 'leaseUntil');
-      return then(this.#open().renew(key, fingerprint, fencingToken, leaseUntil), isOne);
+      return then(this.#open().renew(key, fingerprint, attempt, leaseUntil), isOne);
     });
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.markUnrecorded} */
-  markUnrecorded(key: string, fingerprint: string, fencingToken: number): ModeResult<M, boolean> {
+  markUnrecorded(key: string, fingerprint: string, attempt: number): ModeResult<M, boolean> {
     return this.#run(() => {
       this.#checkKey(key);
       this.#checkFingerprint(fingerprint);
-      assertFencingToken(fencingToken);
-      return then(this.#open().markUnrecorded(key, fingerprint, fencingToken), isOne);
+      assertFencingToken(attempt);
+      return then(this.#open().markUnrecorded(key, fingerprint, attempt), isOne);
     });
   }
 
@@ -491,16 +478,16 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.release} */
-  release(key: string, fingerprint: string, fencingToken?: number): ModeResult<M, boolean> {
+  release(key: string, fingerprint: string, attempt?: number): ModeResult<M, boolean> {
     return this.#run(() => {
       this.#checkKey(key);
       this.#checkFingerprint(fingerprint);
-      if (fencingToken !== undefined) assertFencingToken(fencingToken);
+      if (attempt !== undefined) assertFencingToken(attempt);
       const statements = this.#open();
       const changed =
-        fencingToken === undefined
+        attempt === undefined
           ? statements.release(key, fingerprint)
-          : statements.releaseFenced(key, fingerprint, fencingToken);
+          : statements.releaseFenced(key, fingerprint, attempt);
       return then(changed, isOne);
     });
   }

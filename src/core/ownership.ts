@@ -1,16 +1,15 @@
 import type { ClaimSettings } from './claim-options.js';
 import { type Heartbeat, heartbeat } from './heartbeat.js';
-import type { IdempotencyStore, LeasedIdempotencyStore } from './store.js';
+import type { LeasedIdempotencyStore } from './store.js';
 import type { KeyOwner, TransactionOutcome, TransactionRunner } from './transaction-runner.js';
 
 /**
- * A key the claim engine won: what its owner may do with it until the work is done. On a store
- * with leases the lease is renewed in the background from the claim on, every write carries the
- * fencing token, and the first of `finish`, `release`, `abandon` or `markUnrecorded` (or the end of
+ * A key the claim engine won: what its owner may do with it until the work is done. The lease is
+ * renewed in the background from the claim on, every write carries the fencing token, and the first of `finish`, `release`, `abandon` or `markUnrecorded` (or the end of
  * `transact`) stops the renewal.
  */
 export interface Ownership {
-  /** The key, the fingerprint it was claimed with and, on a store with leases, the fencing token. */
+  /** The key, the fingerprint it was claimed with and the fencing token. */
   readonly owner: KeyOwner;
   /** Whether the claim took the key over from an owner whose lease lapsed; `false` for a fresh key. */
   readonly takenOver: boolean;
@@ -28,15 +27,14 @@ export interface Ownership {
   abandon(error: unknown, message: string): Promise<void>;
   /**
    * The work ran but its answer cannot be recorded: marks the row so no retry takes it over (that
-   * would run the effect again) and an operator sees it. Nothing to do on a store without leases,
-   * whose pending rows are never taken over. Throws what the store throws.
+   * would run the effect again) and an operator sees it. Throws what the store throws.
    */
   markUnrecorded(): Promise<void>;
-  /** Extends the lease by `leaseSeconds` from now; `false` when the row is no longer the owner's or the store has no leases. */
+  /** Extends the lease by `leaseSeconds` from now; `false` when the row is no longer the owner's. */
   renew(): Promise<boolean>;
   /**
    * Whether a retry took the key over while the work ran: the row holds the same fingerprint under
-   * a newer fencing token. `false` on a store without leases, and when the row cannot be read.
+   * a newer fencing token. `false` when the row cannot be read.
    */
   superseded(): Promise<boolean>;
   /**
@@ -52,30 +50,17 @@ export interface Ownership {
   stop(): void;
 }
 
-/** Whether `store` has fenced leases (`acquire`, `renew`, `markUnrecorded`, fenced writes): every store of this package. */
-export function isLeased(
-  store: IdempotencyStore<unknown>,
-): store is LeasedIdempotencyStore<unknown> {
-  const candidate = store as Partial<LeasedIdempotencyStore<unknown>>;
-  return (
-    typeof candidate.acquire === 'function' &&
-    typeof candidate.renew === 'function' &&
-    typeof candidate.markUnrecorded === 'function'
-  );
-}
-
 // One class for every owner: its methods are shared, so a claim builds one object, not a closure
 // per operation.
 class KeyOwnership implements Ownership {
   readonly owner: KeyOwner;
   readonly takenOver: boolean;
-  readonly #store: IdempotencyStore<unknown>;
-  readonly #leased: LeasedIdempotencyStore<unknown> | undefined;
+  readonly #store: LeasedIdempotencyStore<unknown>;
   readonly #settings: Pick<ClaimSettings, 'leaseSeconds' | 'now'>;
-  readonly #beat: Heartbeat | undefined;
+  readonly #beat: Heartbeat;
 
   constructor(
-    store: IdempotencyStore<unknown>,
+    store: LeasedIdempotencyStore<unknown>,
     owner: KeyOwner,
     takenOver: boolean,
     settings: Pick<ClaimSettings, 'leaseSeconds' | 'now'>,
@@ -84,14 +69,12 @@ class KeyOwnership implements Ownership {
     this.takenOver = takenOver;
     this.#store = store;
     this.#settings = settings;
-    this.#leased = owner.fencingToken !== undefined && isLeased(store) ? store : undefined;
-    this.#beat = this.#leased ? heartbeat(() => this.renew(), settings.leaseSeconds) : undefined;
+    this.#beat = heartbeat(() => this.renew(), settings.leaseSeconds);
   }
 
   async renew(): Promise<boolean> {
     const { key, fingerprint, fencingToken } = this.owner;
-    if (!this.#leased || fencingToken === undefined) return false;
-    return this.#leased.renew(
+    return this.#store.renew(
       key,
       fingerprint,
       fencingToken,
@@ -100,22 +83,19 @@ class KeyOwnership implements Ownership {
   }
 
   stop(): void {
-    this.#beat?.stop();
+    this.#beat.stop();
   }
 
   async finish(answer: unknown): Promise<boolean> {
     this.stop();
     const { key, fingerprint, fencingToken } = this.owner;
-    return this.#leased
-      ? this.#leased.finish(key, fingerprint, answer, fencingToken)
-      : this.#store.finish(key, fingerprint, answer);
+    return this.#store.finish(key, fingerprint, answer, fencingToken);
   }
 
   async release(): Promise<void> {
     this.stop();
     const { key, fingerprint, fencingToken } = this.owner;
-    if (this.#leased) await this.#leased.release(key, fingerprint, fencingToken);
-    else await this.#store.release(key, fingerprint);
+    await this.#store.release(key, fingerprint, fencingToken);
   }
 
   async abandon(error: unknown, message: string): Promise<void> {
@@ -129,16 +109,13 @@ class KeyOwnership implements Ownership {
   async markUnrecorded(): Promise<void> {
     this.stop();
     const { key, fingerprint, fencingToken } = this.owner;
-    if (this.#leased && fencingToken !== undefined) {
-      await this.#leased.markUnrecorded(key, fingerprint, fencingToken);
-    }
+    await this.#store.markUnrecorded(key, fingerprint, fencingToken);
   }
 
   async superseded(): Promise<boolean> {
-    if (!this.#leased) return false;
     const { key, fingerprint, fencingToken } = this.owner;
     try {
-      const row = await this.#leased.get(key);
+      const row = await this.#store.get(key);
       return row !== null && row.fingerprint === fingerprint && row.fencingToken !== fencingToken;
     } catch {
       return false;
@@ -159,12 +136,11 @@ class KeyOwnership implements Ownership {
 }
 
 /**
- * The {@link Ownership} of `owner` on `store`. With a fencing token (`owner.fencingToken`, from
- * `acquire` on a store with leases) its lease is renewed from now on; without one (`reserve`) the
- * writes are the unfenced ones.
+ * The {@link Ownership} of `owner` on `store`, its fencing token from `acquire`: its lease is
+ * renewed from now on, and every write carries the token.
  */
 export function ownership(
-  store: IdempotencyStore<unknown>,
+  store: LeasedIdempotencyStore<unknown>,
   owner: KeyOwner,
   takenOver: boolean,
   settings: Pick<ClaimSettings, 'leaseSeconds' | 'now'>,

@@ -1,14 +1,14 @@
 import { KeyStatus } from './status.js';
-import type { IdempotencyStore } from './store.js';
+import type { IdempotencyStore, LeasedIdempotencyStore } from './store.js';
 
-/** The call that owns a key: its key, its payload fingerprint and, with leases, its fencing token. */
+/** The call that owns a key: its key, its payload fingerprint and its fencing token. */
 export interface KeyOwner {
   /** The idempotency key. */
   readonly key: string;
   /** The fingerprint the key was claimed with. */
   readonly fingerprint: string;
-  /** The fencing token of the claim, on stores with leases. */
-  readonly fencingToken?: number;
+  /** The fencing token of the claim, from `acquire`. */
+  readonly fencingToken: number;
 }
 
 /**
@@ -41,7 +41,7 @@ export async function failedBatchOutcome<R>(
   const owners =
     row !== null &&
     row.fingerprint === owner.fingerprint &&
-    (owner.fencingToken === undefined || row.fencingToken === owner.fencingToken);
+    row.fencingToken === owner.fencingToken;
   if (owners && row.status === KeyStatus.done) return { committed: true, result };
   if (owners && row.status === KeyStatus.pending) throw error;
   return { committed: false };
@@ -73,7 +73,7 @@ export type TransactionOutcome<R> =
  */
 export interface TransactionRunner<TX> {
   /** The store whose table the answer is recorded in; phase 1, replays and releases go through it. */
-  readonly store: IdempotencyStore<unknown>;
+  readonly store: LeasedIdempotencyStore<unknown>;
   /**
    * Whether handlers must be synchronous: better-sqlite3 transactions cannot span an `await`.
    * A synchronous runner refuses (and rolls back) a handler that returns a promise.

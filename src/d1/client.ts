@@ -1,4 +1,5 @@
 import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
+import type { SqliteStatement } from '../sqlite-dialect/compile.js';
 
 /** What the store reads of a D1 result: the rows, and how many rows a write changed. */
 export interface D1ResultLike {
@@ -26,16 +27,10 @@ export interface D1DatabaseLike {
 // biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
 export type AnyD1Database = BaseSQLiteDatabase<'async', any, any> & { $client: D1DatabaseLike };
 
-/** A statement compiled by the SQLite stores: its text and its arguments in order. */
-export interface BoundStatement {
-  readonly sql: string;
-  readonly args: readonly unknown[];
-}
-
 /** Prepares a compiled statement on the binding. */
 export function prepare(
   client: D1DatabaseLike,
-  statement: BoundStatement,
+  statement: SqliteStatement,
 ): D1PreparedStatementLike {
   const prepared = client.prepare(statement.sql);
   return statement.args.length === 0 ? prepared : prepared.bind(...statement.args);

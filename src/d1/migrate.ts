@@ -2,7 +2,7 @@ import {
   applySqliteMigrationsInBatch,
   type SqliteBatchDriver,
   type SqliteMigrationOptions,
-} from '../sqlite/migrate.js';
+} from '../sqlite-dialect/migrate.js';
 import { type AnyD1Database, type D1DatabaseLike, prepare, rowsOf } from './client.js';
 
 /** Options of {@link applyD1Migrations}: the keys table, as for the other SQLite stores. */

@@ -1,11 +1,8 @@
 import { AsyncIdempotencyStore } from '../core/async-store.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
-import { sqliteQueries } from '../sqlite-family/queries.js';
-import {
-  type SqliteDriver,
-  type SqliteStatement,
-  sqliteStatements,
-} from '../sqlite-family/statements.js';
+import type { SqliteStatement } from '../sqlite-dialect/compile.js';
+import { sqliteQueries } from '../sqlite-dialect/queries.js';
+import { type SqliteDriver, sqliteStatements } from '../sqlite-dialect/statements.js';
 import { type AnyD1Database, type D1DatabaseLike, prepare, rowsOf } from './client.js';
 import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 

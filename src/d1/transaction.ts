@@ -1,7 +1,8 @@
 import { ownerRow } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
 import { failedBatchOutcome, type TransactionRunner } from '../core/transaction-runner.js';
-import { type AnyD1Database, type BoundStatement, prepare } from './client.js';
+import type { SqliteStatement } from '../sqlite-dialect/compile.js';
+import { type AnyD1Database, prepare } from './client.js';
 import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 import type { D1IdempotencyStore } from './store.js';
 
@@ -33,20 +34,20 @@ export interface D1TransactionOptions {
 // The last statement of the batch: it fails, rolling the whole batch back, unless the answer's
 // UPDATE just before it changed the owner's row. json('x') is malformed JSON: the one way to raise
 // an error from a plain SELECT in SQLite.
-const FENCE_GUARD: BoundStatement = {
+const FENCE_GUARD: SqliteStatement = {
   sql: "SELECT CASE WHEN changes() = 1 THEN 1 ELSE json('x') END",
   args: [],
 };
 
-function bound(query: D1Query): BoundStatement {
+function bound(query: D1Query): SqliteStatement {
   const { sql, params } = 'toSQL' in query ? query.toSQL() : query.getQuery();
   return { sql, args: params };
 }
 
 /**
  * The transactional form on D1: the handler queues its writes with `tx.add(…)`, and they run in
- * one `batch` with the UPDATE that records the answer on the owner's pending row (and attempt,
- * with leases) and a guard statement that fails when that UPDATE changed no row. D1 runs a batch
+ * one `batch` with the UPDATE that records the answer on the owner's pending row (and its fencing
+ * token) and a guard statement that fails when that UPDATE changed no row. D1 runs a batch
  * as one transaction, so a takeover or a release that happened meanwhile rolls back the handler's
  * writes with the answer: both commit or neither does. The app's tables must live in the same D1
  * database as the keys table. When the batch fails, the outcome is read from the row: done under
@@ -86,7 +87,7 @@ export function d1Transaction(
     store,
     synchronous: false,
     run: async (owner, handler, record) => {
-      const queued: BoundStatement[] = [];
+      const queued: SqliteStatement[] = [];
       const result = await handler({
         db,
         add: (...queries) => {

@@ -2,7 +2,7 @@ import {
   applySqliteMigrationsInBatch,
   type SqliteBatchDriver,
   type SqliteMigrationOptions,
-} from '../sqlite/migrate.js';
+} from '../sqlite-dialect/migrate.js';
 import type { AnyDurableSqliteDatabase, DurableSqliteStorageLike } from './client.js';
 
 /** Options of {@link applyDurableSqliteMigrations}: the keys table, as for the other SQLite stores. */

@@ -1,12 +1,9 @@
 import { AsyncIdempotencyStore } from '../core/async-store.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
 import { DEFAULT_BATCH_MILLIS } from '../core/validation.js';
-import { sqliteQueries } from '../sqlite-family/queries.js';
-import {
-  type SqliteDriver,
-  type SqliteStatement,
-  sqliteStatements,
-} from '../sqlite-family/statements.js';
+import type { SqliteStatement } from '../sqlite-dialect/compile.js';
+import { sqliteQueries } from '../sqlite-dialect/queries.js';
+import { type SqliteDriver, sqliteStatements } from '../sqlite-dialect/statements.js';
 import type { AnyDurableSqliteDatabase, DurableSqliteStorageLike } from './client.js';
 import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 

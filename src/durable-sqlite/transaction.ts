@@ -21,7 +21,7 @@ class OwnershipLost extends Error {}
  * The transactional form in a Durable Object: the handler's writes and the stored answer commit in
  * one `transactionSync` of the object's storage, so the app's tables must live in the same object
  * as the keys table. The answer is recorded in the store's own table (`store.table`) by an UPDATE
- * of the owner's pending row (and attempt, with leases) as the transaction's last statement; when
+ * of the owner's pending row (and its fencing token) as the transaction's last statement; when
  * it changes no row (a takeover or a release happened since the claim), everything rolls back and
  * the outcome is `{ committed: false }`.
  *

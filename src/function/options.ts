@@ -7,7 +7,7 @@ import {
 } from '../core/claim-options.js';
 import { InvalidOptionError } from '../core/errors.js';
 import type { JsonValue } from '../core/json.js';
-import type { IdempotencyStore } from '../core/store.js';
+import type { LeasedIdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../core/transaction-runner.js';
 import { payloadFingerprint } from './fingerprint.js';
 import { decodeResult, encodeResult } from './result-encoding.js';
@@ -31,8 +31,8 @@ export interface ResultCodec<R> {
 
 /** Options of {@link makeIdempotent}. `A` are the function's arguments, `R` its result. */
 export interface MakeIdempotentOptions<A extends unknown[], R> {
-  /** Where keys and results are kept: any {@link IdempotencyStore}. */
-  readonly store: IdempotencyStore<unknown>;
+  /** Where keys and results are kept: any {@link LeasedIdempotencyStore}, as every store of this package is. */
+  readonly store: LeasedIdempotencyStore<unknown>;
   /**
    * The idempotency key of a call, from its arguments (a message id, an event id, a job name and
    * date). Calls with the same key run once. Prefix it if the store is shared with other code.
@@ -50,7 +50,7 @@ export interface MakeIdempotentOptions<A extends unknown[], R> {
   /**
    * How long a running call owns its key without renewing it, in seconds; renewed every third of
    * it while the function runs, so only a dead or frozen call loses it. Default 30, at most 7 days
-   * (`MAX_LEASE_SECONDS`). Used by stores with leases; ignored by the others.
+   * (`MAX_LEASE_SECONDS`).
    */
   readonly leaseSeconds?: number;
   /**
@@ -84,7 +84,6 @@ export interface MakeIdempotentOptions<A extends unknown[], R> {
    * next sweep deletes the row, after which the key is new; `'new-request'` runs the call as a new
    * one at once, the claim replacing the expired row in one fenced statement (one winner among
    * concurrent calls, safe against a sweep).
-   * Needs a store with leases (every dialect's store has them) for `'new-request'`.
    */
   readonly afterExpiry?: AfterExpiry;
 }
@@ -104,7 +103,7 @@ export interface TransactionalOptions<TX, A extends unknown[], R>
 
 /** {@link MakeIdempotentOptions} with every default applied and checked. */
 export interface ResolvedFunctionOptions<A extends unknown[], R> extends ClaimSettings {
-  readonly store: IdempotencyStore<unknown>;
+  readonly store: LeasedIdempotencyStore<unknown>;
   readonly key: (...args: A) => string;
   readonly fingerprint: (...args: A) => string;
   readonly codec: ResultCodec<R>;
@@ -136,8 +135,10 @@ export function resolveFunctionOptions<A extends unknown[], R>(
     throw new InvalidOptionError('options must be an object with at least store and key');
   }
   const store = options.store;
-  if (typeof store !== 'object' || store === null || typeof store.reserve !== 'function') {
-    throw new InvalidOptionError('store must be an IdempotencyStore');
+  if (typeof store !== 'object' || store === null || typeof store.acquire !== 'function') {
+    throw new InvalidOptionError(
+      'store must be a LeasedIdempotencyStore, as every store of this package is',
+    );
   }
   assertFunction(options.key, 'key');
   const payload = options.payload ?? ((...args: A) => args);

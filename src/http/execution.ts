@@ -25,7 +25,7 @@ export interface Execution {
    * otherwise releases the key (`notStored`), since the handler failed. If a stored status cannot
    * be recorded (the store refuses or fails), the key is **not** released: the handler's effect
    * happened, and a released key would let a retry run it again. It stays `pending` (retries get
-   * 409; on a store with leases it is marked unrecorded, so no retry takes it over) and the result
+   * 409; it is marked unrecorded, so no retry takes it over) and the result
    * is an {@link AnswerNotRecordedError} problem carrying the answer: alert on it, have someone
    * check the effect, then release the key. If the request's lease lapsed and a retry took the key
    * over, its answer is refused: the result is a {@link RequestSupersededError} problem (the

@@ -1,7 +1,7 @@
 import { channel } from 'node:diagnostics_channel';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import type { IdempotencyStore } from '../core/store.js';
+import type { LeasedIdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../core/transaction-runner.js';
 import type { Execution } from './execution.js';
 import { abandonClaim, watchNodeResponse } from './node-response.js';
@@ -263,7 +263,7 @@ function expressPort(req: Request, res: Response, next: NextFunction): Port<Requ
  * `express.json` parsed, as its canonical JSON (see `requestFingerprint`), with one process
  * warning (`IDEMPOTENCY_RAW_BODY_MISSING`) saying so.
  *
- * @param store - any {@link IdempotencyStore}, e.g. `openSqliteStore(path)`
+ * @param store - any {@link LeasedIdempotencyStore}, e.g. `openSqliteStore(path)`
  * @param options - see {@link ExpressIdempotencyOptions}
  * @example
  * ```ts
@@ -279,7 +279,7 @@ function expressPort(req: Request, res: Response, next: NextFunction): Port<Requ
  * @throws {@link InvalidOptionError} for a bad option, when called
  */
 export function expressIdempotency(
-  store: IdempotencyStore<unknown>,
+  store: LeasedIdempotencyStore<unknown>,
   options: ExpressIdempotencyOptions = {},
 ): RequestHandler {
   const layer = adapterLayer(store, options);

@@ -1,6 +1,6 @@
 import { type Readable, Transform } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { IdempotencyStore } from '../core/store.js';
+import type { LeasedIdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../core/transaction-runner.js';
 import type { Execution } from './execution.js';
 import {
@@ -170,7 +170,7 @@ function fastifyPort<Sent>(
  * What is stored is what was sent: the status, the stored headers and the exact body bytes; a
  * streamed answer is read whole before it is stored.
  *
- * @param store - any {@link IdempotencyStore}, e.g. `openSqliteStore(path)`
+ * @param store - any {@link LeasedIdempotencyStore}, e.g. `openSqliteStore(path)`
  * @param options - see {@link FastifyIdempotencyOptions}
  * @example
  * ```ts
@@ -188,7 +188,7 @@ function fastifyPort<Sent>(
  * @throws {@link InvalidOptionError} for a bad option, when called
  */
 export function fastifyIdempotency(
-  store: IdempotencyStore<unknown>,
+  store: LeasedIdempotencyStore<unknown>,
   options: FastifyIdempotencyOptions = {},
 ): FastifyIdempotencyHooks {
   const layer = adapterLayer(store, options);

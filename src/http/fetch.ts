@@ -1,4 +1,4 @@
-import type { IdempotencyStore } from '../core/store.js';
+import type { LeasedIdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../core/transaction-runner.js';
 import {
   type AdapterOptions,
@@ -59,7 +59,7 @@ function fetchPort(
  * ends. What is stored is what was sent: the status, the stored headers and the exact body bytes.
  * The request body's bytes are fingerprinted (JSON read as written, see `requestFingerprint`).
  *
- * @param store - any {@link IdempotencyStore}, e.g. `openPgStore(url)`
+ * @param store - any {@link LeasedIdempotencyStore}, e.g. `openPgStore(url)`
  * @param options - see {@link FetchIdempotencyOptions}
  * @returns a function that wraps a handler
  * @example
@@ -78,7 +78,7 @@ function fetchPort(
  * @throws {@link InvalidOptionError} for a bad option, when called
  */
 export function fetchIdempotency(
-  store: IdempotencyStore<unknown>,
+  store: LeasedIdempotencyStore<unknown>,
   options: FetchIdempotencyOptions = {},
 ): FetchIdempotencyWrapper {
   const layer = adapterLayer(store, options);

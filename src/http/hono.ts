@@ -1,5 +1,5 @@
 import type { Context, MiddlewareHandler, Next } from 'hono';
-import type { IdempotencyStore } from '../core/store.js';
+import type { LeasedIdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../core/transaction-runner.js';
 import {
   type AdapterOptions,
@@ -75,7 +75,7 @@ function answeredPort(port: Port<Context, Response | undefined>): Port<Context, 
  * request body's bytes are fingerprinted (JSON read as written, see `requestFingerprint`).
  * Replays and problems keep the headers set by middleware that ran before this one.
  *
- * @param store - any {@link IdempotencyStore}, e.g. `openSqliteStore(path)`
+ * @param store - any {@link LeasedIdempotencyStore}, e.g. `openSqliteStore(path)`
  * @param options - see {@link HonoIdempotencyOptions}
  * @example
  * ```ts
@@ -90,7 +90,7 @@ function answeredPort(port: Port<Context, Response | undefined>): Port<Context, 
  * @throws {@link InvalidOptionError} for a bad option, when called
  */
 export function honoIdempotency(
-  store: IdempotencyStore<unknown>,
+  store: LeasedIdempotencyStore<unknown>,
   options: HonoIdempotencyOptions = {},
 ): MiddlewareHandler {
   const layer = adapterLayer(store, options);

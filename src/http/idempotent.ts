@@ -1,5 +1,5 @@
 import { claim } from '../core/claim.js';
-import type { IdempotencyRecord, IdempotencyStore } from '../core/store.js';
+import type { IdempotencyRecord, LeasedIdempotencyStore } from '../core/store.js';
 import { MAX_KEY_BYTES } from '../core/validation.js';
 import { type Execution, owned } from './execution.js';
 import { IDEMPOTENCY_KEY_HEADER, parseIdempotencyKey } from './key.js';
@@ -94,7 +94,7 @@ function replay(record: IdempotencyRecord<unknown>): IdempotentResult {
  * {@link AnswerNotRecordedError} carrying the handler's answer). Alert on it: someone checks the
  * effect, then releases the key (`store.release(id, record.fingerprint)`).
  *
- * @param store - any {@link IdempotencyStore}; its answers are stored as {@link HttpResponse}s
+ * @param store - any {@link LeasedIdempotencyStore}; its answers are stored as {@link HttpResponse}s
  * @param options - see {@link IdempotentOptions}
  * @example
  * ```ts
@@ -108,7 +108,7 @@ function replay(record: IdempotencyRecord<unknown>): IdempotentResult {
  * @throws {@link InvalidOptionError} for a bad option, when called
  */
 export function idempotent(
-  store: IdempotencyStore<unknown>,
+  store: LeasedIdempotencyStore<unknown>,
   options: IdempotentOptions = {},
 ): IdempotentExecutor {
   const settings = resolveOptions(options);
@@ -159,10 +159,7 @@ export function idempotent(
     switch (found.status) {
       case 'acquired': {
         const { owner, takenOver } = found.ownership;
-        const run =
-          owner.fencingToken === undefined
-            ? undefined
-            : { fencingToken: owner.fencingToken, takenOver };
+        const run = { fencingToken: owner.fencingToken, takenOver };
         const execution = owned(
           found.ownership,
           settings,

@@ -22,7 +22,7 @@ import {
 import { Reflector } from '@nestjs/core';
 import { defer, lastValueFrom, mergeMap, type Observable, of } from 'rxjs';
 import { InvalidOptionError } from '../core/errors.js';
-import type { IdempotencyStore, LeasedIdempotencyStore } from '../core/store.js';
+import type { LeasedIdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../core/transaction-runner.js';
 import { type Sweeper, type SweeperOptions, startSweeper } from '../sweeper.js';
 import { abandonClaim, watchNodeResponse } from './node-response.js';
@@ -91,8 +91,8 @@ export interface IdempotentRouteOptions extends AdapterOptions<NestHttpRequest> 
 
 /** Options of {@link IdempotencyModule.forRoot}: the store, and the defaults of every route. */
 export interface IdempotencyModuleOptions extends Omit<IdempotentRouteOptions, 'transactional'> {
-  /** Any {@link IdempotencyStore}, e.g. `openSqliteStore(path)`. The module does not close it. */
-  readonly store: IdempotencyStore<unknown>;
+  /** Any {@link LeasedIdempotencyStore}, e.g. `openSqliteStore(path)`. The module does not close it. */
+  readonly store: LeasedIdempotencyStore<unknown>;
   /**
    * The runner of transactional routes (`pgTransaction`, `libsqlTransaction` or `mysqlTransaction`
    * over `store`). better-sqlite3's `sqliteTransaction` cannot serve: Nest always awaits before it
@@ -453,8 +453,8 @@ export const IdempotencyTransaction: () => ParameterDecorator = createParamDecor
 );
 
 function checked(options: IdempotencyModuleOptions): IdempotencyModuleOptions {
-  if (typeof options?.store?.reserve !== 'function') {
-    throw new InvalidOptionError('IdempotencyModule needs a `store` (an IdempotencyStore)');
+  if (typeof options?.store?.acquire !== 'function') {
+    throw new InvalidOptionError('IdempotencyModule needs a `store` (a LeasedIdempotencyStore)');
   }
   if (options.transaction !== undefined && options.transaction.store !== options.store) {
     throw new InvalidOptionError("the `transaction` runner must be over the module's `store`");
@@ -468,12 +468,6 @@ function checked(options: IdempotencyModuleOptions): IdempotencyModuleOptions {
     if (typeof options.sweep !== 'object' || options.sweep === null) {
       throw new InvalidOptionError('sweep must be true or the options of startSweeper');
     }
-  }
-  if (
-    options.sweep !== undefined &&
-    typeof (options.store as Partial<LeasedIdempotencyStore>).acquire !== 'function'
-  ) {
-    throw new InvalidOptionError('sweep needs a store with leases (acquire, renew, release)');
   }
   resolveOptions(options);
   return options;

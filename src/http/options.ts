@@ -31,8 +31,8 @@ export interface IdempotentOptions {
    */
   readonly now?: () => number;
   /**
-   * The lease of a request in flight, in seconds (default 30, see {@link DEFAULT_LEASE_SECONDS}),
-   * on a store with leases. The layer renews it every third of it while the handler runs, so only a
+   * The lease of a request in flight, in seconds (default 30, see {@link DEFAULT_LEASE_SECONDS}).
+   * The layer renews it every third of it while the handler runs, so only a
    * dead or frozen owner lapses; the next retry with the same body then takes the key over and runs
    * the handler once more. A 409 for a request in progress carries a `Retry-After` of the lease
    * left. At most 7 days (`MAX_LEASE_SECONDS`); a longer one is refused with an
@@ -59,8 +59,8 @@ export interface IdempotentOptions {
    * An estimate of how long the handler takes, in whole seconds: the `Retry-After` of a 409 for a
    * request in progress. With a lease the 409 carries the smaller of this estimate and the lease
    * left (a retry sooner than the estimate would most likely meet the same 409; one after the
-   * lease lapses may take the key over); without one (a row without a lease, a store without
-   * leases) it carries the estimate. Default: none, so the 409 carries the lease left, which is
+   * lease lapses may take the key over); without one (a row marked unrecorded) it carries the
+   * estimate. Default: none, so the 409 carries the lease left, which is
    * 20–30 s with the default 30 s lease however fast the handler is, or 1 s without a lease. Set it
    * to your handler's usual duration (say 2 for a 1.5 s payment call) so clients retry when the
    * answer is likely there.
@@ -80,7 +80,6 @@ export interface IdempotentOptions {
    * next sweep deletes the row, after which the key is new; `'new-request'` runs it as a new
    * request at once, the claim replacing the expired row in one fenced statement (one winner among
    * concurrent requests, safe against a sweep).
-   * Needs a store with leases (every dialect's store has them) for `'new-request'`.
    */
   readonly afterExpiry?: AfterExpiry;
   /**

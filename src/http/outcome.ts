@@ -65,12 +65,12 @@ export interface OutcomeEvent {
   /** What the handler threw, for the `failed` outcome. */
   readonly error?: unknown;
   /**
-   * The fencing token of this run of the handler, on a store with leases: it names this ownership
+   * The fencing token of this run of the handler: it names this ownership
    * of the key (see `IdempotencyRecord.fencingToken`); it is not a count of runs.
    */
   readonly fencingToken?: number;
   /**
-   * On a store with leases, whether this run took the key over from an owner whose lease lapsed
+   * Whether this run took the key over from an owner whose lease lapsed
    * (the handler may have run before); `false` for a key claimed afresh.
    */
   readonly takenOver?: boolean;

@@ -1,5 +1,5 @@
 import { InvalidOptionError } from '../core/errors.js';
-import type { IdempotencyStore } from '../core/store.js';
+import type { LeasedIdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../core/transaction-runner.js';
 import type { Execution } from './execution.js';
 import { idempotent } from './idempotent.js';
@@ -154,7 +154,7 @@ export function capturedAnswer(
  * @throws {@link InvalidOptionError} for a bad option, when called
  */
 export function adapterLayer<R, P = undefined>(
-  store: IdempotencyStore<unknown>,
+  store: LeasedIdempotencyStore<unknown>,
   options: AdapterTransactionOptions<R, P>,
 ): AdapterLayer<R, P> {
   const layer = idempotent(store, options);

@@ -1,4 +1,4 @@
-export { sqlitePushTables } from '../sqlite/push.js';
+export { sqlitePushTables } from '../sqlite-dialect/push.js';
 export type { LibsqlMigrationOptions } from './migrate.js';
 export {
   applyLibsqlMigrations,

@@ -1,15 +1,15 @@
 import type { Client, InValue, Transaction } from '@libsql/client';
 import { type MigrationSession, migrateAsync } from '../core/migrator.js';
+import type { SqliteStatement } from '../sqlite-dialect/compile.js';
 import {
   assertAdoptableSqliteTables,
   type SqliteMigrationOptions,
   sqliteTableName,
-} from '../sqlite/migrate.js';
+} from '../sqlite-dialect/migrate.js';
 import {
-  type SqliteStatement,
   sqliteMigrationPlan,
   sqliteMigrationStatements,
-} from '../sqlite/migration-dialect.js';
+} from '../sqlite-dialect/migration-dialect.js';
 import type { AnyLibsqlDatabase } from './store.js';
 
 /** Options of {@link applyLibsqlMigrations}: the keys table, as for the better-sqlite3 store. */
@@ -63,7 +63,7 @@ export function assertAdoptableLibsqlKeysTable(
  * import { drizzle } from 'drizzle-orm/libsql';
  * import { applyLibsqlMigrations } from 'drizzle-idempotency/libsql';
  *
- * await applyLibsqlMigrations(drizzle(createClient({ url: 'file:app.db' })));
+ * await applyLibsqlMigrations(drizzle({ client: createClient({ url: 'file:app.db' }) }));
  * ```
  * @throws {@link SchemaMismatchError} when a foreign table of that name is in the way
  */

@@ -1,4 +1,5 @@
 import type { Client } from '@libsql/client';
+import { assertBackedBy } from '../core/database-identity.js';
 import { DatabaseOpenError, IdempotencyError } from '../core/errors.js';
 import { assertIntegerOption } from '../core/validation.js';
 import { applyLibsqlMigrations, type LibsqlMigrationOptions } from './migrate.js';
@@ -123,7 +124,8 @@ export async function openLibsqlStore<T = unknown>(
   try {
     // Read before writing anything: this is where a file that is not a database fails.
     await client.execute('SELECT count(*) FROM sqlite_master');
-    const db = drizzle(client);
+    const db = drizzle({ client });
+    assertBackedBy(db, client, 'libsql');
     await applyLibsqlMigrations(db, table);
     // WAL is a property of the file, so setting it once serves every connection of the client.
     if (!remote) await client.execute('PRAGMA journal_mode = WAL');

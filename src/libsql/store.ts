@@ -1,13 +1,12 @@
 import type { Client, InStatement, ResultSet } from '@libsql/client';
 import type { LibSQLDatabase } from 'drizzle-orm/libsql';
 import { AsyncIdempotencyStore } from '../core/async-store.js';
+import { drizzleClientOf } from '../core/database-identity.js';
+import { UnrecognisedDatabaseError } from '../core/errors.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
-import { sqliteQueries } from '../sqlite-family/queries.js';
-import {
-  type SqliteDriver,
-  type SqliteStatement,
-  sqliteStatements,
-} from '../sqlite-family/statements.js';
+import type { SqliteStatement } from '../sqlite-dialect/compile.js';
+import { sqliteQueries } from '../sqlite-dialect/queries.js';
+import { type SqliteDriver, sqliteStatements } from '../sqlite-dialect/statements.js';
 import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 import { writeQueue } from './write-queue.js';
 
@@ -65,6 +64,22 @@ function rowsOf(result: ResultSet | undefined): unknown[] {
   return result === undefined ? [] : result.rows.map((row) => ({ ...row }));
 }
 
+/** Refuses anything but a drizzle database over a libSQL client (`execute`, `batch`, `close`). */
+function assertLibsqlClient(db: unknown): void {
+  const client = drizzleClientOf(db, 'libsql') as Partial<Client> | null;
+  if (
+    typeof client !== 'object' ||
+    client === null ||
+    typeof client.execute !== 'function' ||
+    typeof client.batch !== 'function' ||
+    typeof client.close !== 'function'
+  ) {
+    throw new UnrecognisedDatabaseError(
+      'the drizzle database does not run on a libSQL client; make it with drizzle({ client: createClient({ url }) }) from drizzle-orm/libsql',
+    );
+  }
+}
+
 /**
  * The idempotency store on SQLite through libSQL (`@libsql/client`), over a drizzle libSQL
  * database. Every operation returns a promise. The table must exist: use `openLibsqlStore`, or
@@ -89,7 +104,7 @@ function rowsOf(result: ResultSet | undefined): unknown[] {
  * import { drizzle } from 'drizzle-orm/libsql';
  * import { applyLibsqlMigrations, LibsqlIdempotencyStore } from 'drizzle-idempotency/libsql';
  *
- * const db = drizzle(createClient({ url: 'file:app.db', timeout: 5000 }));
+ * const db = drizzle({ client: createClient({ url: 'file:app.db', timeout: 5000 }) });
  * await applyLibsqlMigrations(db);
  * const store = new LibsqlIdempotencyStore<{ receipt: number }>(db);
  * if (await store.reserve('order-42', fingerprint, now + 86_400)) {
@@ -108,8 +123,11 @@ export class LibsqlIdempotencyStore<T = unknown>
   /**
    * @param db - a drizzle database over a libSQL client; the store shares its client
    * @param options - see {@link LibsqlStoreOptions}
+   * @throws {@link UnrecognisedDatabaseError} when `db` is not a drizzle database over a libSQL
+   * client
    */
   constructor(db: AnyLibsqlDatabase, options: LibsqlStoreOptions = {}) {
+    assertLibsqlClient(db);
     const table = options.table ?? defaultKeys;
     const driver = libsqlDriver(db.$client, options.onClose);
     super(sqliteStatements(driver, sqliteQueries(db, table)));

@@ -34,7 +34,7 @@ function transactionClosed(error: unknown): boolean {
  *
  * The transaction holds the database's write lock from its first statement to its commit. The
  * answer is recorded in the store's own table (`store.table`) by an `UPDATE` of the owner's
- * pending row (and attempt, with leases) on the transaction itself, as its last statement; if a
+ * pending row (and its fencing token) on the transaction itself, as its last statement; if a
  * takeover committed before the transaction began, it matches nothing and everything rolls back.
  *
  * The transactions and the store's writes (claims, releases, lease renewals of other calls) take

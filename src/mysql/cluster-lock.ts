@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'drizzle-orm';
+import { type AnyMysqlDatabase, queryRows } from './client.js';
 import { writeHeader } from './compile.js';
 import { ER_LOCK_DEADLOCK, mysqlErrno, retryDeadlocks } from './errors.js';
-import { queryRows } from './query-rows.js';
-import type { AnyMysqlDatabase } from './store.js';
 
 /** The table of the cluster-wide locks: one row per keys table, in the keys table's database. */
 export const CLUSTER_LOCKS_TABLE = '__idempotency_locks';

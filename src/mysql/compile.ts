@@ -1,7 +1,7 @@
 import { is, NoopLogger } from 'drizzle-orm';
 import { isEntityKind } from '../core/entity-kind.js';
 import { compileSlots } from '../core/query-params.js';
-import type { AnyMysqlDatabase } from './store.js';
+import type { AnyMysqlDatabase } from './client.js';
 
 /** A drizzle MySQL query that can show its SQL and be prepared. */
 export interface MysqlQuery<R> {

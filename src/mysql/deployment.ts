@@ -6,8 +6,7 @@ import {
   type DeploymentReport,
   deploymentReport,
 } from '../core/deployment.js';
-import { queryRows } from './query-rows.js';
-import type { AnyMysqlDatabase } from './store.js';
+import { type AnyMysqlDatabase, queryRows } from './client.js';
 
 // Read as global variables: the settings a failure meets are the server's, whatever a session set.
 const VARIABLES = [

@@ -1,3 +1,4 @@
+export type { AnyMysqlDatabase } from './client.js';
 export { checkMysqlDeployment } from './deployment.js';
 export { retryDeadlocks, TransactionDeadlockError } from './errors.js';
 export type { MysqlMigrationOptions } from './migrate.js';
@@ -9,7 +10,7 @@ export { PlanetscaleIdempotencyStore, planetscaleTransaction } from './planetsca
 export { applyPlanetscaleMigrations } from './planetscale-migrate.js';
 export type { MysqlKeysTable, MysqlTableOptions } from './schema.js';
 export { keys, MYSQL_MAX_TEXT_BYTES, mysqlKeysTable } from './schema.js';
-export type { AnyMysqlDatabase, MysqlStoreOptions } from './store.js';
+export type { MysqlStoreOptions } from './store.js';
 export { MysqlIdempotencyStore } from './store.js';
 export type { MysqlHandlerTransaction, MysqlTransactionOptions } from './transaction.js';
 export { mysqlTransaction } from './transaction.js';

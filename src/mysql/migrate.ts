@@ -3,11 +3,10 @@ import { type ColumnType, keysTableProblems } from '../core/adoption.js';
 import { SchemaMismatchError } from '../core/errors.js';
 import { type MigrationSession, type MigrationStatements, migrateAsync } from '../core/migrator.js';
 import { mysqlMigrations } from '../generated/migrations.js';
+import { type AnyMysqlDatabase, queryRows } from './client.js';
 import { withClusterLock } from './cluster-lock.js';
 import { mysqlErrno, retryDeadlocks } from './errors.js';
-import { queryRows } from './query-rows.js';
 import { MYSQL_MAX_TEXT_BYTES, type MysqlTableOptions, resolveMysqlTable } from './schema.js';
-import type { AnyMysqlDatabase } from './store.js';
 
 /** Options of {@link applyMysqlMigrations} and {@link assertAdoptableMysqlKeysTable}. */
 export type MysqlMigrationOptions = MysqlTableOptions;
@@ -179,7 +178,7 @@ function sessionOf(db: Pick<AnyMysqlDatabase, 'execute'>): MigrationSession<SQL,
  * import mysql from 'mysql2/promise';
  * import { applyMysqlMigrations, mysqlKeysTable } from 'drizzle-idempotency/mysql';
  *
- * const db = drizzle(mysql.createPool(process.env.MYSQL_URL ?? ''));
+ * const db = drizzle({ client: mysql.createPool(process.env.MYSQL_URL ?? '') });
  * await applyMysqlMigrations(db, { table: mysqlKeysTable('idempotency_keys') });
  * ```
  * @throws {@link SchemaMismatchError} when a foreign table is in the way

@@ -1,4 +1,5 @@
 import type { Pool } from 'mysql2/promise';
+import { assertBackedBy } from '../core/database-identity.js';
 import { type DeploymentWarningOptions, enforceDeployment } from '../core/deployment.js';
 import { DatabaseOpenError } from '../core/errors.js';
 import { assertIntegerOption } from '../core/validation.js';
@@ -110,7 +111,8 @@ export async function openMysqlStore<T = unknown>(
     }
     const problem = unsupported(version);
     if (problem !== undefined) throw new DatabaseOpenError(problem);
-    const db = drizzle(pool);
+    const db = drizzle({ client: pool });
+    assertBackedBy(db, pool, 'mysql2');
     const table = options.table === undefined ? {} : { table: options.table };
     enforceDeployment(await checkMysqlDeployment(db), options);
     await applyMysqlMigrations(db, table);

@@ -1,12 +1,11 @@
 import { sql } from 'drizzle-orm';
 import { migrationsTableName, renameMigrationStatement } from '../core/table-name.js';
 import { mysqlMigrations } from '../generated/migrations.js';
+import { type AnyMysqlDatabase, queryRows } from './client.js';
 import { mysqlErrno } from './errors.js';
 import { assertAdoptableMysqlKeysTable, type MysqlMigrationOptions } from './migrate.js';
 import type { AnyPlanetscaleDatabase } from './planetscale.js';
-import { queryRows } from './query-rows.js';
 import { resolveMysqlTable } from './schema.js';
-import type { AnyMysqlDatabase } from './store.js';
 
 // queryRows and the adoption check read PlanetScale's answers (`rows`) as well as mysql2's.
 type Reader = Pick<AnyMysqlDatabase, 'execute'>;
@@ -50,7 +49,7 @@ async function lastApplied(db: AnyPlanetscaleDatabase, journal: string): Promise
  * import { drizzle } from 'drizzle-orm/planetscale-serverless';
  * import { applyPlanetscaleMigrations } from 'drizzle-idempotency/mysql';
  *
- * await applyPlanetscaleMigrations(drizzle(new Client({ url: process.env.DATABASE_URL ?? '' })));
+ * await applyPlanetscaleMigrations(drizzle({ client: new Client({ url: process.env.DATABASE_URL ?? '' }) }));
  * ```
  * @throws {@link SchemaMismatchError} when a foreign table is in the way
  */

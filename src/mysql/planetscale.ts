@@ -8,9 +8,10 @@ import { ownerRow } from '../core/key-conditions.js';
 import { DEFAULT_TRANSACTION_ATTEMPTS, runRetryingRollbacks } from '../core/rolled-back.js';
 import { KeyStatus } from '../core/status.js';
 import { runFenced, type TransactionRunner } from '../core/transaction-runner.js';
+import type { AnyMysqlDatabase } from './client.js';
 import { writeHeader } from './compile.js';
 import { mysqlRollbackRetry } from './errors.js';
-import { type AnyMysqlDatabase, MysqlIdempotencyStore, type MysqlStoreOptions } from './store.js';
+import { MysqlIdempotencyStore, type MysqlStoreOptions } from './store.js';
 
 /** A drizzle database over PlanetScale's serverless driver, whatever its schema. */
 // biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
@@ -41,7 +42,7 @@ export type PlanetscaleHandlerTransaction = MySqlTransaction<
  * import { drizzle } from 'drizzle-orm/planetscale-serverless';
  * import { PlanetscaleIdempotencyStore } from 'drizzle-idempotency/mysql';
  *
- * const db = drizzle(new Client({ url: process.env.DATABASE_URL ?? '' }));
+ * const db = drizzle({ client: new Client({ url: process.env.DATABASE_URL ?? '' }) });
  * const store = new PlanetscaleIdempotencyStore<{ receipt: number }>(db);
  * ```
  */
@@ -69,7 +70,7 @@ export class PlanetscaleIdempotencyStore<T = unknown> extends MysqlIdempotencySt
  * The transactional form over PlanetScale's serverless driver: the handler's writes and the
  * stored answer commit in one `db.transaction(async (tx) => …)` (the driver's session, kept by
  * the service between requests), the answer recorded last by an `UPDATE` of the owner's pending
- * row (and attempt, with leases); when it changes no row (a takeover or a release came first),
+ * row (and its fencing token); when it changes no row (a takeover or a release came first),
  * the whole transaction rolls back. As with `mysqlTransaction`, a transaction rolled back as a
  * deadlock victim (or after a lock wait timeout) runs again in place, handler included, up to 3
  * times, then rejects with `TransactionDeadlockError` (or `TransactionRolledBackError`), its key

@@ -1,5 +1,4 @@
 import { and, asc, eq, inArray, isNotNull, lte, type SQL, sql } from 'drizzle-orm';
-import type { MySql2Database } from 'drizzle-orm/mysql2';
 import { AsyncIdempotencyStore, type KeyStatements } from '../core/async-store.js';
 import type { DeploymentReport } from '../core/deployment.js';
 import {
@@ -17,6 +16,7 @@ import { primaryOf } from '../core/replicas.js';
 import { KeyStatus } from '../core/status.js';
 import type { AcquireOptions, AcquireResult, LeasedIdempotencyStore } from '../core/store.js';
 import { retentionIndexName } from '../core/table-name.js';
+import type { AnyMysqlDatabase } from './client.js';
 import { compileMysqlStatement, type WriteHeader, writeHeader } from './compile.js';
 import { checkMysqlDeployment } from './deployment.js';
 import { ER_DUP_ENTRY, mysqlErrno, retryDeadlocks } from './errors.js';
@@ -26,10 +26,6 @@ import {
   type MysqlTableOptions,
   resolveMysqlTable,
 } from './schema.js';
-
-/** Any drizzle database over mysql2 (a pool or a single connection), whatever its schema. */
-// biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
-export type AnyMysqlDatabase = MySql2Database<any>;
 
 /** Options of {@link MysqlIdempotencyStore}. */
 export interface MysqlStoreOptions extends MysqlTableOptions {
@@ -417,7 +413,7 @@ function mysqlStatements(
  * import mysql from 'mysql2/promise';
  * import { applyMysqlMigrations, MysqlIdempotencyStore } from 'drizzle-idempotency/mysql';
  *
- * const db = drizzle(mysql.createPool(process.env.MYSQL_URL ?? ''));
+ * const db = drizzle({ client: mysql.createPool(process.env.MYSQL_URL ?? '') });
  * await applyMysqlMigrations(db);
  * const store = new MysqlIdempotencyStore<{ receipt: number }>(db);
  * const now = Date.now() / 1000;

@@ -34,7 +34,7 @@ export interface MysqlTransactionOptions {
  * READ COMMITTED unless `isolationLevel` says otherwise, so the app's tables must be reachable
  * from the same database. The answer is recorded in the store's own table (`store.table`).
  *
- * The answer is recorded by an `UPDATE` of the owner's pending row (and attempt, with leases) as
+ * The answer is recorded by an `UPDATE` of the owner's pending row (and its fencing token) as
  * the transaction's last statement, judged by the number of rows it changed. A takeover that
  * committed first makes it match nothing, and the whole transaction rolls back; one that comes
  * later waits on the row lock and then finds the row done.

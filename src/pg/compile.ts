@@ -3,7 +3,7 @@ import { is, NoopLogger } from 'drizzle-orm';
 import { isEntityKind } from '../core/entity-kind.js';
 import { ReplicationUnconfirmedError } from '../core/errors.js';
 import { compileSlots } from '../core/query-params.js';
-import type { AnyPgDatabase } from './store.js';
+import type { AnyPgDatabase } from './client.js';
 
 /** A prepared drizzle query: what `prepare(name)` gives. */
 export interface PgPrepared<R> {

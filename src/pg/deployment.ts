@@ -6,9 +6,9 @@ import {
   type DeploymentReport,
   deploymentReport,
 } from '../core/deployment.js';
-import { keysTablePersistenceFinding, queryRows } from './migrate.js';
+import { type AnyPgDatabase, queryRows } from './client.js';
+import { keysTablePersistenceFinding } from './migrate.js';
 import { type PgTableOptions, resolvePgTable } from './schema.js';
-import type { AnyPgDatabase } from './store.js';
 
 /** Options of {@link checkPgDeployment}. */
 export interface PgDeploymentOptions extends PgTableOptions {

@@ -1,3 +1,4 @@
+export type { AnyPgDatabase } from './client.js';
 export type { PgDeploymentOptions } from './deployment.js';
 export { checkPgDeployment } from './deployment.js';
 export type { PgMigrationOptions } from './migrate.js';
@@ -15,7 +16,7 @@ export type {
   PgTableOptions,
 } from './schema.js';
 export { DEFAULT_PG_SCHEMA, keys, pgKeysTable } from './schema.js';
-export type { AnyPgDatabase, PgStoreOptions } from './store.js';
+export type { PgStoreOptions } from './store.js';
 export { PgIdempotencyStore } from './store.js';
 export type { PgHandlerTransaction, PgTransactionOptions } from './transaction.js';
 export { pgTransaction } from './transaction.js';

@@ -10,9 +10,9 @@ import { SchemaMismatchError } from '../core/errors.js';
 import { type MigrationSession, type MigrationStatements, migrateAsync } from '../core/migrator.js';
 import { DEFAULT_TABLE_NAME } from '../core/table-name.js';
 import { pgMigrations } from '../generated/migrations.js';
+import { type AnyPgDatabase, queryRows } from './client.js';
 import { quoteIdentifier } from './identifier.js';
 import { DEFAULT_PG_SCHEMA, type PgTableOptions, resolvePgTable } from './schema.js';
-import type { AnyPgDatabase } from './store.js';
 
 const EXPECTED_COLUMNS: Record<string, string> = {
   id: 'text',
@@ -35,18 +35,6 @@ const PG_JOURNAL_COLUMNS = 'hash text NOT NULL, created_at bigint PRIMARY KEY NO
 
 /** Options of {@link applyPgMigrations} and {@link assertAdoptablePgKeysTable}. */
 export type PgMigrationOptions = PgTableOptions;
-
-/**
- * Runs `statement` and returns its rows, whatever the driver: node-postgres and PGlite answer
- * `execute` with an object holding `rows`, postgres-js with the array of rows itself.
- */
-export async function queryRows<Row>(
-  db: Pick<AnyPgDatabase, 'execute'>,
-  statement: SQL,
-): Promise<Row[]> {
-  const result = (await db.execute(statement)) as unknown as Row[] | { rows: Row[] };
-  return Array.isArray(result) ? result : result.rows;
-}
 
 /**
  * The refusal of a keys table whose `pg_class.relpersistence` is not `p` (permanent): an UNLOGGED
@@ -221,7 +209,7 @@ function sessionOf(db: Pick<AnyPgDatabase, 'execute'>): MigrationSession<SQL, fa
  *
  * @example
  * ```ts
- * const db = drizzle(new Pool({ connectionString: process.env.DATABASE_URL }));
+ * const db = drizzle({ client: new Pool({ connectionString: process.env.DATABASE_URL }) });
  * await applyPgMigrations(db, { schema: 'idempotency' });
  * ```
  * @throws {@link InvalidOptionError} for a schema name PostgreSQL cannot hold

@@ -25,7 +25,7 @@ export interface NeonHttpHandlerBatch {
 /**
  * The transactional form on neon-http: the handler queues its writes with `tx.add(…)`, and they
  * run in one `db.batch([...])` with the statement that records the answer. That statement is an
- * `UPDATE` of the owner's pending row (and attempt, with leases) wrapped in a query that divides
+ * `UPDATE` of the owner's pending row (and its fencing token) wrapped in a query that divides
  * by the number of rows it changed, so it fails when the row is no longer the owner's. Neon runs
  * a batch as one transaction, so a takeover or a release that happened meanwhile rolls back the
  * handler's writes with the answer: both commit or neither does. The app's tables must be in the
@@ -46,7 +46,7 @@ export interface NeonHttpHandlerBatch {
  * import { makeIdempotent } from 'drizzle-idempotency/function';
  * import { neonHttpTransaction, PgIdempotencyStore } from 'drizzle-idempotency/pg';
  *
- * const store = new PgIdempotencyStore(drizzle(neon(process.env.DATABASE_URL ?? '')));
+ * const store = new PgIdempotencyStore(drizzle({ client: neon(process.env.DATABASE_URL ?? '') }));
  * const credit = makeIdempotent(
  *   async (tx, message: { id: string; amount: number }) => {
  *     tx.add(tx.db.execute(sql`UPDATE accounts SET balance = balance + ${message.amount}`));

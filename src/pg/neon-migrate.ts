@@ -13,11 +13,12 @@ import {
   renameMigrationStatement,
 } from '../core/table-name.js';
 import { pgMigrations } from '../generated/migrations.js';
+import { queryRows } from './client.js';
 import { quoteIdentifier } from './identifier.js';
-import { assertAdoptablePgKeysTable, type PgMigrationOptions, queryRows } from './migrate.js';
+import { assertAdoptablePgKeysTable, type PgMigrationOptions } from './migrate.js';
 import { resolvePgTable } from './schema.js';
 
-/** A drizzle database over neon-http (`drizzle(neon(url))`), whatever its schema. */
+/** A drizzle database over neon-http (`drizzle({ client: neon(url) })`), whatever its schema. */
 // biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
 export type AnyNeonHttpDatabase = NeonHttpDatabase<any>;
 
@@ -115,7 +116,7 @@ async function migrationBatch(
 }
 
 /**
- * Applies the committed PostgreSQL migrations over neon-http (`drizzle(neon(url))` from
+ * Applies the committed PostgreSQL migrations over neon-http (`drizzle({ client: neon(url) })` from
  * `drizzle-orm/neon-http`), which has no interactive transaction: the same SQL, journal, table
  * naming and adoption rules as {@link applyPgMigrations}, sent as one `db.batch([...])`, which
  * Neon runs as one transaction. Idempotent: an up-to-date schema is only read, so a function may
@@ -132,7 +133,7 @@ async function migrationBatch(
  * import { drizzle } from 'drizzle-orm/neon-http';
  * import { applyNeonHttpMigrations } from 'drizzle-idempotency/pg';
  *
- * await applyNeonHttpMigrations(drizzle(neon(process.env.DATABASE_URL ?? '')));
+ * await applyNeonHttpMigrations(drizzle({ client: neon(process.env.DATABASE_URL ?? '') }));
  * ```
  * @throws {@link InvalidOptionError} for a schema name PostgreSQL cannot hold
  * @throws {@link SchemaMismatchError} when a foreign table of that name is in the way

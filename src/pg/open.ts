@@ -1,4 +1,5 @@
 import type { Pool } from 'pg';
+import { assertBackedBy } from '../core/database-identity.js';
 import { type DeploymentWarningOptions, enforceDeployment } from '../core/deployment.js';
 import { DatabaseOpenError } from '../core/errors.js';
 import { assertIntegerOption } from '../core/validation.js';
@@ -88,7 +89,8 @@ export async function openPgStore<T = unknown>(
         error,
       );
     }
-    const db = drizzle(pool);
+    const db = drizzle({ client: pool });
+    assertBackedBy(db, pool, 'node-postgres');
     const prepare = options.prepare ?? true;
     // Before the migrations, so a refused table is left exactly as it was.
     enforceDeployment(await checkPgDeployment(db, { table, prepare }), options);

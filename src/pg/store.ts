@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import { and, asc, eq, type SQL, sql } from 'drizzle-orm';
-import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { AsyncIdempotencyStore, type KeyStatements } from '../core/async-store.js';
 import type { DeploymentReport } from '../core/deployment.js';
 import { InvalidOptionError } from '../core/errors.js';
@@ -20,6 +19,7 @@ import type { KeyRow } from '../core/record.js';
 import { primaryOf, replicasOf } from '../core/replicas.js';
 import { KeyStatus } from '../core/status.js';
 import type { LeasedIdempotencyStore, ReleasePendingResult } from '../core/store.js';
+import type { AnyPgDatabase } from './client.js';
 import {
   compilePgStatement,
   type PgQuery,
@@ -28,12 +28,6 @@ import {
 } from './compile.js';
 import { checkPgDeployment } from './deployment.js';
 import { type PgKeysTable, type PgTableOptions, resolvePgTable } from './schema.js';
-
-/**
- * Any drizzle PostgreSQL database, whatever its driver (node-postgres, PGlite, …) and schema.
- */
-// biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
-export type AnyPgDatabase = PgDatabase<PgQueryResultHKT, any>;
 
 /** Options of {@link PgIdempotencyStore}. */
 export interface PgStoreOptions extends PgTableOptions {
@@ -476,7 +470,7 @@ function pgStatements(
  * import { drizzle } from 'drizzle-orm/node-postgres';
  * import { applyPgMigrations, PgIdempotencyStore } from 'drizzle-idempotency/pg';
  *
- * const db = drizzle(new Pool({ connectionString: process.env.DATABASE_URL }));
+ * const db = drizzle({ client: new Pool({ connectionString: process.env.DATABASE_URL }) });
  * await applyPgMigrations(db);
  * const store = new PgIdempotencyStore<{ receipt: number }>(db);
  * if (await store.reserve('order-42', fingerprint, now + 86_400)) {

@@ -52,7 +52,7 @@ async function isolated<R>(
  * PGlite), so the app's tables must be reachable from the same database.
  *
  * The answer is recorded in the store's own table (`store.table`: its schema and name) by an
- * `UPDATE` of the owner's pending row (and attempt, with leases) as the transaction's last
+ * `UPDATE` of the owner's pending row (and its fencing token) as the transaction's last
  * statement. A takeover that committed first makes it match nothing, and the whole transaction
  * rolls back; one that comes later waits on the row lock and then finds the row done. Use only
  * `tx` in the handler: on PGlite (one connection) the root database would wait for the

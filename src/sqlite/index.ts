@@ -1,16 +1,16 @@
+export type { SqliteMigrationOptions } from '../sqlite-dialect/migrate.js';
+export { sqlitePushTables } from '../sqlite-dialect/push.js';
+export type { SqliteKeysTable } from '../sqlite-dialect/schema.js';
+export { keys, sqliteKeysTable } from '../sqlite-dialect/schema.js';
 export type { SqlitePragmaSource } from './deployment.js';
 export { checkSqliteDeployment } from './deployment.js';
 export { SqliteGroupCommitStore } from './group-commit-store.js';
-export type { SqliteMigrationOptions } from './migrate.js';
 export {
   applySqliteMigrations,
   assertAdoptableSqliteKeysTable,
 } from './migrate.js';
 export type { OpenSqliteStoreOptions, SqliteSynchronous } from './open.js';
 export { openSqliteStore } from './open.js';
-export { sqlitePushTables } from './push.js';
-export type { SqliteKeysTable } from './schema.js';
-export { keys, sqliteKeysTable } from './schema.js';
 export type { AnyBetterSqliteDatabase, SqliteStoreOptions } from './store.js';
 export { MAX_ANSWER_CACHE_SIZE, SqliteIdempotencyStore } from './store.js';
 export type { SqliteHandlerTransaction } from './transaction.js';

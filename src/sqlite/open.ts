@@ -2,15 +2,16 @@ import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
+import { assertBackedBy } from '../core/database-identity.js';
 import { type DeploymentWarningOptions, enforceDeployment } from '../core/deployment.js';
 import { DatabaseOpenError, InvalidOptionError } from '../core/errors.js';
 import { assertIntegerOption } from '../core/validation.js';
+import type { SqliteMigrationOptions } from '../sqlite-dialect/migrate.js';
 import { checkSqliteDeployment } from './deployment.js';
 import {
   applySqliteMigrations,
   assertAdoptableBookkeeping,
   assertAdoptableSqliteKeysTable,
-  type SqliteMigrationOptions,
 } from './migrate.js';
 import {
   type AnyBetterSqliteDatabase,
@@ -107,7 +108,8 @@ export function openSqliteDatabase(
     throw new DatabaseOpenError(`cannot open ${path}: ${(error as Error).message}`, error);
   }
   try {
-    const db = drizzle(client);
+    const db = drizzle({ client });
+    assertBackedBy(db, client, 'better-sqlite3');
     // Read before writing anything: this is where a file that is not a database fails.
     client.prepare('SELECT count(*) FROM sqlite_master').get();
     assertAdoptableSqliteKeysTable(client, table);

@@ -3,24 +3,26 @@ import { and, asc, inArray, lte, sql } from 'drizzle-orm';
 import type { BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
 import { getTableConfig } from 'drizzle-orm/sqlite-core';
 import { AnswerCache } from '../core/answer-cache.js';
+import { drizzleClientOf } from '../core/database-identity.js';
 import type { DeploymentReport } from '../core/deployment.js';
+import { UnrecognisedDatabaseError } from '../core/errors.js';
 import { expiredAnswer, liveAnswer } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
 import { SyncIdempotencyStore, type SyncKeyStatements } from '../core/sync-store.js';
 import { doneIdIndexName } from '../core/table-name.js';
 import { assertIntegerOption, DEFAULT_BATCH_MILLIS } from '../core/validation.js';
-import { compileLibsqlStatement } from '../libsql/compile.js';
-import { type SqliteQueries, sqliteQueries } from '../sqlite-family/queries.js';
+import type { SqliteStatement } from '../sqlite-dialect/compile.js';
+import { compileSqliteStatement } from '../sqlite-dialect/compile.js';
+import { type SqliteQueries, sqliteQueries } from '../sqlite-dialect/queries.js';
+import { keys as defaultKeys, type SqliteKeysTable } from '../sqlite-dialect/schema.js';
 import {
   preparedOnce,
   type SqliteDriver,
-  type SqliteStatement,
   sqliteStatements,
   syncSqliteDriver,
-} from '../sqlite-family/statements.js';
+} from '../sqlite-dialect/statements.js';
 import { checkSqliteDeployment } from './deployment.js';
-import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 
 /** Any drizzle database over better-sqlite3, whatever schema it was built with. */
 // biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
@@ -86,14 +88,14 @@ function compileRetentionPlans(db: AnyBetterSqliteDatabase, keys: SqliteKeysTabl
     // How many expired answers there are, counting no further than `cap`: one walk of the
     // retention index's range, stopped at `cap` entries. The statement runs as text, so the
     // column is named in it: drizzle's field name does not reach the driver's row.
-    backlogUpTo: compileLibsqlStatement(
+    backlogUpTo: compileSqliteStatement(
       db
         .select({ count: sql<number>`count(*)`.as('count') })
         .from(db.select({ id: keys.id }).from(keys).where(isExpired).limit(p('cap')).as('backlog')),
       ['now', 'cap'],
     ),
     // A small backlog: its ids come from the retention index's range and are sorted.
-    expiredSorted: compileLibsqlStatement(
+    expiredSorted: compileSqliteStatement(
       db
         .select({ id: keys.id })
         .from(keys)
@@ -105,7 +107,7 @@ function compileRetentionPlans(db: AnyBetterSqliteDatabase, keys: SqliteKeysTabl
     // A large backlog: done rows are walked in id order on the partial index of done rows, whose
     // entries carry `expires`, until `limit` expired ones are found; nothing is sorted. The index
     // is named because SQLite, without statistics, would rather sort the retention index's range.
-    expiredById: compileLibsqlStatement(
+    expiredById: compileSqliteStatement(
       db
         // A column of a table named in raw SQL: drizzle checks plain column fields against `from`.
         .select({ id: sql<string>`${keys.id}` })
@@ -121,7 +123,7 @@ function compileRetentionPlans(db: AnyBetterSqliteDatabase, keys: SqliteKeysTabl
     // The predicate is repeated: only rows that are still expired answers are deleted. Its unary
     // `+` keeps SQLite from answering it with the retention index (a scan of the whole backlog)
     // instead of looking each id up by primary key.
-    deleteExpiredIds: compileLibsqlStatement(
+    deleteExpiredIds: compileSqliteStatement(
       db
         .delete(keys)
         .where(
@@ -169,7 +171,7 @@ export function betterSqliteStatements(
   const family = sqliteStatements<'sync'>(driver, queries);
   const plans = compileRetentionPlans(db, table);
   // The answer with its deadline: the answer cache keeps an answer until then, and no longer.
-  const cacheableFetch = compileLibsqlStatement(
+  const cacheableFetch = compileSqliteStatement(
     db
       .select({ response: table.response, expires: table.expires })
       .from(table)
@@ -236,6 +238,32 @@ export function betterSqliteStatements(
 }
 
 /**
+ * Refuses what a store could not keep answers in: anything but a drizzle database over a
+ * better-sqlite3 `Database`, and an anonymous temporary database (`new Database()`, which is what
+ * drizzle 1.0 opens for `drizzle(client)`): its rows vanish on close. `:memory:` asked for by name
+ * is kept, since the caller chose it.
+ */
+function assertBetterSqliteFile(db: unknown): void {
+  const client = drizzleClientOf(db, 'better-sqlite3') as Partial<BetterSqlite3.Database> | null;
+  if (
+    typeof client !== 'object' ||
+    client === null ||
+    typeof client.prepare !== 'function' ||
+    typeof client.pragma !== 'function' ||
+    typeof client.name !== 'string'
+  ) {
+    throw new UnrecognisedDatabaseError(
+      'the drizzle database does not run on a better-sqlite3 Database; make it with drizzle({ client: new Database(path) }) from drizzle-orm/better-sqlite3',
+    );
+  }
+  if (client.name === '') {
+    throw new UnrecognisedDatabaseError(
+      'the drizzle database runs on an anonymous temporary better-sqlite3 database, which loses every answer when it closes; make it with drizzle({ client: new Database(path) })',
+    );
+  }
+}
+
+/**
  * The idempotency store on SQLite, over a drizzle better-sqlite3 database. Every operation is a
  * query prepared once and runs synchronously. The table must exist: use `openSqliteStore`, or
  * `applySqliteMigrations`, or your own drizzle-kit migrations with the exported `keys` table (or
@@ -248,7 +276,7 @@ export function betterSqliteStatements(
  * import { drizzle } from 'drizzle-orm/better-sqlite3';
  * import { applySqliteMigrations, SqliteIdempotencyStore } from 'drizzle-idempotency/sqlite';
  *
- * const db = drizzle(new Database('app.db'));
+ * const db = drizzle({ client: new Database('app.db') });
  * applySqliteMigrations(db);
  * const store = new SqliteIdempotencyStore<{ receipt: number }>(db);
  * if (store.reserve('order-42', fingerprint, now + 86_400)) {
@@ -270,8 +298,11 @@ export class SqliteIdempotencyStore<T = unknown>
    * @param db - a drizzle database over better-sqlite3; the store shares its connection
    * @param options - see {@link SqliteStoreOptions}
    * @throws {@link InvalidOptionError} for an `answerCacheSize` out of range
+   * @throws {@link UnrecognisedDatabaseError} when `db` is not a drizzle database over a
+   * better-sqlite3 `Database`, or runs on an anonymous temporary one
    */
   constructor(db: AnyBetterSqliteDatabase, options: SqliteStoreOptions = {}) {
+    assertBetterSqliteFile(db);
     const cacheSize = options.answerCacheSize ?? 0;
     assertIntegerOption(cacheSize, 'answerCacheSize', 0, MAX_ANSWER_CACHE_SIZE);
     const table = options.table ?? defaultKeys;

@@ -64,30 +64,28 @@ export function sqliteTransaction(
   const { table } = store;
   // Prepared once: building the UPDATE per call would cost more than the whole transaction. It
   // runs on the store's connection, so inside the open transaction.
-  const recordAnswer = (fenced: boolean) =>
-    store.db
-      .update(table)
-      .set({ status: KeyStatus.done, response: sql<string>`${p('response')}` })
-      .where(
-        and(
-          eq(table.id, p('id')),
-          eq(table.fingerprint, p('fingerprint')),
-          eq(table.status, KeyStatus.pending),
-          // The fencing token: a takeover since the claim bumped it, and this matches nothing.
-          fenced ? eq(table.attempt, p('attempt')) : undefined,
-        ),
-      )
-      .prepare();
-  const recordUnfenced = recordAnswer(false);
-  const recordFenced = recordAnswer(true);
+  const recordAnswer = store.db
+    .update(table)
+    .set({ status: KeyStatus.done, response: sql<string>`${p('response')}` })
+    .where(
+      and(
+        eq(table.id, p('id')),
+        eq(table.fingerprint, p('fingerprint')),
+        eq(table.status, KeyStatus.pending),
+        // The fencing token: a takeover since the claim bumped it, and this matches nothing.
+        eq(table.attempt, p('attempt')),
+      ),
+    )
+    .prepare();
   // Whether the answer landed on the owner's pending row.
   const recorded = (owner: KeyOwner, response: string): boolean => {
-    const values = { id: owner.key, fingerprint: owner.fingerprint, response };
-    const done =
-      owner.fencingToken === undefined
-        ? recordUnfenced.run(values)
-        : recordFenced.run({ ...values, attempt: owner.fencingToken });
-    return done.changes === 1;
+    const values = {
+      id: owner.key,
+      fingerprint: owner.fingerprint,
+      response,
+      attempt: owner.fencingToken,
+    };
+    return recordAnswer.run(values).changes === 1;
   };
   return {
     store,

@@ -2,10 +2,10 @@ import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
 import { AnswerCache } from '../core/answer-cache.js';
 import type { DeploymentFinding } from '../core/deployment.js';
 import { GroupCommit, type Transact } from '../core/group-commit.js';
-import { sqliteQueries } from '../sqlite-family/queries.js';
+import { sqliteQueries } from '../sqlite-dialect/queries.js';
+import { keys, sqliteKeysTable } from '../sqlite-dialect/schema.js';
 import { applySqliteMigrations } from './migrate.js';
 import { openSqliteDatabase, type SqliteSynchronous } from './open.js';
-import { keys, sqliteKeysTable } from './schema.js';
 import { betterSqliteStatements } from './store.js';
 import {
   type FromWorker,

@@ -22,7 +22,7 @@ describeConcurrency({
             const pool = mysql.createPool({ uri: target.url, connectionLimit: 1 });
             pools.push(pool);
             await pool.query('SELECT 1');
-            return new MysqlIdempotencyStore(drizzle(pool));
+            return new MysqlIdempotencyStore(drizzle({ client: pool }));
           }),
         ),
       rows: () => readMysqlRows(target.db),

@@ -21,7 +21,7 @@ describeConcurrency({
             const pool = new pg.Pool({ connectionString: url, max: 1 });
             pools.push(pool);
             await pool.query('SELECT 1');
-            return new PgIdempotencyStore(drizzle(pool), { schema: target.schema });
+            return new PgIdempotencyStore(drizzle({ client: pool }), { schema: target.schema });
           }),
         ),
       rows: () => readPgRows(target.db, target.schema),

@@ -1,4 +1,4 @@
-import type { IdempotencyStore } from '../../src/index.js';
+import type { LeasedIdempotencyStore } from '../../src/index.js';
 
 /** A row of the `keys` table exactly as stored (response as JSON text). */
 export interface RawRow {
@@ -11,7 +11,7 @@ export interface RawRow {
 
 /** A fresh, empty store and a way to read its table directly. */
 export interface StoreHarness {
-  store: IdempotencyStore;
+  store: LeasedIdempotencyStore;
   /** Every row, ordered by id, read without going through the store. */
   rows(): Promise<RawRow[]>;
   /** Inserts rows directly, bypassing the store (to build states quickly). */

@@ -17,7 +17,7 @@ import { applySqliteMigrations, SqliteIdempotencyStore } from '../../src/sqlite/
 import * as fileEntry from '../../src/sqlite-file.js';
 
 function sqliteDb() {
-  const db = drizzle(new Database(':memory:'));
+  const db = drizzle({ client: new Database(':memory:') });
   applySqliteMigrations(db);
   return db;
 }

@@ -3,7 +3,6 @@ import { heartbeat } from '../../src/core/heartbeat.js';
 import { makeIdempotent } from '../../src/function/index.js';
 import { idempotent } from '../../src/http/index.js';
 import {
-  type IdempotencyStore,
   InvalidKeyError,
   InvalidOptionError,
   type LeasedIdempotencyStore,
@@ -140,7 +139,7 @@ describe('the lease of the HTTP layer and makeIdempotent', () => {
 
 function describeKeyLimit(factory: StoreFactory): void {
   describe(`the key limit of makeIdempotent: ${factory.name}`, () => {
-    let store: IdempotencyStore<unknown>;
+    let store: LeasedIdempotencyStore<unknown>;
     let close: () => Promise<void>;
     beforeEach(async () => {
       ({ store, close } = await factory.open());

@@ -25,7 +25,7 @@ describe('a replay reads, never writes, on the MySQL server', () => {
     pool.pool.on('connection', (connection) => {
       connection.query('SET SESSION innodb_lock_wait_timeout = 1');
     });
-    store = new MysqlIdempotencyStore(drizzle(pool));
+    store = new MysqlIdempotencyStore(drizzle({ client: pool }));
     locker = await mysql.createConnection(target.url);
   });
   afterEach(async () => {

@@ -2,7 +2,6 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { makeIdempotent } from '../../src/function/index.js';
 import { idempotent } from '../../src/http/index.js';
 import {
-  type IdempotencyStore,
   InvalidOptionError,
   type LeasedIdempotencyStore,
   MIN_WAIT_INTERVAL_MS,
@@ -31,7 +30,7 @@ const request = {
 
 function describeWaiting(factory: StoreFactory): void {
   describe(`waiting duplicates: ${factory.name}`, () => {
-    let store: IdempotencyStore<unknown>;
+    let store: LeasedIdempotencyStore<unknown>;
     let close: () => Promise<void>;
     beforeEach(async () => {
       ({ store, close } = await factory.open());
@@ -44,7 +43,7 @@ function describeWaiting(factory: StoreFactory): void {
     // the row, again and again, none of them answering), make no write in the meantime, and all
     // get the owner's answer once the test releases it.
     async function expectReadOnlyWait(
-      counted: ReturnType<typeof countedStore<IdempotencyStore<unknown>>>,
+      counted: ReturnType<typeof countedStore<LeasedIdempotencyStore<unknown>>>,
       waiters: readonly Watched<unknown>[],
       release: () => void,
       settled: () => Promise<unknown[]>,

@@ -1,12 +1,9 @@
 import { once } from 'node:events';
-import { Agent, type IncomingMessage, request, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { Agent, type IncomingMessage, request } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPaymentsApp } from '../../examples/payments/app.js';
-import { sqlitePayments } from '../../examples/payments/backend.js';
-import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/index.js';
-import { freshDbPath, tempDir } from '../support/temp.js';
+import { type PaymentsService, startPaymentsService } from '../support/payments-service.js';
+import { tempDir } from '../support/temp.js';
 
 const dir = tempDir('idem-keep-alive-');
 
@@ -58,25 +55,15 @@ const padded = Buffer.from(
 const bomb = gzipSync(Buffer.concat([Buffer.from('{"pad":"'), Buffer.alloc(20_000_000, 'a')]));
 
 describe('the payments service closes a keep-alive connection whose body it did not read', () => {
-  let store: SqliteIdempotencyStore<unknown>;
-  let server: Server;
+  let service: PaymentsService;
   let url: string;
 
   beforeAll(async () => {
-    store = openSqliteStore(freshDbPath(dir));
-    server = createPaymentsApp(sqlitePayments(store), {
-      ttlSeconds: 60,
-      now: () => Date.now() / 1000,
-    }).listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    service = await startPaymentsService(dir);
+    url = service.url;
   });
 
-  afterAll(async () => {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-    store.close();
-  });
+  afterAll(() => service.close());
 
   it.each([
     ['a gzip bomb', { headers: { 'content-encoding': 'gzip' }, chunks: [bomb] }],
@@ -136,7 +123,7 @@ describe('the payments service closes a keep-alive connection whose body it did 
 
       const after = await send(url, agent, 'declared-after', payment);
       expect(after.status).toBe(201);
-      expect(await store.get('declared')).toBeNull();
+      expect(await service.store.get('declared')).toBeNull();
     } finally {
       agent.destroy();
     }

@@ -1,36 +1,24 @@
 import { once } from 'node:events';
-import { createServer, type Server } from 'node:http';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createPaymentsApp } from '../../examples/payments/app.js';
-import { sqlitePayments } from '../../examples/payments/backend.js';
-import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/index.js';
 import { runTs } from '../support/child.js';
+import { type PaymentsService, startPaymentsService } from '../support/payments-service.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
 
 const dir = tempDir('idem-payments-');
 
 describe('payments example service', () => {
-  let store: SqliteIdempotencyStore<unknown>;
-  let server: Server;
+  let service: PaymentsService;
   let url: string;
 
   beforeEach(async () => {
-    store = openSqliteStore(freshDbPath(dir));
-    server = createPaymentsApp(sqlitePayments(store), {
-      ttlSeconds: 60,
-      now: () => Date.now() / 1000,
-    }).listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    service = await startPaymentsService(dir);
+    url = service.url;
   });
 
-  afterEach(async () => {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-    store.close();
-  });
+  afterEach(() => service.close());
 
   function pay(key: string | undefined, body: string): Promise<Response> {
     return fetch(`${url}/payments`, {
@@ -109,7 +97,7 @@ describe('payments example service', () => {
       status: 400,
       detail: expect.any(String),
     });
-    expect(store.counts()).toEqual({ pending: 0, done: 0 });
+    expect(service.store.counts()).toEqual({ pending: 0, done: 0 });
     expect(await listPayments()).toEqual([]);
     // The client can fix the body and retry with the same key.
     expect((await pay('bad', '{"amount":1,"currency":"EUR"}')).status).toBe(201);

@@ -1,6 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
@@ -9,9 +8,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPaymentsApp } from '../../examples/payments/app.js';
 import { sqlitePayments } from '../../examples/payments/backend.js';
 import { createDrain } from '../../examples/payments/drain.js';
-import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/index.js';
+import { openSqliteStore } from '../../src/sqlite/index.js';
 import { SWEEP_NOW, seedBacklog, tally } from '../support/backlog.js';
 import { spawnTs } from '../support/child.js';
+import { type PaymentsService, startPaymentsService } from '../support/payments-service.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
 import { until } from '../support/waiting.js';
 
@@ -19,25 +19,15 @@ const dir = tempDir('idem-service-');
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
 describe('the payments service answers unreadable bodies with problems', () => {
-  let store: SqliteIdempotencyStore<unknown>;
-  let server: Server;
+  let service: PaymentsService;
   let url: string;
 
   beforeAll(async () => {
-    store = openSqliteStore(freshDbPath(dir));
-    server = createPaymentsApp(sqlitePayments(store), {
-      ttlSeconds: 60,
-      now: () => Date.now() / 1000,
-    }).listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    service = await startPaymentsService(dir);
+    url = service.url;
   });
 
-  afterAll(async () => {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-    store.close();
-  });
+  afterAll(() => service.close());
 
   const payment = JSON.stringify({ amount: 1, currency: 'EUR' });
   const padded = JSON.stringify({ amount: 1, currency: 'EUR', pad: 'x'.repeat(200_000) });
@@ -67,7 +57,7 @@ describe('the payments service answers unreadable bodies with problems', () => {
         detail: expect.any(String),
       });
       expect(text).not.toMatch(/\bat \w|node_modules|\/work\/|\.ts\b|\.js\b|Error/);
-      expect(store.counts()).toEqual({ pending: 0, done: 0 });
+      expect(service.store.counts()).toEqual({ pending: 0, done: 0 });
     },
   );
 

@@ -63,7 +63,7 @@ if (dialect === 'sqlite') {
   const pool = mysql.createPool({ uri: target as string, connectionLimit: 2 });
   // Written to the pipe (synchronous on Linux) before the connection runs a statement.
   pool.on('connection', (connection) => console.log(`session ${connection.threadId}`));
-  const store = new MysqlIdempotencyStore(drizzle(pool));
+  const store = new MysqlIdempotencyStore(drizzle({ client: pool }));
   const call = makeIdempotent(
     async (tx, key: string) => {
       await tx.execute(sql`INSERT INTO effects (\`key\`) VALUES (${key})`);
@@ -83,7 +83,7 @@ if (dialect === 'sqlite') {
   const pool = new pg.Pool({ connectionString: target, max: 2 });
   // Written to the pipe (synchronous on Linux) before the connection runs a statement.
   pool.on('connect', (client) => console.log(`session ${pgBackendPid(client)}`));
-  const store = new PgIdempotencyStore(drizzle(pool), { schema });
+  const store = new PgIdempotencyStore(drizzle({ client: pool }), { schema });
   const call = makeIdempotent(
     async (tx, key: string) => {
       await tx.execute(sql`INSERT INTO ${sql.identifier(schema)}.effects (key) VALUES (${key})`);

@@ -7,7 +7,11 @@ import {
   ResultNotRecordedError,
   ResultNotStorableError,
 } from '../../src/function/index.js';
-import { type IdempotencyStore, InvalidKeyError, InvalidOptionError } from '../../src/index.js';
+import {
+  InvalidKeyError,
+  InvalidOptionError,
+  type LeasedIdempotencyStore,
+} from '../../src/index.js';
 import { openLibsqlStore } from '../../src/libsql/index.js';
 import { countedStore } from '../support/counted-store.js';
 import { FinishFailedError, failingFinish } from '../support/failing-store.js';
@@ -34,7 +38,7 @@ const factories: StoreFactory[] = [
 ];
 
 describe.each(factories)('makeIdempotent on $name', (factory) => {
-  let store: IdempotencyStore<unknown>;
+  let store: LeasedIdempotencyStore<unknown>;
   let close: () => Promise<void>;
 
   beforeEach(async () => {
@@ -424,6 +428,11 @@ describe('makeIdempotent options', () => {
     const key = () => 'k';
     expect(() => makeIdempotent(fn, { store, key: 'k' as never })).toThrow(InvalidOptionError);
     expect(() => makeIdempotent(fn, { store: {} as never, key })).toThrow(InvalidOptionError);
+    // The lease-less contract alone (reserve, finish, get, …): the engine needs acquire.
+    const leaseless = { reserve: () => true, finish: () => true, get: () => null };
+    expect(() => makeIdempotent(fn, { store: leaseless as never, key })).toThrow(
+      'store must be a LeasedIdempotencyStore, as every store of this package is',
+    );
     expect(() => makeIdempotent(fn, { store, key, ttlSeconds: 0 })).toThrow(InvalidOptionError);
     expect(() => makeIdempotent(fn, { store, key, leaseSeconds: Number.NaN })).toThrow(
       InvalidOptionError,

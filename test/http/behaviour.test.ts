@@ -6,7 +6,7 @@ import {
   requestFingerprint,
   storedId,
 } from '../../src/http/index.js';
-import { type IdempotencyStore, MAX_KEY_BYTES } from '../../src/index.js';
+import { type LeasedIdempotencyStore, MAX_KEY_BYTES } from '../../src/index.js';
 import { underBun } from '../support/bun-harness.js';
 import { countedStore } from '../support/counted-store.js';
 import { failingFinish } from '../support/failing-store.js';
@@ -58,7 +58,7 @@ function defer(): { promise: Promise<void>; open: () => void } {
 
 function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
   describe(`HTTP idempotency: ${kind.name} on ${factory.name}`, () => {
-    let store: IdempotencyStore<unknown>;
+    let store: LeasedIdempotencyStore<unknown>;
     let closeStore: () => Promise<void>;
     let server: TestServer | undefined;
     let calls: number;
@@ -102,7 +102,7 @@ function describeHttpBehaviour(kind: ServerKind, factory: StoreFactory): void {
 
     async function start(
       options: IdempotentOptions = {},
-      through: IdempotencyStore<unknown> = store,
+      through: LeasedIdempotencyStore<unknown> = store,
     ): Promise<string> {
       server = await kind.start(through, { now: () => clock, ...options }, behave);
       return server.url;

@@ -1,6 +1,5 @@
 import { once } from 'node:events';
-import { request as httpRequest, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import compression from 'compression';
 import express from 'express';
@@ -11,6 +10,7 @@ import { expressIdempotency } from '../../src/http/express.js';
 import { fetchIdempotency } from '../../src/http/fetch.js';
 import { honoIdempotency } from '../../src/http/hono.js';
 import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/index.js';
+import { listening, type TestServer } from '../support/http-servers.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
 
 const dir = tempDir('idem-encoding-');
@@ -42,22 +42,18 @@ async function post(url: string, key: string): Promise<RawAnswer> {
 }
 
 let store: SqliteIdempotencyStore<unknown> | undefined;
-let server: Server | undefined;
+let server: TestServer | undefined;
 
 afterEach(async () => {
-  if (server) {
-    server.closeAllConnections();
-    await new Promise((resolve) => server?.close(resolve));
-  }
+  await server?.close();
   store?.close();
   server = undefined;
   store = undefined;
 });
 
 async function listen(app: express.Express): Promise<string> {
-  server = app.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  server = await listening(app.listen(0, '127.0.0.1'));
+  return server.url;
 }
 
 describe('an answer compressed inside the layer keeps its Content-Encoding', () => {

@@ -1,23 +1,18 @@
-import { once } from 'node:events';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import express, { type Response } from 'express';
 import { afterEach, describe, expect, it } from 'vitest';
 import { expressIdempotency } from '../../src/http/express.js';
 import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/index.js';
+import { listening, type TestServer } from '../support/http-servers.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
 
 const dir = tempDir('idem-write-head-');
 const BODY = '{"id":"p_1"}';
 
 let store: SqliteIdempotencyStore<unknown> | undefined;
-let server: Server | undefined;
+let server: TestServer | undefined;
 
 afterEach(async () => {
-  if (server) {
-    server.closeAllConnections();
-    await new Promise((resolve) => server?.close(resolve));
-  }
+  await server?.close();
   store?.close();
   server = undefined;
   store = undefined;
@@ -36,9 +31,8 @@ async function start(
     runs += 1;
     answer(res);
   });
-  server = app.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, runs: () => runs };
+  server = await listening(app.listen(0, '127.0.0.1'));
+  return { url: server.url, runs: () => runs };
 }
 
 function post(url: string): Promise<globalThis.Response> {

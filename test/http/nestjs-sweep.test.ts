@@ -39,11 +39,14 @@ describe('IdempotencyModule.forRoot({ sweep })', () => {
     store.close();
   });
 
-  it('refuses a sweep over a store without leases', () => {
+  it('refuses a store without leases, with or without a sweep', () => {
     // The IdempotencyStore contract alone: reserve, finish, sweepBatch, … but no acquire.
     const store = { reserve: () => true, finish: () => true, sweepBatch: () => 0 };
     expect(() => IdempotencyModule.forRoot({ store: store as never, sweep: true })).toThrow(
       InvalidOptionError,
+    );
+    expect(() => IdempotencyModule.forRoot({ store: store as never })).toThrow(
+      'IdempotencyModule needs a `store` (a LeasedIdempotencyStore)',
     );
   });
 });

@@ -14,7 +14,7 @@ import {
   requestFingerprint,
 } from '../../src/http/index.js';
 import { toWire } from '../../src/http/response.js';
-import type { IdempotencyStore } from '../../src/index.js';
+import type { LeasedIdempotencyStore } from '../../src/index.js';
 import { type StoreFactory, storeFactories } from '../support/store-factories.js';
 
 /** What the test route answers, chosen by the `x-answer` request header. */
@@ -61,7 +61,7 @@ async function listening(server: Server): Promise<Running> {
 }
 
 type Start = (
-  store: IdempotencyStore<unknown>,
+  store: LeasedIdempotencyStore<unknown>,
   options: IdempotentOptions,
   counted: () => void,
 ) => Promise<Running>;
@@ -113,7 +113,7 @@ const adapters: { readonly name: string; readonly start: Start }[] = [
 
 function describeWire(adapter: (typeof adapters)[number], factory: StoreFactory): void {
   describe(`${adapter.name} on ${factory.name}`, () => {
-    let store: IdempotencyStore<unknown>;
+    let store: LeasedIdempotencyStore<unknown>;
     let closeStore: () => Promise<void>;
     let server: Running | undefined;
     let calls: number;

@@ -65,7 +65,7 @@ describe("the library's own migrations journal through libSQL", () => {
       it(`app migrations ${age} than ours, ${order}: both apply, neither journal sees the other`, async () => {
         const path = freshDbPath(dir);
         const client = createClient({ url: fileUrl(path), timeout: 5000 });
-        const db = drizzle(client);
+        const db = drizzle({ client });
         const migrationsFolder = appMigrationsFolder(
           dir,
           'sqlite',

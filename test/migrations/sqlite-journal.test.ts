@@ -41,7 +41,7 @@ describe("the library's own migrations journal (SQLite)", () => {
     for (const order of ['app first', 'library first'] as const) {
       it(`app migrations ${age} than ours, ${order}: both apply, neither journal sees the other`, () => {
         const client = new Database(freshDbPath(dir));
-        const db = drizzle(client);
+        const db = drizzle({ client });
         const migrationsFolder = appMigrationsFolder(
           dir,
           'sqlite',
@@ -119,7 +119,7 @@ describe("the library's own migrations journal (SQLite)", () => {
     client.exec(`CREATE TABLE \`keys\` (\`id\` text PRIMARY KEY NOT NULL, \`fingerprint\` text NOT NULL,
       \`status\` text NOT NULL, \`response\` text, \`expires\` real NOT NULL, \`lease_until\` real,
       \`attempt\` integer DEFAULT 1 NOT NULL, \`unrecorded\` integer DEFAULT false NOT NULL)`);
-    const db = drizzle(client);
+    const db = drizzle({ client });
     applySqliteMigrations(db);
     applySqliteMigrations(db);
     const store = new SqliteIdempotencyStore(db);

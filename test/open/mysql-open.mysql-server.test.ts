@@ -297,7 +297,7 @@ describe('openMysqlStore and applyMysqlMigrations', () => {
       const store = await openMysqlStore(pool);
       await store.reserve('k', 'd', 1);
       await store.close();
-      const rows = await readMysqlRows(drizzle(pool));
+      const rows = await readMysqlRows(drizzle({ client: pool }));
       expect(rows.map((row) => row.id)).toEqual(['k']);
       await expect(store.counts()).rejects.toThrow('closed');
     } finally {

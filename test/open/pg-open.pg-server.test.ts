@@ -18,7 +18,7 @@ import { inspectSchema } from '../support/pg-inspect.js';
 
 const url = serverUrl() as string;
 const admin = new pg.Pool({ connectionString: url, max: 2 });
-const adminDb = drizzle(admin);
+const adminDb = drizzle({ client: admin });
 const created: string[] = [];
 afterAll(async () => {
   for (const schema of created)
@@ -79,7 +79,7 @@ describe('openPgStore on the real server', () => {
       await store.reserve('k', 'd', 10);
       await store.close();
       const pool = new pg.Pool({ connectionString: database.url, max: 1 });
-      const db = drizzle(pool);
+      const db = drizzle({ client: pool });
       expect(await inspectSchema(db, 'public')).toEqual(MIGRATED);
       expect(await readPgRows(db, 'public')).toHaveLength(1);
       await pool.end();
@@ -134,7 +134,7 @@ describe('PgIdempotencyStore over your own node-postgres database', () => {
   it('keeps stores of different schemas apart on one pool (named statements per schema)', async () => {
     const [a, b] = [newSchema(), newSchema()];
     const pool = new pg.Pool({ connectionString: url, max: 1 });
-    const db = drizzle(pool);
+    const db = drizzle({ client: pool });
     await applyPgMigrations(db, { schema: a });
     await applyPgMigrations(db, { schema: b });
     const first = new PgIdempotencyStore(db, { schema: a });
@@ -183,10 +183,12 @@ describe('the per-request statements sent straight to node-postgres', () => {
     const pool = new pg.Pool({ connectionString: url, max: 1 });
     try {
       const client = new pg.Client({ connectionString: url });
-      expect(directNodePgClient(drizzle(pool))).toBe(pool);
-      expect(directNodePgClient(drizzle(client))).toBe(client);
-      expect(directNodePgClient(drizzle(pool, { logger: true }))).toBeUndefined();
-      const inside = await drizzle(pool).transaction(async (tx) => directNodePgClient(tx));
+      expect(directNodePgClient(drizzle({ client: pool }))).toBe(pool);
+      expect(directNodePgClient(drizzle({ client }))).toBe(client);
+      expect(directNodePgClient(drizzle({ client: pool, logger: true }))).toBeUndefined();
+      const inside = await drizzle({ client: pool }).transaction(async (tx) =>
+        directNodePgClient(tx),
+      );
       expect(inside).toBeUndefined();
     } finally {
       await pool.end();
@@ -204,7 +206,7 @@ describe('the per-request statements sent straight to node-postgres', () => {
     try {
       await applyPgMigrations(target.db, { schema: target.schema });
       expect((await wrapping.query('SELECT 1.5::float8 AS x')).rows).toEqual([{ x: '<1.5>' }]);
-      const store = new PgIdempotencyStore<{ receipt: number }>(drizzle(wrapping), {
+      const store = new PgIdempotencyStore<{ receipt: number }>(drizzle({ client: wrapping }), {
         schema: target.schema,
       });
       expect(await store.reserve('k', 'd', 10.5)).toBe(true);
@@ -235,11 +237,11 @@ describe('the per-request statements sent straight to node-postgres', () => {
     await client.connect();
     try {
       await applyPgMigrations(target.db, { schema: target.schema });
-      const direct = new PgIdempotencyStore(drizzle(client), { schema: target.schema });
+      const direct = new PgIdempotencyStore(drizzle({ client }), { schema: target.schema });
       expect(await direct.reserve('k', 'd', 10)).toBe(true);
       expect(await direct.finish('k', 'd', { receipt: 1 })).toBe(true);
       const logged: string[] = [];
-      const db = drizzle(client, { logger: { logQuery: (query) => logged.push(query) } });
+      const db = drizzle({ client, logger: { logQuery: (query) => logged.push(query) } });
       const logging = new PgIdempotencyStore(db, { schema: target.schema });
       expect(await logging.fetch('k', 0)).toEqual({ receipt: 1 });
       expect(await logging.reserve('k', 'd', 10)).toBe(false);

@@ -1,10 +1,10 @@
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionError, SchemaMismatchError } from '../../src/index.js';
+import { queryRows } from '../../src/pg/client.js';
 import { directNodePgClient } from '../../src/pg/compile.js';
 import { quoteIdentifier } from '../../src/pg/identifier.js';
 import { applyPgMigrations, PgIdempotencyStore, pgKeysTable } from '../../src/pg/index.js';
-import { queryRows } from '../../src/pg/migrate.js';
 import { readPgRows, sharedPglite, uniqueName } from '../support/pg.js';
 import { inspectSchema } from '../support/pg-inspect.js';
 

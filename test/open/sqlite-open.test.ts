@@ -194,7 +194,7 @@ describe('SqliteIdempotencyStore over your own drizzle database', () => {
 
   it('shares the connection: a rolled-back transaction takes the reservation with it', () => {
     const client = new Database(freshDbPath(dir));
-    const db = drizzle(client, { schema: { orders } });
+    const db = drizzle({ client, schema: { orders } });
     db.run(sql`CREATE TABLE orders (id INTEGER PRIMARY KEY, note TEXT)`);
     applySqliteMigrations(db);
     const store = new SqliteIdempotencyStore<{ order: number }>(db);

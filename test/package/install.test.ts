@@ -221,7 +221,7 @@ import { expressIdempotency } from 'drizzle-idempotency/express';
 import { fastifyIdempotency } from 'drizzle-idempotency/fastify';
 
 const pglite = new PGlite();
-const db = drizzle(pglite);
+const db = drizzle({ client: pglite });
 await applyPgMigrations(db);
 const store = new PgIdempotencyStore(db);
 let runs = 0;

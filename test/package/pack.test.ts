@@ -215,7 +215,7 @@ const { migrate } = require('drizzle-orm/better-sqlite3/migrator');
 const { SqliteIdempotencyStore, sqliteKeysTable, openSqliteStore } = require('drizzle-idempotency/sqlite');
 const [file, migrationsFolder, name] = process.argv.slice(2);
 const table = sqliteKeysTable(name);
-const db = drizzle(new Database(file));
+const db = drizzle({ client: new Database(file) });
 migrate(db, { migrationsFolder });
 const store = new SqliteIdempotencyStore(db, { table });
 const reserved = store.reserve('order-1', 'fingerprint-1', 100);
@@ -240,7 +240,7 @@ import { applyPgMigrations, PgIdempotencyStore, pgKeysTable } from 'drizzle-idem
 const [migrationsFolder, name] = process.argv.slice(2);
 const table = name === 'keys' ? pgKeysTable() : pgKeysTable(name, { schema: 'billing' });
 const client = new PGlite();
-const db = drizzle(client);
+const db = drizzle({ client });
 await migrate(db, { migrationsFolder });
 await applyPgMigrations(db, { table });
 const store = new PgIdempotencyStore(db, { table });
@@ -333,7 +333,7 @@ import pg from 'pg';
 import { keys, openPgStore, PgIdempotencyStore } from 'drizzle-idempotency/pg';
 const [url, migrationsFolder] = process.argv.slice(2);
 const pool = new pg.Pool({ connectionString: url, max: 2 });
-const db = drizzle(pool);
+const db = drizzle({ client: pool });
 await migrate(db, { migrationsFolder });
 const store = new PgIdempotencyStore(db);
 const reserved = await store.reserve('order-1', 'fingerprint-1', 100);
@@ -356,7 +356,7 @@ const { applyPgMigrations, keys, PgIdempotencyStore } = require('drizzle-idempot
 const [url, migrationsFolder] = process.argv.slice(2);
 (async () => {
   const client = postgres(url, { max: 2, onnotice: () => {} });
-  const db = drizzle(client);
+  const db = drizzle({ client });
   await migrate(db, { migrationsFolder });
   await applyPgMigrations(db);
   const store = new PgIdempotencyStore(db);

@@ -43,6 +43,9 @@ const ORDERS = {
 /** The documented config line for an app schema that leaves the library's tables out. */
 const FILTER = `tablesFilter: ['!keys', '!__idempotency_migrations*'],`;
 
+/** The documented config line for the library's tables in a PostgreSQL schema of their own. */
+const SCHEMA_FILTER = `schemaFilter: ['public'],`;
+
 let configs = 0;
 
 /**
@@ -299,7 +302,7 @@ ${ORDERS.pg}
       const database = await freshServerDatabase(url as string);
       const pool = new pg.Pool({ connectionString: database.url, max: 1 });
       try {
-        await loadV010Schema(drizzle(pool), 'public');
+        await loadV010Schema(drizzle({ client: pool }), 'public');
         writeFiles(app, { 'pg-open.mjs': PG_OPEN });
         const open = async () =>
           JSON.parse((await node(app, ['pg-open.mjs', database.url])).stdout);
@@ -323,7 +326,8 @@ ${ORDERS.pg}
     it("left out, the library's tables in their own schema: push leaves them alone", async (context) => {
       requireKit(context);
       await withSeeded('idempotency', async (database) => {
-        await pushTwice('pg', `${SCHEMA}\n${ORDERS.pg}\n`, database);
+        // drizzle-kit 1.0 manages every schema unless told otherwise; 0.31 only public.
+        await pushTwice('pg', `${SCHEMA}\n${ORDERS.pg}\n`, database, SCHEMA_FILTER);
       });
     });
   },

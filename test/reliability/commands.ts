@@ -483,20 +483,18 @@ export const storeCommands = fc.commands(
 // The transactional path: a handler that returns (its answer recorded by the runner's fenced
 // UPDATE, as `finish` would) or throws (everything rolled back, the table unchanged).
 const transactional = fc
-  .tuple(key, fingerprint, response, fc.option(fencingToken, { nil: undefined }), fc.boolean())
+  .tuple(key, fingerprint, response, fencingToken, fc.boolean())
   .map(([k, d, r, pick, fail]) => {
-    const label = `transaction(${show(k)}, ${d}, ${pick === undefined ? 'no token' : `token#${pick}`}, ${fail ? 'throws' : show(r)})`;
+    const label = `transaction(${show(k)}, ${d}, token#${pick}, ${fail ? 'throws' : show(r)})`;
     return {
       check: () => true,
       toString: () => label,
       async run(model: ModelState, target: TransactionalModelTarget): Promise<void> {
-        const a = pick === undefined ? undefined : tokenOf(model.ref, k, pick);
+        const a = tokenOf(model.ref, k, pick);
         const text = JSON.stringify(r);
         const outcome = target.transaction
           .run(
-            a === undefined
-              ? { key: k, fingerprint: d }
-              : { key: k, fingerprint: d, fencingToken: a },
+            { key: k, fingerprint: d, fencingToken: a },
             () => {
               if (fail) throw new Error('handler failed');
               return r;

@@ -4,6 +4,7 @@ import { drizzle } from 'drizzle-orm/neon-http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeIdempotent } from '../../src/function/index.js';
 import { fetchTransaction } from '../../src/http/fetch.js';
+import { queryRows } from '../../src/pg/client.js';
 import { quoteIdentifier } from '../../src/pg/identifier.js';
 import {
   type AnyNeonHttpDatabase,
@@ -13,7 +14,6 @@ import {
   PgIdempotencyStore,
   pgKeysTable,
 } from '../../src/pg/index.js';
-import { queryRows } from '../../src/pg/migrate.js';
 import type { HarnessFactory } from '../contract/harness.js';
 import { describeLeaseContract } from '../contract/lease-contract.js';
 import { describeStoreContract } from '../contract/store-contract.js';
@@ -29,7 +29,7 @@ let endpoint: NeonEndpoint | undefined;
 async function neonDb(): Promise<AnyNeonHttpDatabase> {
   endpoint ??= await startNeonEndpoint(url);
   neonConfig.fetchEndpoint = endpoint.url;
-  return drizzle(neon('postgresql://app:secret@ep-serverless.neon.invalid/test'));
+  return drizzle({ client: neon('postgresql://app:secret@ep-serverless.neon.invalid/test') });
 }
 afterAll(async () => endpoint?.close());
 

@@ -57,7 +57,7 @@ async function served(): Promise<Served> {
     direct,
     endpoint,
     client,
-    db: drizzle(client),
+    db: drizzle({ client }),
     drop: async () => {
       await endpoint.close();
       try {

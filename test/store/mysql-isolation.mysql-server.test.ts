@@ -113,7 +113,7 @@ describe('MySQL isolation traps', () => {
 
   it('never truncates a key or a fingerprint, even on a session without strict sql_mode', async () => {
     target = await migrated();
-    const lax = new MysqlIdempotencyStore(drizzle(pool("SET SESSION sql_mode = ''")));
+    const lax = new MysqlIdempotencyStore(drizzle({ client: pool("SET SESSION sql_mode = ''") }));
     const [mode] = (await lax.db.execute(sql`SELECT @@SESSION.sql_mode AS mode`)) as unknown as [
       { mode: string }[],
     ];
@@ -139,10 +139,10 @@ describe('MySQL isolation traps', () => {
     // Every session below gives up after 1 s on a lock: a purge that waited on the foreign
     // transaction would fail instead of passing.
     const store = new MysqlIdempotencyStore(
-      drizzle(pool('SET SESSION innodb_lock_wait_timeout = 1')),
+      drizzle({ client: pool('SET SESSION innodb_lock_wait_timeout = 1') }),
     );
     const writer = new MysqlIdempotencyStore(
-      drizzle(pool('SET SESSION innodb_lock_wait_timeout = 1')),
+      drizzle({ client: pool('SET SESSION innodb_lock_wait_timeout = 1') }),
     );
     const foreign = await mysql.createConnection(target.url);
     try {

@@ -183,7 +183,7 @@ describe('MySQL fenced leases', () => {
       const contenders = Array.from({ length: 16 }, () => {
         const pool = mysql.createPool({ uri: target.url, connectionLimit: 1 });
         pools.push(pool);
-        return new MysqlIdempotencyStore(drizzle(pool));
+        return new MysqlIdempotencyStore(drizzle({ client: pool }));
       });
       const results = await Promise.all(
         contenders.map((contender) => contender.acquire(key, 'd', lease(10))),

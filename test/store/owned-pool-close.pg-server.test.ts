@@ -15,7 +15,7 @@ describeOwnedPoolClose('PostgreSQL server', async () => {
     rows: async () => {
       const pool = new pg.Pool({ connectionString: database.url, max: 1 });
       try {
-        return await readPgRows(drizzle(pool), 'public');
+        return await readPgRows(drizzle({ client: pool }), 'public');
       } finally {
         await pool.end();
       }

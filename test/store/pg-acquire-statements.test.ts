@@ -12,7 +12,7 @@ async function loggedStore() {
   const sent: string[] = [];
   const logger: Logger = { logQuery: (query) => sent.push(query) };
   const client = new PGlite();
-  const db = drizzle(client, { logger });
+  const db = drizzle({ client, logger });
   await applyPgMigrations(db);
   sent.length = 0;
   const store = new PgIdempotencyStore<{ n: number }>(db, { onClose: () => client.close() });

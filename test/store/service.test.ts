@@ -196,7 +196,7 @@ describe('seed-shaped functions', () => {
     it('work on a file the full store made, leaving its lease columns to it', () => {
       for (const make of [
         (path: string) => openSqliteStore(path).close(),
-        (path: string) => onFile(path, (client) => applySqliteMigrations(drizzle(client))),
+        (path: string) => onFile(path, (client) => applySqliteMigrations(drizzle({ client }))),
       ]) {
         const path = freshDbPath(dir);
         make(path);

@@ -1,4 +1,4 @@
-import type { IdempotencyStore } from '../../src/index.js';
+import type { LeasedIdempotencyStore } from '../../src/index.js';
 
 /** What the `finish` of {@link failingFinish} throws: the database went away mid-request. */
 export class FinishFailedError extends Error {
@@ -13,8 +13,14 @@ export class FinishFailedError extends Error {
  * away between the effect and the record of its answer. Every other call reaches the real store,
  * so what the failure leaves behind can be read back and retried there.
  */
-export function failingFinish<T>(store: IdempotencyStore<T>): IdempotencyStore<T> {
+export function failingFinish<T>(store: LeasedIdempotencyStore<T>): LeasedIdempotencyStore<T> {
   return {
+    acquire: (key, fingerprint, options) => store.acquire(key, fingerprint, options),
+    renew: (key, fingerprint, attempt, leaseUntil) =>
+      store.renew(key, fingerprint, attempt, leaseUntil),
+    markUnrecorded: (key, fingerprint, attempt) => store.markUnrecorded(key, fingerprint, attempt),
+    pendingKeys: (options) => store.pendingKeys(options),
+    releasePending: (key, fingerprint) => store.releasePending(key, fingerprint),
     reserve: (key, fingerprint, expires) => store.reserve(key, fingerprint, expires),
     finish: async () => {
       throw new FinishFailedError();
@@ -25,7 +31,7 @@ export function failingFinish<T>(store: IdempotencyStore<T>): IdempotencyStore<T
     counts: () => store.counts(),
     sweepBatch: (now, batchSize) => store.sweepBatch(now, batchSize),
     stats: (now) => store.stats(now),
-    release: (key, fingerprint) => store.release(key, fingerprint),
+    release: (key, fingerprint, attempt) => store.release(key, fingerprint, attempt),
     get: (key) => store.get(key),
     retentionCycle: (key) => store.retentionCycle(key),
     close: () => store.close(),

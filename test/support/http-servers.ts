@@ -11,7 +11,7 @@ import { fetchIdempotency } from '../../src/http/fetch.js';
 import { honoIdempotency } from '../../src/http/hono.js';
 import { type IdempotentOptions, idempotent } from '../../src/http/index.js';
 import { toWire } from '../../src/http/response.js';
-import type { IdempotencyStore } from '../../src/index.js';
+import type { LeasedIdempotencyStore } from '../../src/index.js';
 
 /** What the test handler answers: JSON by default, or text, or bytes. */
 export interface Answer {
@@ -32,7 +32,7 @@ export interface TestServer {
 
 /** Starts a server for `store` with the layer in front of `behave` on `/run` and `/other`. */
 export type ServerFactory = (
-  store: IdempotencyStore<unknown>,
+  store: LeasedIdempotencyStore<unknown>,
   options: IdempotentOptions,
   behave: Behaviour,
 ) => Promise<TestServer>;
@@ -47,7 +47,8 @@ export interface ServerKind {
 // every adapter.
 const ROUTES = ['/run', '/other', '/things/:id'];
 
-async function listening(server: Server): Promise<TestServer> {
+/** Waits for `server` to listen and answers its URL and a close that ends open connections. */
+export async function listening(server: Server): Promise<TestServer> {
   if (!server.listening) await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
   return {

@@ -52,7 +52,7 @@ export async function freshMysqlDatabase(url: string, connectionLimit = 4): Prom
     url: target.toString(),
     name,
     pool,
-    db: drizzle(pool),
+    db: drizzle({ client: pool }),
     drop: async () => {
       try {
         await pool.query(`DROP DATABASE \`${name}\``);
@@ -126,7 +126,7 @@ export function mysqlHarness(
     const { db, pool } = await database;
     await db.execute(sql`DELETE FROM ${sql.identifier(name)}`);
     const store = new MysqlIdempotencyStore(
-      options.viaDrizzle ? drizzle(pool, { logger: { logQuery: () => undefined } }) : db,
+      options.viaDrizzle ? drizzle({ client: pool, logger: { logQuery: () => undefined } }) : db,
       { table, vitess: options.vitess },
     );
     return {

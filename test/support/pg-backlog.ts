@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
+import { queryRows } from '../../src/pg/client.js';
 import { quoteIdentifier } from '../../src/pg/identifier.js';
 import { type AnyPgDatabase, applyPgMigrations } from '../../src/pg/index.js';
-import { queryRows } from '../../src/pg/migrate.js';
 import { type Backlog, SWEEP_NOW, type Tally } from './backlog.js';
 
 /**

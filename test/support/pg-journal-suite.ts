@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { sql } from 'drizzle-orm';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { describe, expect, it } from 'vitest';
+import { queryRows } from '../../src/pg/client.js';
 import { quoteIdentifier } from '../../src/pg/identifier.js';
 import {
   type AnyPgDatabase,
@@ -12,7 +13,6 @@ import {
   PgIdempotencyStore,
   pgKeysTable,
 } from '../../src/pg/index.js';
-import { queryRows } from '../../src/pg/migrate.js';
 import { appMigrationsFolder, NEWER_THAN_OURS, OLDER_THAN_OURS } from './app-migrations.js';
 
 // The library's committed PostgreSQL migrations, as the repository keeps them.

@@ -6,6 +6,7 @@ import { drizzle as drizzlePostgresJs } from 'drizzle-orm/postgres-js';
 import pg from 'pg';
 import postgres from 'postgres';
 import { afterAll } from 'vitest';
+import { queryRows } from '../../src/pg/client.js';
 import { quoteIdentifier } from '../../src/pg/identifier.js';
 import {
   type AnyPgDatabase,
@@ -13,7 +14,6 @@ import {
   PgIdempotencyStore,
   pgKeysTable,
 } from '../../src/pg/index.js';
-import { queryRows } from '../../src/pg/migrate.js';
 import type { HarnessFactory, RawRow } from '../contract/harness.js';
 
 /**

@@ -1,5 +1,5 @@
 import { openBunSqliteStore } from '../../src/bun-sqlite/index.js';
-import type { IdempotencyStore } from '../../src/index.js';
+import type { LeasedIdempotencyStore } from '../../src/index.js';
 import { openLibsqlStore } from '../../src/libsql/index.js';
 import { openSqliteStore, openSqliteWorkerStore } from '../../src/sqlite/index.js';
 import { underBun } from './bun-harness.js';
@@ -11,7 +11,7 @@ import { freshDbPath, tempDir } from './temp.js';
 /** A fresh, empty store of one dialect, for the HTTP tests. */
 export interface StoreFactory {
   readonly name: string;
-  open(): Promise<{ store: IdempotencyStore<unknown>; close(): Promise<void> }>;
+  open(): Promise<{ store: LeasedIdempotencyStore<unknown>; close(): Promise<void> }>;
 }
 
 /**

@@ -9,7 +9,7 @@ import { describePgSweep } from '../support/pg-sweep-suite.js';
 const pool = new pg.Pool({ connectionString: serverUrl() as string, max: 2 });
 afterAll(() => pool.end());
 
-describePgSweep('the PostgreSQL server', async () => drizzle(pool));
+describePgSweep('the PostgreSQL server', async () => drizzle({ client: pool }));
 
 const client = postgres(serverUrl() as string, { max: 2, onnotice: () => undefined });
 afterAll(() => client.end());

@@ -1,9 +1,9 @@
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { type DeploymentFinding, DeploymentRefusedError } from '../../src/index.js';
+import { queryRows } from '../../src/pg/client.js';
 import { quoteIdentifier } from '../../src/pg/identifier.js';
 import { applyPgMigrations, openPgStore } from '../../src/pg/index.js';
-import { queryRows } from '../../src/pg/migrate.js';
 import { idem, jsonLine } from '../support/cli.js';
 import { freshServerSchema, type ServerSchema, serverUrl } from '../support/pg.js';
 

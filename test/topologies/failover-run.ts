@@ -33,7 +33,7 @@ function connect(url: string, max: number): Connection {
   const pool = new pg.Pool({ connectionString: url, max, connectionTimeoutMillis: 5000 });
   // A server killed under the pool makes idle clients emit `error`; the pool drops them.
   pool.on('error', () => undefined);
-  return { pool, store: new PgIdempotencyStore(drizzle(pool)) };
+  return { pool, store: new PgIdempotencyStore(drizzle({ client: pool })) };
 }
 
 /**
@@ -49,7 +49,7 @@ export async function failoverRound(
   workers = 8,
 ): Promise<FailoverCounts> {
   let current = connect(cluster.primary.url, workers);
-  await applyPgMigrations(drizzle(current.pool));
+  await applyPgMigrations(drizzle({ client: current.pool }));
   const acknowledged = new Set<string>();
   const runs = new Map<string, number>();
   let ranTwice = 0;

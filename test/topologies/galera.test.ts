@@ -48,17 +48,17 @@ describe.skipIf(unavailable !== undefined)('MariaDB Galera, three nodes', () => 
   it('migrations started on every node at once all succeed', async () => {
     const instances = await poolsOn(2);
     const results = await Promise.allSettled(
-      instances.map((pool) => applyMysqlMigrations(drizzle(pool))),
+      instances.map((pool) => applyMysqlMigrations(drizzle({ client: pool }))),
     );
     expect(results.filter((result) => result.status === 'rejected')).toEqual([]);
-    const store = new MysqlIdempotencyStore(drizzle(instances[2] as mysql.Pool));
+    const store = new MysqlIdempotencyStore(drizzle({ client: instances[2] as mysql.Pool }));
     expect(await store.reserve('after-migration', fingerprint, 10)).toBe(true);
   });
 
   it('six instances opened at once on three nodes record each migration once in the journal', async () => {
     const instances = await poolsOn(2);
     const results = await Promise.allSettled(
-      instances.map((pool) => applyMysqlMigrations(drizzle(pool))),
+      instances.map((pool) => applyMysqlMigrations(drizzle({ client: pool }))),
     );
     expect(results.filter((result) => result.status === 'rejected')).toEqual([]);
     const expected = mysqlMigrations.map((migration) => migration.hash).sort();
@@ -79,16 +79,16 @@ describe.skipIf(unavailable !== undefined)('MariaDB Galera, three nodes', () => 
 
   it('the deployment check says the server is a Galera node', async () => {
     const [pool] = await poolsOn(1);
-    await applyMysqlMigrations(drizzle(pool as mysql.Pool));
-    const store = new MysqlIdempotencyStore(drizzle(pool as mysql.Pool));
+    await applyMysqlMigrations(drizzle({ client: pool as mysql.Pool }));
+    const store = new MysqlIdempotencyStore(drizzle({ client: pool as mysql.Pool }));
     const codes = (await store.checkDeployment()).findings.map((finding) => finding.code);
     expect(codes).toContain('galera');
   });
 
   it('keeps one winner per key when every node contends for it', async () => {
     const instances = await poolsOn(1, 4);
-    await applyMysqlMigrations(drizzle(instances[0] as mysql.Pool));
-    const stores = instances.map((pool) => new MysqlIdempotencyStore(drizzle(pool)));
+    await applyMysqlMigrations(drizzle({ client: instances[0] as mysql.Pool }));
+    const stores = instances.map((pool) => new MysqlIdempotencyStore(drizzle({ client: pool })));
     const KEYS = 100;
     const CONTENDERS_PER_NODE = 4;
     const winners = new Map<string, number>();
@@ -114,8 +114,8 @@ describe.skipIf(unavailable !== undefined)('MariaDB Galera, three nodes', () => 
 
   it('sweeps on every node finish without an error and delete every expired answer once', async () => {
     const instances = await poolsOn(2);
-    await applyMysqlMigrations(drizzle(instances[0] as mysql.Pool));
-    const stores = instances.map((pool) => new MysqlIdempotencyStore(drizzle(pool)));
+    await applyMysqlMigrations(drizzle({ client: instances[0] as mysql.Pool }));
+    const stores = instances.map((pool) => new MysqlIdempotencyStore(drizzle({ client: pool })));
     const seeder = stores[0] as MysqlIdempotencyStore;
     const EXPIRED = 3000;
     const rows = Array.from({ length: EXPIRED }, (_, n) => n);

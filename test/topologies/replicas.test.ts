@@ -28,7 +28,9 @@ describe.skipIf(unavailable !== undefined)('a store over withReplicas', () => {
   };
   let db: ReturnType<typeof replicated>;
   const replicated = () =>
-    withReplicas(drizzle(pool(cluster.primary.url)), [drizzle(pool(cluster.standby.url))]);
+    withReplicas(drizzle({ client: pool(cluster.primary.url) }), [
+      drizzle({ client: pool(cluster.standby.url) }),
+    ]);
 
   beforeAll(async () => {
     cluster = await startPgCluster({ synchronous: false, lagMs: 20 });
@@ -93,7 +95,7 @@ describe.skipIf(unavailable !== undefined)('a store over withReplicas', () => {
     await cluster.streaming();
     const onPrimary = (await store.checkDeployment()).findings.map((finding) => finding.code);
     expect(onPrimary).toContain('asynchronous-standby');
-    const standby = new PgIdempotencyStore(drizzle(pool(cluster.standby.url)));
+    const standby = new PgIdempotencyStore(drizzle({ client: pool(cluster.standby.url) }));
     const onStandby = (await standby.checkDeployment()).findings.map((finding) => finding.code);
     expect(onStandby).toContain('standby-connection');
   });
@@ -103,7 +105,9 @@ describe.skipIf(unavailable !== undefined)('a store over withReplicas', () => {
     const onPrimary = new PgIdempotencyStore<{ n: number }>(db);
     expect(await store.reserve('kept', fingerprint, 100)).toBe(true);
     expect(await store.finish('kept', fingerprint, { n: 7 })).toBe(true);
-    const standby = new PgIdempotencyStore<{ n: number }>(drizzle(pool(cluster.standby.url)));
+    const standby = new PgIdempotencyStore<{ n: number }>(
+      drizzle({ client: pool(cluster.standby.url) }),
+    );
     await until(async () => (await standby.fetch('kept', 2)) !== null, 20);
     await cluster.primary.kill();
     expect(await store.fetch('kept', 2)).toEqual({ n: 7 });

@@ -21,7 +21,7 @@ describe('named statements on PostgreSQL', () => {
       await applyPgMigrations(fresh.db, { schema: fresh.schema });
       await use(
         client,
-        new PgIdempotencyStore(drizzle(client), { schema: fresh.schema, ...options }),
+        new PgIdempotencyStore(drizzle({ client }), { schema: fresh.schema, ...options }),
         fresh.schema,
       );
     } finally {

@@ -23,8 +23,8 @@ describe.skipIf(unavailable !== undefined)('a cancelled synchronous replication 
     pool.on('error', () => undefined);
     const admin = new pg.Client({ connectionString: cluster.primary.url });
     try {
-      await applyPgMigrations(drizzle(pool));
-      const store = new PgIdempotencyStore(drizzle(pool));
+      await applyPgMigrations(drizzle({ client: pool }));
+      const store = new PgIdempotencyStore(drizzle({ client: pool }));
       // A synchronous standby confirms every commit: nothing for the deployment check to warn of.
       const codes = (await store.checkDeployment()).findings.map((finding) => finding.code);
       expect(codes).not.toContain('asynchronous-standby');

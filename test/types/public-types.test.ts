@@ -95,7 +95,7 @@ describe('the public types', () => {
     expectTypeOf<typeof keys.$inferSelect>().toEqualTypeOf<KeyRow>();
     expectTypeOf<typeof pgKeys.$inferSelect>().toEqualTypeOf<KeyRow>();
     const client = new Database(':memory:');
-    const db = drizzle(client);
+    const db = drizzle({ client });
     applySqliteMigrations(db);
     const store = new SqliteIdempotencyStore<JsonValue>(db);
     store.reserve('k', 'd', 10);

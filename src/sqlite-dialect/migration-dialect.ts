@@ -2,12 +2,7 @@ import type { MigrationFile } from '../core/journal.js';
 import type { MigrationPlan, MigrationStatements } from '../core/migrator.js';
 import { DEFAULT_TABLE_NAME } from '../core/table-name.js';
 import { sqliteMigrations } from '../generated/migrations.js';
-
-/** A statement of the SQLite migrations: its text and its arguments in order. */
-export interface SqliteStatement {
-  readonly sql: string;
-  readonly args: readonly unknown[];
-}
+import type { SqliteStatement } from './compile.js';
 
 const plain = (sql: string): SqliteStatement => ({ sql, args: [] });
 

@@ -2,15 +2,8 @@ import type { KeyStatementsOf, Mode, ModeResult, StatsRow } from '../core/key-st
 import type { KeyRow } from '../core/record.js';
 import type { MaybePromise } from '../core/store.js';
 import { andThen } from '../core/thenable.js';
+import type { SqliteStatement } from './compile.js';
 import type { SqliteQueries } from './queries.js';
-
-/** A compiled statement with its arguments in order, as `SqliteQueries`' `bind` gives it. */
-export interface SqliteStatement {
-  /** The SQL text drizzle wrote. */
-  readonly sql: string;
-  /** The values of its `?` parameters, in order. */
-  readonly args: readonly unknown[];
-}
 
 /**
  * How one SQLite runtime runs a statement: all that differs between better-sqlite3, libSQL, D1,

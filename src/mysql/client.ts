@@ -1,5 +1,9 @@
 import type { SQL } from 'drizzle-orm';
-import type { AnyMysqlDatabase } from './store.js';
+import type { MySql2Database } from 'drizzle-orm/mysql2';
+
+/** Any drizzle database over mysql2 (a pool or a single connection), whatever its schema. */
+// biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
+export type AnyMysqlDatabase = MySql2Database<any>;
 
 /**
  * Runs a statement and returns its rows: mysql2 answers `[rows, fields]`, PlanetScale's

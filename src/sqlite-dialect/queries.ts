@@ -13,8 +13,8 @@ import {
   takeoverToken,
 } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
-import { compileLibsqlStatement } from '../libsql/compile.js';
-import type { SqliteKeysTable } from '../sqlite/schema.js';
+import { compileSqliteStatement } from './compile.js';
+import type { SqliteKeysTable } from './schema.js';
 
 /** Any drizzle SQLite database, synchronous or not: only its query builders are used. */
 // biome-ignore lint/suspicious/noExplicitAny: only the builders are used, never the schema
@@ -43,7 +43,7 @@ function compileQueries(db: AnySqliteBuilder, keys: SqliteKeysTable) {
     expires: p('expires'),
   };
   return {
-    reserve: compileLibsqlStatement(db.insert(keys).values(pendingRow).onConflictDoNothing(), [
+    reserve: compileSqliteStatement(db.insert(keys).values(pendingRow).onConflictDoNothing(), [
       'id',
       'fingerprint',
       'expires',
@@ -51,7 +51,7 @@ function compileQueries(db: AnySqliteBuilder, keys: SqliteKeysTable) {
     // One statement: inserts a missing key with a fresh fencing token, or takes over a pending row
     // of the same fingerprint whose lease lapsed, raising its token; returns no row otherwise. A
     // row without a lease (NULL) never compares as lapsed.
-    acquire: compileLibsqlStatement(
+    acquire: compileSqliteStatement(
       db
         .insert(keys)
         .values({ ...pendingRow, leaseUntil: p('leaseUntil'), attempt: p('token') })
@@ -61,7 +61,7 @@ function compileQueries(db: AnySqliteBuilder, keys: SqliteKeysTable) {
     ),
     // One statement: the expired answer of the key becomes this caller's pending row, its token
     // raised; a row already replaced (pending) or swept no longer matches.
-    replaceExpired: compileLibsqlStatement(
+    replaceExpired: compileSqliteStatement(
       db
         .update(keys)
         .set({
@@ -76,49 +76,49 @@ function compileQueries(db: AnySqliteBuilder, keys: SqliteKeysTable) {
         .returning({ attempt: keys.attempt }),
       ['id', 'fingerprint', 'expires', 'leaseUntil', 'token', 'now'],
     ),
-    finish: compileLibsqlStatement(
+    finish: compileSqliteStatement(
       db
         .update(keys)
         .set({ status: KeyStatus.done, response: sql<string>`${p('response')}` })
         .where(ownPending),
       ['id', 'fingerprint', 'response'],
     ),
-    finishFenced: compileLibsqlStatement(
+    finishFenced: compileSqliteStatement(
       db
         .update(keys)
         .set({ status: KeyStatus.done, response: sql<string>`${p('response')}` })
         .where(ownerRow(keys, p('id'), p('fingerprint'), p('attempt'))),
       ['id', 'fingerprint', 'response', 'attempt'],
     ),
-    renew: compileLibsqlStatement(
+    renew: compileSqliteStatement(
       db
         .update(keys)
         .set({ leaseUntil: sql<number>`${p('leaseUntil')}` })
         .where(ownedBy),
       ['id', 'fingerprint', 'attempt', 'leaseUntil'],
     ),
-    releaseFenced: compileLibsqlStatement(db.delete(keys).where(ownedBy), [
+    releaseFenced: compileSqliteStatement(db.delete(keys).where(ownedBy), [
       'id',
       'fingerprint',
       'attempt',
     ]),
-    markUnrecorded: compileLibsqlStatement(
+    markUnrecorded: compileSqliteStatement(
       db
         .update(keys)
         .set({ unrecorded: true, leaseUntil: null })
         .where(ownerRow(keys, p('id'), p('fingerprint'), p('attempt'))),
       ['id', 'fingerprint', 'attempt'],
     ),
-    pendingKeys: compileLibsqlStatement(
+    pendingKeys: compileSqliteStatement(
       pendingRows(and(isPending, idStartsWith(keys, p('prefix')))),
       ['limit', 'prefix'],
     ),
-    stalePendingKeys: compileLibsqlStatement(
+    stalePendingKeys: compileSqliteStatement(
       pendingRows(and(isPending, idStartsWith(keys, p('prefix')), stalePending(keys, p('now')))),
       ['now', 'limit', 'prefix'],
     ),
     // The operator's release: whatever the lease and the attempt.
-    releasePending: compileLibsqlStatement(
+    releasePending: compileSqliteStatement(
       db
         .delete(keys)
         .where(releasablePending(keys, p('id'), p('fingerprint')))
@@ -127,28 +127,28 @@ function compileQueries(db: AnySqliteBuilder, keys: SqliteKeysTable) {
     ),
     // The answer alone: every replay reads it, and each column more is one more value a driver
     // converts and puts in a row object.
-    fetch: compileLibsqlStatement(
+    fetch: compileSqliteStatement(
       db
         .select({ response: keys.response })
         .from(keys)
         .where(liveAnswer(keys, p('id'), p('now'))),
       ['id', 'now'],
     ),
-    get: compileLibsqlStatement(
+    get: compileSqliteStatement(
       db
         .select()
         .from(keys)
         .where(eq(keys.id, p('id'))),
       ['id'],
     ),
-    release: compileLibsqlStatement(db.delete(keys).where(ownPending), ['id', 'fingerprint']),
-    expired: compileLibsqlStatement(expiredIds([asc(keys.id)]), ['now', 'limit']),
+    release: compileSqliteStatement(db.delete(keys).where(ownPending), ['id', 'fingerprint']),
+    expired: compileSqliteStatement(expiredIds([asc(keys.id)]), ['now', 'limit']),
     // The candidates are chosen and deleted by one statement, so nothing can change in between;
     // the predicate is still repeated on each deleted row, so only rows that are expired answers
     // at that moment go, and RETURNING reports what was deleted, not what was selected. The unary
     // `+` keeps SQLite looking each candidate up by primary key instead of scanning the retention
     // index for the repeated predicate.
-    purge: compileLibsqlStatement(
+    purge: compileSqliteStatement(
       db
         .delete(keys)
         .where(
@@ -163,18 +163,18 @@ function compileQueries(db: AnySqliteBuilder, keys: SqliteKeysTable) {
     ),
     // ORDER BY (expires, id) follows the (status, expires, id) index, so SQLite walks it from the
     // start of the range without sorting the backlog: each batch costs O(batchSize).
-    sweepBatch: compileLibsqlStatement(
+    sweepBatch: compileSqliteStatement(
       db.delete(keys).where(inArray(keys.id, expiredIds([asc(keys.expires), asc(keys.id)]))),
       ['now', 'limit'],
     ),
-    counts: compileLibsqlStatement(
+    counts: compileSqliteStatement(
       db
         .select({ status: keys.status, count: sql<number>`count(*)`.as('count') })
         .from(keys)
         .groupBy(keys.status),
       [],
     ),
-    stats: compileLibsqlStatement(
+    stats: compileSqliteStatement(
       db
         .select({
           status: keys.status,

@@ -1,0 +1,75 @@
+# Shared by the lanes: Node from the npm registry, the packed package, and a scratch application
+# that installs it with a plain `npm install` and runs this checkout's tests against it.
+# Sourced, never run. Every failure ends the lane with a non-zero status: a lane that cannot run
+# fails, it never skips.
+set -euo pipefail
+
+lane_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+lane_work="$(mktemp -d "${TMPDIR:-/tmp}/idem-lane-XXXXXX")"
+trap 'rm -rf "$lane_work"' EXIT
+
+lane_say() { printf '\n== %s\n' "$*"; }
+
+# Puts Node <major> first on PATH, native modules building against its headers.
+lane_use_node() {
+  local bin
+  bin="$("$lane_root/.ci/install-node" "$1")"
+  export PATH="$bin:$PATH"
+  export npm_config_nodedir
+  npm_config_nodedir="${bin%/bin}"
+  lane_say "Node $(node --version), npm $(npm --version)"
+}
+
+# Builds and packs this checkout as a release would; prints the tarball's path. The build runs in
+# a copy, so the checkout's dist/ (which other commands may be reading) is never touched.
+lane_pack() {
+  # A tarball packed already (a lane run again by hand) is used as it is.
+  if [ -n "${IDEM_PACKED_TARBALL:-}" ]; then
+    cp "$IDEM_PACKED_TARBALL" "$lane_work/" && echo "$lane_work/$(basename "$IDEM_PACKED_TARBALL")"
+    return
+  fi
+  local tree="$lane_work/tree"
+  mkdir -p "$tree"
+  (cd "$lane_root" && cp -R package.json tsup.config.ts tsconfig.json README.md BENCHMARKS.md \
+    LICENSE src drizzle docs scripts "$tree/")
+  ln -s "$lane_root/node_modules" "$tree/node_modules"
+  (cd "$tree" && npm run --silent build >&2 &&
+    npm pack --silent --ignore-scripts --pack-destination "$lane_work" | tail -n 1 |
+    sed "s|^|$lane_work/|")
+  rm -rf "$tree"
+}
+
+# lane_app <dir> <tarball> [name@version ...]: a scratch application with the tarball and this
+# checkout's dev dependencies (the tools the tests need), the named versions in their place.
+lane_app() {
+  local dir="$1" tarball="$2"
+  shift 2
+  mkdir -p "$dir"
+  node "$lane_root/.ci/lanes/app-manifest.mjs" "$lane_root/package.json" "$tarball" "$@" \
+    >"$dir/package.json"
+  (cd "$dir" && npm install --no-audit --no-fund --loglevel=error >&2)
+  # This checkout's tests, run against the installed package: the vitest config maps every
+  # public entry point the tests import from src/ to the package (see app-vitest.config.ts).
+  cp -R "$lane_root/test" "$lane_root/src" "$lane_root/drizzle" "$dir/"
+  cp "$lane_root/.ci/lanes/app-vitest.config.ts" "$dir/vitest.config.ts"
+  cp "$lane_root/tsconfig.json" "$dir/tsconfig.json"
+}
+
+# Prints the versions the application installed for the packages named (read from their
+# manifests on disk: a package's exports map need not expose its package.json).
+lane_versions() {
+  local dir="$1" name
+  shift
+  for name in "$@"; do
+    printf '   %s %s\n' "$name" \
+      "$(node -p 'require(process.argv[1]).version' "$dir/node_modules/$name/package.json")"
+  done
+}
+
+# lane_vitest <dir> <files...>: runs the test files in the application against its package.
+lane_vitest() {
+  local dir="$1" tarball
+  shift
+  tarball="$(ls "$lane_work"/drizzle-idempotency-*.tgz)"
+  (cd "$dir" && IDEM_PACKED_TARBALL="$tarball" npx vitest run "$@")
+}

@@ -1,0 +1,20 @@
+import type { SQL } from 'drizzle-orm';
+import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
+
+/**
+ * Any drizzle PostgreSQL database, whatever its driver (node-postgres, PGlite, …) and schema.
+ */
+// biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
+export type AnyPgDatabase = PgDatabase<PgQueryResultHKT, any>;
+
+/**
+ * Runs `statement` and returns its rows, whatever the driver: node-postgres and PGlite answer
+ * `execute` with an object holding `rows`, postgres-js with the array of rows itself.
+ */
+export async function queryRows<Row>(
+  db: Pick<AnyPgDatabase, 'execute'>,
+  statement: SQL,
+): Promise<Row[]> {
+  const result = (await db.execute(statement)) as unknown as Row[] | { rows: Row[] };
+  return Array.isArray(result) ? result : result.rows;
+}
