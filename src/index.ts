@@ -23,7 +23,7 @@ export {
   ErrorCode,
   IdempotencyError,
   InvalidArgumentError,
-  InvalidDigestError,
+  InvalidFingerprintError,
   InvalidKeyError,
   InvalidLimitError,
   InvalidOptionError,

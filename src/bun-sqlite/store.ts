@@ -1,5 +1,4 @@
 import { AsyncIdempotencyStore } from '../core/async-store.js';
-import { closeHook } from '../core/close-option.js';
 import type { EncryptionOption } from '../core/encryption.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
 import { DEFAULT_BATCH_MILLIS } from '../core/validation.js';
@@ -20,13 +19,6 @@ export interface BunSqliteStoreOptions extends EncryptionOption {
    * `openBunSqliteStore` closes the database it opened.
    */
   readonly onClose?: () => unknown;
-  /**
-   * `true` closes the database on `close()`.
-   *
-   * @deprecated Use `onClose: () => db.$client.close()`, the close option of every store. Removed
-   * in 1.0.
-   */
-  readonly closeConnection?: boolean;
   /**
    * The keys table, from `sqliteKeysTable(name)`. Default: the `keys` table. It must exist, made
    * by `applyBunSqliteMigrations(db, { table })` or by your own drizzle-kit migrations.
@@ -78,7 +70,7 @@ export class BunSqliteIdempotencyStore<T = unknown>
    * @param options - see {@link BunSqliteStoreOptions}
    */
   constructor(db: AnyBunSqliteDatabase, options: BunSqliteStoreOptions = {}) {
-    const driver = bunDriver(db.$client, closeHook(db.$client, options));
+    const driver = bunDriver(db.$client, options.onClose);
     super(
       sqliteStatements(driver, sqliteQueries(db, options.table ?? defaultKeys)),
       options.encryption,

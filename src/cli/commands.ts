@@ -188,7 +188,7 @@ export async function pendingCommand(io: CliIo, options: PendingOptions): Promis
   }
   for (const row of rows) {
     io.stdout.write(
-      `${printableKey(row.key)}  ${row.state}  token ${row.attempt}  ${leaseText(row.leaseUntil, options.now)}  ${expiresText(row.expires, options.now)}\n`,
+      `${printableKey(row.key)}  ${row.state}  token ${row.fencingToken}  ${leaseText(row.leaseUntil, options.now)}  ${expiresText(row.expires, options.now)}\n`,
     );
   }
 }
@@ -304,7 +304,7 @@ function showJson(
     fingerprint: record.fingerprint,
     expires: record.expires,
     leaseUntil: record.leaseUntil,
-    attempt: record.attempt,
+    fencingToken: record.fencingToken,
     unrecorded: record.unrecorded,
     answer: answerJson,
     now: options.now,
@@ -329,7 +329,7 @@ function answerLine(answer: AnswerSummary): string {
 }
 
 /**
- * `idem show <key>`: the whole record of one key (status, lease, attempt, fingerprint, retention
+ * `idem show <key>`: the whole record of one key (status, lease, fencing token, fingerprint, retention
  * deadline and, once done, the stored answer's HTTP status and size), and its body with `--body`.
  * Bodies and keys are printed so that no byte of them can act on the terminal.
  *
@@ -384,7 +384,7 @@ export async function showCommand(io: CliIo, options: ShowOptions): Promise<numb
     `key          ${printableKey(record.key)}`,
     `status       ${state}`,
     `lease        ${lease}`,
-    `attempt      ${record.attempt}`,
+    `token        ${record.fencingToken}`,
     `fingerprint  ${printableWord(record.fingerprint)}`,
     `retention    ${expiresText(record.expires, now)}${replayed}`,
   ];
@@ -450,7 +450,7 @@ export async function releaseCommand(io: CliIo, options: ReleaseOptions): Promis
   if (options.json) writeJson(io.stdout, { key: options.id, ...outcome });
   if (outcome.result === 'live') {
     io.stderr.write(
-      `idem: ${key} is held by a live lease (token ${outcome.attempt}, ends ${fromNow(outcome.leaseUntil, options.now)}): its request may still be running, and releasing it would let a retry run the work a second time; wait for the lease to lapse and run this again, or add --force if you know the owner is gone; nothing changed\n`,
+      `idem: ${key} is held by a live lease (token ${outcome.fencingToken}, ends ${fromNow(outcome.leaseUntil, options.now)}): its request may still be running, and releasing it would let a retry run the work a second time; wait for the lease to lapse and run this again, or add --force if you know the owner is gone; nothing changed\n`,
     );
     return 1;
   }

@@ -247,7 +247,7 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
     program
       .command('show')
       .description(
-        'print the whole record of <key>: status, lease, attempt, fingerprint, retention and the stored answer',
+        'print the whole record of <key>: status, lease, fencing token, fingerprint, retention and the stored answer',
       )
       .argument('<key>', 'the idempotency key, as idem pending prints it', parseKeyWord),
   )

@@ -6,7 +6,7 @@
  */
 export const ErrorCode = {
   invalidKey: 'IDEMPOTENCY_INVALID_KEY',
-  invalidDigest: 'IDEMPOTENCY_INVALID_DIGEST',
+  invalidFingerprint: 'IDEMPOTENCY_INVALID_FINGERPRINT',
   invalidTime: 'IDEMPOTENCY_INVALID_TIME',
   invalidLimit: 'IDEMPOTENCY_INVALID_LIMIT',
   invalidOption: 'IDEMPOTENCY_INVALID_OPTION',
@@ -83,11 +83,11 @@ export class InvalidKeyError extends InvalidArgumentError {
   }
 }
 
-/** The payload digest (fingerprint) is not a non-empty, well-formed string. */
-export class InvalidDigestError extends InvalidArgumentError {
-  /** @param message - what was wrong with the digest */
+/** The payload fingerprint (fingerprint) is not a non-empty, well-formed string. */
+export class InvalidFingerprintError extends InvalidArgumentError {
+  /** @param message - what was wrong with the fingerprint */
   constructor(message: string) {
-    super(ErrorCode.invalidDigest, message);
+    super(ErrorCode.invalidFingerprint, message);
   }
 }
 

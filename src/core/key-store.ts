@@ -18,7 +18,7 @@ import { nextFencingToken } from './fencing-token.js';
 import { parseResponse, serializeResponse } from './json.js';
 import {
   acquiredOutcome,
-  assertAttempt,
+  assertFencingToken,
   existingOutcome,
   leaseDeadline,
   MAX_PENDING_LIMIT,
@@ -44,7 +44,7 @@ import type {
 } from './store.js';
 import { isThenable, andThen as then } from './thenable.js';
 import {
-  assertDigest,
+  assertFingerprint,
   assertIntegerOption,
   assertKey,
   assertLimit,
@@ -62,7 +62,7 @@ const DEFAULT_ERASE_BATCH = 500;
 export type Mode = 'sync' | 'async';
 
 /** A `T` as a store of mode `M` answers it: `T` itself when `'sync'`, a promise of it when `'async'`. */
-export type Answer<M extends Mode, T> = M extends 'sync' ? T : Promise<T>;
+export type ModeResult<M extends Mode, T> = M extends 'sync' ? T : Promise<T>;
 
 /**
  * What a dialect's `acquire` statements found: the fencing token of the row they inserted (the
@@ -126,24 +126,34 @@ interface ClaimLease {
  */
 export interface KeyStatementsOf<M extends Mode> {
   /** Inserts `key` as pending unless it exists. */
-  reserve(key: string, digest: string, expires: number): Answer<M, number>;
-  /** Stores the serialized `response` on the pending row of `key` and `digest`. */
-  finish(key: string, digest: string, response: string): Answer<M, number>;
+  reserve(key: string, fingerprint: string, expires: number): ModeResult<M, number>;
+  /** Stores the serialized `response` on the pending row of `key` and `fingerprint`. */
+  finish(key: string, fingerprint: string, response: string): ModeResult<M, number>;
   /** As `finish`, only while the row carries `attempt`. */
-  finishFenced(key: string, digest: string, response: string, attempt: number): Answer<M, number>;
-  /** Deletes the pending row of `key` and `digest`. */
-  release(key: string, digest: string): Answer<M, number>;
+  finishFenced(
+    key: string,
+    fingerprint: string,
+    response: string,
+    attempt: number,
+  ): ModeResult<M, number>;
+  /** Deletes the pending row of `key` and `fingerprint`. */
+  release(key: string, fingerprint: string): ModeResult<M, number>;
   /** As `release`, only while the row carries `attempt` and is not marked unrecorded. */
-  releaseFenced(key: string, digest: string, attempt: number): Answer<M, number>;
+  releaseFenced(key: string, fingerprint: string, attempt: number): ModeResult<M, number>;
   /** Moves the lease of the owner holding `attempt` to `leaseUntil`. */
-  renew(key: string, digest: string, attempt: number, leaseUntil: number): Answer<M, number>;
+  renew(
+    key: string,
+    fingerprint: string,
+    attempt: number,
+    leaseUntil: number,
+  ): ModeResult<M, number>;
   /** Marks the pending row held with `attempt` as unrecorded and drops its lease. */
-  markUnrecorded(key: string, digest: string, attempt: number): Answer<M, number>;
+  markUnrecorded(key: string, fingerprint: string, attempt: number): ModeResult<M, number>;
   /**
    * Inserts the key with the fencing token `token`, or takes over its lapsed lease with the token
    * `takeoverToken` computes from the row's and `token`, or reads what is there.
    */
-  acquire(key: string, digest: string, lease: ClaimLease): Answer<M, AcquireStep>;
+  acquire(key: string, fingerprint: string, lease: ClaimLease): ModeResult<M, AcquireStep>;
   /**
    * Inserts a missing key as `acquire` does, or else answers the row as it stands, neither locked
    * nor written (`undefined` when the statement saw none): a fresh key in one round trip, where a
@@ -151,49 +161,49 @@ export interface KeyStatementsOf<M extends Mode> {
    */
   insertOrGet?(
     key: string,
-    digest: string,
+    fingerprint: string,
     lease: { readonly expires: number; readonly leaseUntil: number; readonly token: number },
-  ): Answer<M, AcquireStep>;
+  ): ModeResult<M, AcquireStep>;
   /**
-   * Replaces the done row of `key` whose `expires <= now` with a pending one of `digest`, its
+   * Replaces the done row of `key` whose `expires <= now` with a pending one of `fingerprint`, its
    * lease and a fencing token above the row's and `token`, in one statement; answers that token,
    * or `undefined` when no such row was there (already replaced, swept, or not expired).
    */
   replaceExpired(
     key: string,
-    digest: string,
+    fingerprint: string,
     lease: ClaimLease,
-  ): Answer<M, number | string | undefined>;
+  ): ModeResult<M, number | string | undefined>;
   /** The pending rows, ascending by key. */
-  pendingKeys(query: PendingQuery): Answer<M, readonly KeyRow[]>;
+  pendingKeys(query: PendingQuery): ModeResult<M, readonly KeyRow[]>;
   /** Deletes the pending row of `key` (of `fingerprint` when given), whatever its lease. */
-  releasePending(key: string, fingerprint: string | undefined): Answer<M, PendingRelease>;
+  releasePending(key: string, fingerprint: string | undefined): ModeResult<M, PendingRelease>;
   /** The stored answer of the done row of `key` with `expires > now`, as text. */
-  fetch(key: string, now: number): Answer<M, string | null | undefined>;
+  fetch(key: string, now: number): ModeResult<M, string | null | undefined>;
   /** The row of `key`. */
-  get(key: string): Answer<M, KeyRow | undefined>;
+  get(key: string): ModeResult<M, KeyRow | undefined>;
   /** The ids of done rows with `expires <= now`, ascending, at most `limit`. */
-  expired(now: number, limit: number): Answer<M, readonly { readonly id: string }[]>;
+  expired(now: number, limit: number): ModeResult<M, readonly { readonly id: string }[]>;
   /** Deletes what `expired` would list and answers the ids it deleted, in any order. */
-  purge(now: number, limit: number): Answer<M, readonly { readonly id: string }[]>;
+  purge(now: number, limit: number): ModeResult<M, readonly { readonly id: string }[]>;
   /** Deletes up to `batchSize` expired answers in index order; the number deleted. */
-  sweepBatch(now: number, batchSize: number): Answer<M, number>;
+  sweepBatch(now: number, batchSize: number): ModeResult<M, number>;
   /**
    * Deletes up to `limit` done rows whose id starts with `prefix`, lowest ids first, repeating the
    * condition on each deleted row; answers the ids it deleted, in any order.
    */
-  eraseBatch(prefix: string, limit: number): Answer<M, readonly { readonly id: string }[]>;
+  eraseBatch(prefix: string, limit: number): ModeResult<M, readonly { readonly id: string }[]>;
   /** Up to `limit` done rows with an id above `after`, ascending: their id and stored answer. */
   answers(
     after: string,
     limit: number,
-  ): Answer<M, readonly { readonly id: string; readonly response: string | null }[]>;
+  ): ModeResult<M, readonly { readonly id: string; readonly response: string | null }[]>;
   /** Replaces the stored answer of the done row `id` while it is still `previous`; rows changed. */
-  reseal(id: string, previous: string, response: string): Answer<M, number>;
+  reseal(id: string, previous: string, response: string): ModeResult<M, number>;
   /** The `GROUP BY status` counts. */
-  counts(): Answer<M, readonly { readonly status: string; readonly count: number | string }[]>;
+  counts(): ModeResult<M, readonly { readonly status: string; readonly count: number | string }[]>;
   /** The `GROUP BY status` counts at `now`. */
-  stats(now: number): Answer<M, readonly StatsRow[]>;
+  stats(now: number): ModeResult<M, readonly StatsRow[]>;
   /** Called once by the first `close()`. */
   close?(): unknown;
   /** Checks the options of `pendingKeys`; {@link readPendingOptions} when not given. */
@@ -298,7 +308,7 @@ const RUNNERS: { readonly [M in Mode]: <R>(body: () => MaybePromise<R>) => Maybe
  */
 export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   readonly #statements: KeyStatementsOf<Mode>;
-  readonly #runner: <R>(body: () => MaybePromise<R>) => Answer<M, R>;
+  readonly #runner: <R>(body: () => MaybePromise<R>) => ModeResult<M, R>;
   // The operations called and not yet settled: `close()` waits for them before it closes the
   // connection, since one may still have a statement to send (a fenced finish's read, a takeover
   // after a read). A synchronous store settles each before the next call, so it never has any.
@@ -319,7 +329,7 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
     encryption?: Keyring,
   ) {
     this.#statements = statements as KeyStatementsOf<Mode>;
-    this.#runner = RUNNERS[mode] as <R>(body: () => MaybePromise<R>) => Answer<M, R>;
+    this.#runner = RUNNERS[mode] as <R>(body: () => MaybePromise<R>) => ModeResult<M, R>;
     this.#sealing = answerSealing(encryption, mode === 'sync');
   }
 
@@ -330,14 +340,15 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
 
   // The row with its answer opened (JSON text again). A row of another fingerprint keeps no
   // answer: the caller cannot replay it, so it is neither opened nor handed on.
-  #openRow(row: KeyRow | undefined, digest?: string): MaybePromise<KeyRow | undefined> {
+  #openRow(row: KeyRow | undefined, fingerprint?: string): MaybePromise<KeyRow | undefined> {
     if (row === undefined || row.response == null) return row;
-    if (digest !== undefined && row.fingerprint !== digest) return { ...row, response: null };
+    if (fingerprint !== undefined && row.fingerprint !== fingerprint)
+      return { ...row, response: null };
     return then(this.#sealing.open(row.id, row.response), (response) => ({ ...row, response }));
   }
 
   // Runs an operation's body and keeps its promise, if any, among those `close()` waits for.
-  #run<R>(body: () => MaybePromise<R>): Answer<M, R> {
+  #run<R>(body: () => MaybePromise<R>): ModeResult<M, R> {
     const answer = this.#runner(body);
     if (isThenable(answer)) {
       const settled = Promise.resolve(answer).then(noop, noop);
@@ -356,58 +367,66 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
     assertKey(key);
   }
 
-  #checkDigest(digest: unknown): asserts digest is string {
-    assertDigest(digest);
+  #checkFingerprint(fingerprint: unknown): asserts fingerprint is string {
+    assertFingerprint(fingerprint);
   }
 
   /** {@inheritDoc IdempotencyStore.reserve} */
-  reserve(key: string, digest: string, expires: number): Answer<M, boolean> {
+  reserve(key: string, fingerprint: string, expires: number): ModeResult<M, boolean> {
     return this.#run(() => {
       this.#checkKey(key);
-      this.#checkDigest(digest);
+      this.#checkFingerprint(fingerprint);
       assertTime(expires, 'expires');
-      return then(this.#open().reserve(key, digest, expires), isOne);
+      return then(this.#open().reserve(key, fingerprint, expires), isOne);
     });
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.finish} */
-  finish(key: string, digest: string, response: T, attempt?: number): Answer<M, boolean> {
+  finish(key: string, fingerprint: string, response: T, attempt?: number): ModeResult<M, boolean> {
     return this.#run(() => {
       this.#checkKey(key);
-      this.#checkDigest(digest);
-      if (attempt !== undefined) assertAttempt(attempt);
+      this.#checkFingerprint(fingerprint);
+      if (attempt !== undefined) assertFencingToken(attempt);
       const statements = this.#open();
       return then(this.#sealing.seal(key, serializeResponse(response)), (text) => {
-        if (attempt === undefined) return then(statements.finish(key, digest, text), isOne);
-        return then(statements.finishFenced(key, digest, text, attempt), (changed) =>
+        if (attempt === undefined) return then(statements.finish(key, fingerprint, text), isOne);
+        return then(statements.finishFenced(key, fingerprint, text, attempt), (changed) =>
           changed === 1
             ? true
-            : then(statements.get(key), (row) => holdsOwnAnswer(row, digest, attempt, text)),
+            : then(statements.get(key), (row) => holdsOwnAnswer(row, fingerprint, attempt, text)),
         );
       });
     });
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.acquire} */
-  acquire(key: string, digest: string, options: AcquireOptions): Answer<M, AcquireResult<T>> {
+  acquire(
+    key: string,
+    fingerprint: string,
+    options: AcquireOptions,
+  ): ModeResult<M, AcquireResult<T>> {
     return this.#run(() => {
       this.#checkKey(key);
-      this.#checkDigest(digest);
+      this.#checkFingerprint(fingerprint);
       const leaseUntil = leaseDeadline(options);
       const { expires, now } = options;
       const replace = options.replaceExpired === true;
       const statements = this.#open();
       // Read before writing: a replay or a live lease answers from the row and writes nothing.
       const decide = (row: KeyRow | undefined) =>
-        then(this.#openRow(row, digest), (opened) => {
-          const read = readOutcome<T>(opened, digest, now);
+        then(this.#openRow(row, fingerprint), (opened) => {
+          const read = readOutcome<T>(opened, fingerprint, now);
           if (read !== undefined && !(replace && isExpiredAnswer(read, now))) return read;
-          return this.#claim(statements, key, digest, { expires, now, leaseUntil, replace });
+          return this.#claim(statements, key, fingerprint, { expires, now, leaseUntil, replace });
         });
       if (statements.insertOrGet === undefined) return then(statements.get(key), decide);
       const token = nextFencingToken();
-      return then(statements.insertOrGet(key, digest, { expires, leaseUntil, token }), (step) =>
-        'attempt' in step ? acquiredOutcome<T>(step.attempt, token, leaseUntil) : decide(step.row),
+      return then(
+        statements.insertOrGet(key, fingerprint, { expires, leaseUntil, token }),
+        (step) =>
+          'attempt' in step
+            ? acquiredOutcome<T>(step.attempt, token, leaseUntil)
+            : decide(step.row),
       );
     });
   }
@@ -419,18 +438,21 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   #claim(
     statements: KeyStatementsOf<Mode>,
     key: string,
-    digest: string,
+    fingerprint: string,
     claim: { expires: number; now: number; leaseUntil: number; replace: boolean },
   ): MaybePromise<AcquireResult<T>> {
     const { expires, now, leaseUntil } = claim;
     const token = nextFencingToken();
-    return then(statements.acquire(key, digest, { expires, now, leaseUntil, token }), (step) => {
-      if ('attempt' in step) return acquiredOutcome<T>(step.attempt, token, leaseUntil);
-      if (step.row === undefined) return this.#claim(statements, key, digest, claim);
-      return then(this.#openRow(step.row, digest), (row) =>
-        this.#decideExisting(statements, key, digest, { ...claim, token }, row as KeyRow),
-      );
-    });
+    return then(
+      statements.acquire(key, fingerprint, { expires, now, leaseUntil, token }),
+      (step) => {
+        if ('attempt' in step) return acquiredOutcome<T>(step.attempt, token, leaseUntil);
+        if (step.row === undefined) return this.#claim(statements, key, fingerprint, claim);
+        return then(this.#openRow(step.row, fingerprint), (row) =>
+          this.#decideExisting(statements, key, fingerprint, { ...claim, token }, row as KeyRow),
+        );
+      },
+    );
   }
 
   // What a claim answers for the row its write found (its answer opened): that row's outcome, or,
@@ -456,28 +478,33 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.renew} */
-  renew(key: string, digest: string, attempt: number, leaseUntil: number): Answer<M, boolean> {
+  renew(
+    key: string,
+    fingerprint: string,
+    attempt: number,
+    leaseUntil: number,
+  ): ModeResult<M, boolean> {
     return this.#run(() => {
       this.#checkKey(key);
-      this.#checkDigest(digest);
-      assertAttempt(attempt);
+      this.#checkFingerprint(fingerprint);
+      assertFencingToken(attempt);
       assertTime(leaseUntil, 'leaseUntil');
-      return then(this.#open().renew(key, digest, attempt, leaseUntil), isOne);
+      return then(this.#open().renew(key, fingerprint, attempt, leaseUntil), isOne);
     });
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.markUnrecorded} */
-  markUnrecorded(key: string, digest: string, attempt: number): Answer<M, boolean> {
+  markUnrecorded(key: string, fingerprint: string, attempt: number): ModeResult<M, boolean> {
     return this.#run(() => {
       this.#checkKey(key);
-      this.#checkDigest(digest);
-      assertAttempt(attempt);
-      return then(this.#open().markUnrecorded(key, digest, attempt), isOne);
+      this.#checkFingerprint(fingerprint);
+      assertFencingToken(attempt);
+      return then(this.#open().markUnrecorded(key, fingerprint, attempt), isOne);
     });
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.pendingKeys} */
-  pendingKeys(options: PendingKeysOptions): Answer<M, PendingKey[]> {
+  pendingKeys(options: PendingKeysOptions): ModeResult<M, PendingKey[]> {
     return this.#run(() => {
       const query = (this.#statements.readPendingOptions ?? readPendingOptions)(options);
       return then(this.#open().pendingKeys(query), (rows) =>
@@ -487,10 +514,10 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.releasePending} */
-  releasePending(key: string, fingerprint?: string): Answer<M, ReleasePendingResult> {
+  releasePending(key: string, fingerprint?: string): ModeResult<M, ReleasePendingResult> {
     return this.#run(() => {
       this.#checkKey(key);
-      if (fingerprint !== undefined) this.#checkDigest(fingerprint);
+      if (fingerprint !== undefined) this.#checkFingerprint(fingerprint);
       return then(this.#open().releasePending(key, fingerprint), (found) => {
         if (found.released) return 'released';
         if (found.row === undefined) return 'missing';
@@ -500,7 +527,7 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   }
 
   /** {@inheritDoc IdempotencyStore.fetch} */
-  fetch(key: string, now: number): Answer<M, T | null> {
+  fetch(key: string, now: number): ModeResult<M, T | null> {
     return this.#run(() => {
       this.#checkKey(key);
       assertTime(now, 'now');
@@ -513,7 +540,7 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   }
 
   /** {@inheritDoc IdempotencyStore.expired} */
-  expired(now: number, limit: number = DEFAULT_LIMIT): Answer<M, string[]> {
+  expired(now: number, limit: number = DEFAULT_LIMIT): ModeResult<M, string[]> {
     return this.#run(() => {
       assertLimit(limit);
       assertTime(now, 'now');
@@ -522,7 +549,7 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   }
 
   /** {@inheritDoc IdempotencyStore.purge} */
-  purge(now: number, limit: number = DEFAULT_LIMIT): Answer<M, string[]> {
+  purge(now: number, limit: number = DEFAULT_LIMIT): ModeResult<M, string[]> {
     return this.#run(() => {
       assertLimit(limit);
       assertTime(now, 'now');
@@ -546,7 +573,7 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
    * @throws {@link InvalidOptionError} for a scope that is not a non-empty, well-formed string
    * @throws {@link InvalidLimitError} for a `batchSize` outside 1 to 10,000
    */
-  erase(options: EraseOptions): Answer<M, EraseResult> {
+  erase(options: EraseOptions): ModeResult<M, EraseResult> {
     return this.#run(() => {
       const prefix = scopePrefix(options?.scope);
       const batchSize = options.batchSize ?? DEFAULT_ERASE_BATCH;
@@ -583,7 +610,7 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
    * @throws {@link InvalidOptionError} on a store opened without `encryption`
    * @throws {@link InvalidLimitError} for a `batchSize` outside 1 to 10,000
    */
-  rekey(options: RekeyOptions = {}): Answer<M, RekeyResult> {
+  rekey(options: RekeyOptions = {}): ModeResult<M, RekeyResult> {
     return this.#run(() => {
       const encryption = this.#sealing.encryption;
       if (encryption === undefined) {
@@ -632,7 +659,7 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
    * how many are sealed under each key id, and which of those ids the keyring lacks. What
    * `idem doctor` reports; `idem rekey` fixes what is not under the current key.
    */
-  sealingReport(options: RekeyOptions = {}): Answer<M, SealingReport> {
+  sealingReport(options: RekeyOptions = {}): ModeResult<M, SealingReport> {
     return this.#run(() => {
       const batchSize = options.batchSize ?? DEFAULT_ERASE_BATCH;
       assertIntegerOption(batchSize, 'batchSize', 1, MAX_BATCH_SIZE);
@@ -658,12 +685,12 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   }
 
   /** {@inheritDoc IdempotencyStore.counts} */
-  counts(): Answer<M, StatusCounts> {
+  counts(): ModeResult<M, StatusCounts> {
     return this.#run(() => then(this.#open().counts(), countByStatus));
   }
 
   /** {@inheritDoc IdempotencyStore.sweepBatch} */
-  sweepBatch(now: number, batchSize: number): Answer<M, number> {
+  sweepBatch(now: number, batchSize: number): ModeResult<M, number> {
     return this.#run(() => {
       assertIntegerOption(batchSize, 'batchSize', 1, MAX_BATCH_SIZE);
       assertTime(now, 'now');
@@ -672,7 +699,7 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.stats} */
-  stats(now: number): Answer<M, LeaseStats> {
+  stats(now: number): ModeResult<M, LeaseStats> {
     return this.#run(() => {
       assertTime(now, 'now');
       return then(this.#open().stats(now), (rows) => {
@@ -690,22 +717,22 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.release} */
-  release(key: string, digest: string, attempt?: number): Answer<M, boolean> {
+  release(key: string, fingerprint: string, attempt?: number): ModeResult<M, boolean> {
     return this.#run(() => {
       this.#checkKey(key);
-      this.#checkDigest(digest);
-      if (attempt !== undefined) assertAttempt(attempt);
+      this.#checkFingerprint(fingerprint);
+      if (attempt !== undefined) assertFencingToken(attempt);
       const statements = this.#open();
       const changed =
         attempt === undefined
-          ? statements.release(key, digest)
-          : statements.releaseFenced(key, digest, attempt);
+          ? statements.release(key, fingerprint)
+          : statements.releaseFenced(key, fingerprint, attempt);
       return then(changed, isOne);
     });
   }
 
   /** {@inheritDoc IdempotencyStore.get} */
-  get(key: string): Answer<M, IdempotencyRecord<T> | null> {
+  get(key: string): ModeResult<M, IdempotencyRecord<T> | null> {
     return this.#run(() => {
       this.#checkKey(key);
       return then(this.#open().get(key), (row) =>
@@ -721,7 +748,7 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
    * it has settled, then closes the connection (the dialect's `close`). A second call waits for
    * the first.
    */
-  close(): Answer<M, void> {
+  close(): ModeResult<M, void> {
     return this.#runner(() => {
       if (!this.#closed) {
         this.#closed = true;

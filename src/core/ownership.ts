@@ -82,11 +82,11 @@ class KeyOwnership implements Ownership {
   }
 
   async renew(): Promise<boolean> {
-    const { key, digest, attempt } = this.owner;
+    const { key, fingerprint, fencingToken } = this.owner;
     return this.#store.renew(
       key,
-      digest,
-      attempt,
+      fingerprint,
+      fencingToken,
       this.#settings.now() + this.#settings.leaseSeconds,
     );
   }
@@ -97,20 +97,20 @@ class KeyOwnership implements Ownership {
 
   async lapse(): Promise<void> {
     this.stop();
-    const { key, digest, attempt } = this.owner;
-    await this.#store.renew(key, digest, attempt, this.#settings.now());
+    const { key, fingerprint, fencingToken } = this.owner;
+    await this.#store.renew(key, fingerprint, fencingToken, this.#settings.now());
   }
 
   async finish(answer: unknown): Promise<boolean> {
     this.stop();
-    const { key, digest, attempt } = this.owner;
-    return this.#store.finish(key, digest, answer, attempt);
+    const { key, fingerprint, fencingToken } = this.owner;
+    return this.#store.finish(key, fingerprint, answer, fencingToken);
   }
 
   async release(): Promise<void> {
     this.stop();
-    const { key, digest, attempt } = this.owner;
-    await this.#store.release(key, digest, attempt);
+    const { key, fingerprint, fencingToken } = this.owner;
+    await this.#store.release(key, fingerprint, fencingToken);
   }
 
   async abandon(error: unknown, message: string): Promise<void> {
@@ -125,15 +125,15 @@ class KeyOwnership implements Ownership {
 
   async markUnrecorded(): Promise<void> {
     this.stop();
-    const { key, digest, attempt } = this.owner;
-    await this.#store.markUnrecorded(key, digest, attempt);
+    const { key, fingerprint, fencingToken } = this.owner;
+    await this.#store.markUnrecorded(key, fingerprint, fencingToken);
   }
 
   async superseded(): Promise<boolean> {
-    const { key, digest, attempt } = this.owner;
+    const { key, fingerprint, fencingToken } = this.owner;
     try {
       const row = await this.#store.get(key);
-      return row !== null && row.fingerprint === digest && row.attempt !== attempt;
+      return row !== null && row.fingerprint === fingerprint && row.fencingToken !== fencingToken;
     } catch {
       return false;
     }

@@ -217,7 +217,7 @@ export async function startSteps<TX>(
 ): Promise<StepSession<TX>> {
   const { owner } = ownership;
   const record = ownership.takenOver
-    ? parseStepRecord(await log.read(owner.key, owner.digest))
+    ? parseStepRecord(await log.read(owner.key, owner.fingerprint))
     : { steps: [] };
   const entries: [string, JsonValue][] = [...record.steps];
   const results = new Map(entries);

@@ -51,12 +51,12 @@ function d1Driver(client: D1DatabaseLike): SqliteDriver<'async'> {
  * import { drizzle } from 'drizzle-orm/d1';
  * import { applyD1Migrations, D1IdempotencyStore } from 'drizzle-idempotency/d1';
  *
- * export async function handle(env: { DB: D1Database }, digest: string, now: number) {
+ * export async function handle(env: { DB: D1Database }, fingerprint: string, now: number) {
  *   const db = drizzle(env.DB);
  *   await applyD1Migrations(db);
  *   const store = new D1IdempotencyStore<{ receipt: number }>(db);
- *   if (await store.reserve('order-42', digest, now + 86_400)) {
- *     await store.finish('order-42', digest, { receipt: 1 });
+ *   if (await store.reserve('order-42', fingerprint, now + 86_400)) {
+ *     await store.finish('order-42', fingerprint, { receipt: 1 });
  *   }
  *   return store.fetch('order-42', now); // { receipt: 1 }
  * }

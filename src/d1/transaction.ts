@@ -98,7 +98,7 @@ export function d1Transaction(
         db
           .update(table)
           .set({ status: KeyStatus.done, response: await record(result) })
-          .where(ownerRow(table, owner.key, owner.digest, owner.attempt)),
+          .where(ownerRow(table, owner.key, owner.fingerprint, owner.fencingToken)),
       );
       const client = db.$client;
       try {

@@ -62,8 +62,8 @@ function durableSqliteDriver(storage: DurableSqliteStorageLike): SqliteDriver<'s
  * const db = drizzle(ctx.storage);
  * await applyDurableSqliteMigrations(db);
  * const store = new DurableSqliteIdempotencyStore<{ receipt: number }>(db);
- * if (await store.reserve('order-42', digest, now + 86_400)) {
- *   await store.finish('order-42', digest, { receipt: 1 });
+ * if (await store.reserve('order-42', fingerprint, now + 86_400)) {
+ *   await store.finish('order-42', fingerprint, { receipt: 1 });
  * }
  * await store.fetch('order-42', now); // { receipt: 1 }
  * ```

@@ -10,7 +10,7 @@ export {
   CallInProgressError,
   CallOutcomeUnknownError,
   CallSupersededError,
-  PayloadMismatchError,
+  KeyReusedError,
   ResultExpiredError,
   ResultNotRecordedError,
   ResultNotStorableError,

@@ -10,7 +10,7 @@ import {
   CallInProgressError,
   CallOutcomeUnknownError,
   CallSupersededError,
-  PayloadMismatchError,
+  KeyReusedError,
   ResultExpiredError,
   ResultNotRecordedError,
   ResultNotStorableError,
@@ -223,7 +223,7 @@ function wrap<A extends unknown[], R>(
       case 'acquired':
         return execute(found.ownership, args);
       case 'mismatch':
-        throw new PayloadMismatchError(key, found.record);
+        throw new KeyReusedError(key, found.record);
       case 'expired':
         throw new ResultExpiredError(key, found.record);
       case 'replay': {
@@ -256,7 +256,7 @@ function wrap<A extends unknown[], R>(
  *     ├─ done, same payload ─────▶ return the stored result (fn does not run),
  *     │                            or ResultNotStorableError if it had no stored form
  *     ├─ done, past retention ───▶ ResultExpiredError
- *     ├─ other payload ──────────▶ PayloadMismatchError
+ *     ├─ other payload ──────────▶ KeyReusedError
  *     └─ running elsewhere ──────▶ CallInProgressError, or wait (read the row, backing off)
  * ```
  *
@@ -287,7 +287,7 @@ function wrap<A extends unknown[], R>(
  * await sendReceipt({ id: 'o-1', email: 'a@example.com' }); // replays { sent: 'a@example.com' }
  * ```
  * @throws {@link InvalidOptionError} for a bad option, when called. The wrapped function rejects
- * with {@link CallInProgressError}, {@link PayloadMismatchError}, {@link ResultExpiredError},
+ * with {@link CallInProgressError}, {@link KeyReusedError}, {@link ResultExpiredError},
  * {@link ResultNotRecordedError}, {@link ResultNotStorableError}, what `fn` throws, or an invalid-argument error for a key or
  * payload that cannot be used (nothing runs then).
  */

@@ -42,7 +42,7 @@ export interface MakeIdempotentOptions<A extends unknown[], R> {
   /**
    * The part of the arguments that must match for a call to count as a repeat, fingerprinted as
    * canonical JSON. Default: all the arguments. A repeat with another payload throws
-   * {@link PayloadMismatchError}. Leave out what legitimately varies between deliveries
+   * {@link KeyReusedError}. Leave out what legitimately varies between deliveries
    * (a redelivery counter, a trace id).
    */
   readonly payload?: (...args: A) => unknown;

@@ -172,7 +172,7 @@ export function idempotent(
     switch (found.status) {
       case 'acquired': {
         const { owner, takenOver } = found.ownership;
-        const run = { attempt: owner.attempt, takenOver };
+        const run = { fencingToken: owner.fencingToken, takenOver };
         const execution = owned(
           found.ownership,
           settings,

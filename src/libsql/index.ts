@@ -3,7 +3,6 @@ export type { LibsqlMigrationOptions } from './migrate.js';
 export {
   applyLibsqlMigrations,
   assertAdoptableLibsqlKeysTable,
-  assertAdoptableLibsqlTables,
   libsqlMigrationStatus,
 } from './migrate.js';
 export type { OpenLibsqlStoreOptions } from './open.js';

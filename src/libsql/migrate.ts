@@ -45,14 +45,6 @@ export function assertAdoptableLibsqlKeysTable(
 }
 
 /**
- * The former name of {@link assertAdoptableLibsqlKeysTable}, the same check.
- *
- * @deprecated Use `assertAdoptableLibsqlKeysTable`: every dialect's check is named
- * `assertAdoptable<Dialect>KeysTable`. This name is removed in 1.0.
- */
-export const assertAdoptableLibsqlTables = assertAdoptableLibsqlKeysTable;
-
-/**
  * Applies the committed SQLite migrations (the same files, journal and table naming as
  * `applySqliteMigrations`) through a libSQL client, for the keys table `options.table` (default
  * `keys`). Idempotent: an up-to-date database is only read. A keys table created by hand with the

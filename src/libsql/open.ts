@@ -74,7 +74,7 @@ function describeFailure(target: string, error: unknown): DatabaseOpenError {
  * ```ts
  * const store = await openLibsqlStore<{ receipt: number }>('file:./idempotency.db');
  * try {
- *   await store.reserve('order-42', digest, now + 86_400);
+ *   await store.reserve('order-42', fingerprint, now + 86_400);
  * } finally {
  *   await store.close();
  * }

@@ -82,7 +82,7 @@ export function libsqlTransaction(
     const done = await db
       .update(table)
       .set({ status: KeyStatus.done, response })
-      .where(ownerRow(table, owner.key, owner.digest, owner.attempt));
+      .where(ownerRow(table, owner.key, owner.fingerprint, owner.fencingToken));
     return done.rowsAffected;
   };
   return {

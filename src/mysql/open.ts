@@ -18,12 +18,6 @@ export interface OpenMysqlStoreOptions
    * you pass your own pool.
    */
   readonly poolSize?: number;
-  /**
-   * The pool size under mysql2's name.
-   *
-   * @deprecated Use `poolSize`, the pool-size option of every `open*Store`. Removed in 1.0.
-   */
-  readonly connectionLimit?: number;
 }
 
 // The first versions with FOR UPDATE SKIP LOCKED, which the purge needs.
@@ -62,7 +56,7 @@ const STRICT_SESSION =
  *
  * const store = await openMysqlStore<{ receipt: number }>('mysql://root@127.0.0.1:3306/app');
  * try {
- *   await store.reserve('order-42', 'digest', Date.now() / 1000 + 86_400);
+ *   await store.reserve('order-42', 'fingerprint', Date.now() / 1000 + 86_400);
  * } finally {
  *   await store.close();
  * }
@@ -76,13 +70,8 @@ export async function openMysqlStore<T = unknown>(
   options: OpenMysqlStoreOptions = {},
 ): Promise<MysqlIdempotencyStore<T>> {
   const encryption = checkedEncryption(options);
-  const connectionLimit = options.poolSize ?? options.connectionLimit ?? 10;
-  assertIntegerOption(
-    connectionLimit,
-    options.poolSize === undefined ? 'connectionLimit' : 'poolSize',
-    1,
-    10_000,
-  );
+  const connectionLimit = options.poolSize ?? 10;
+  assertIntegerOption(connectionLimit, 'poolSize', 1, 10_000);
   if (typeof source === 'string' && source.length === 0) {
     throw new DatabaseOpenError('the connection string must not be empty');
   }

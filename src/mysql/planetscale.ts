@@ -110,7 +110,7 @@ export function planetscaleTransaction(
                 await tx
                   .update(table)
                   .set({ status: KeyStatus.done, response: await record(result) })
-                  .where(ownerRow(table, owner.key, owner.digest, owner.attempt)),
+                  .where(ownerRow(table, owner.key, owner.fingerprint, owner.fencingToken)),
               ).affectedRows,
           ),
         mysqlRollbackRetry(owner.key, DEFAULT_TRANSACTION_ATTEMPTS),

@@ -26,7 +26,8 @@ export function mysqlSteps(
   options: StepLogOptions,
 ): StepLog<MysqlHandlerTransaction> {
   const { table } = store;
-  const owned = (owner: KeyOwner) => leaseHolderRow(table, owner.key, owner.digest, owner.attempt);
+  const owned = (owner: KeyOwner) =>
+    leaseHolderRow(table, owner.key, owner.fingerprint, owner.fencingToken);
   return stepLog(
     {
       store,

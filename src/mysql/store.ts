@@ -452,8 +452,8 @@ function mysqlStatements(
  * await applyMysqlMigrations(db);
  * const store = new MysqlIdempotencyStore<{ receipt: number }>(db);
  * const now = Date.now() / 1000;
- * if (await store.reserve('order-42', 'digest', now + 86_400)) {
- *   await store.finish('order-42', 'digest', { receipt: 1 });
+ * if (await store.reserve('order-42', 'fingerprint', now + 86_400)) {
+ *   await store.finish('order-42', 'fingerprint', { receipt: 1 });
  * }
  * await store.fetch('order-42', now); // { receipt: 1 }
  * ```
@@ -531,9 +531,9 @@ export class MysqlIdempotencyStore<T = unknown>
    */
   override acquire(
     key: string,
-    digest: string,
+    fingerprint: string,
     options: AcquireOptions,
   ): Promise<AcquireResult<T>> {
-    return super.acquire(key, digest, options);
+    return super.acquire(key, fingerprint, options);
   }
 }

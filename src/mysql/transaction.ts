@@ -94,7 +94,7 @@ export function mysqlTransaction(
               const [done] = await tx
                 .update(table)
                 .set({ status: KeyStatus.done, response: await record(result) })
-                .where(ownerRow(table, owner.key, owner.digest, owner.attempt));
+                .where(ownerRow(table, owner.key, owner.fingerprint, owner.fencingToken));
               return done.affectedRows;
             },
           ),

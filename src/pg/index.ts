@@ -12,7 +12,6 @@ export { openPgStore } from './open.js';
 export { pgPushTables } from './push.js';
 export type {
   PgKeysTable,
-  PgKeysTableOptions,
   PgKeysTableSchemaOptions,
   PgTableOptions,
 } from './schema.js';

@@ -75,7 +75,7 @@ export function neonHttpTransaction(
       const answer = db
         .update(table)
         .set({ status: KeyStatus.done, response: await record(result) })
-        .where(ownerRow(table, owner.key, owner.digest, owner.attempt))
+        .where(ownerRow(table, owner.key, owner.fingerprint, owner.fencingToken))
         .returning({ id: table.id });
       // Division by zero (22012) when the UPDATE matched nothing: the batch rolls back whole.
       // drizzle puts the embedded UPDATE in parentheses itself.

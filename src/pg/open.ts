@@ -20,12 +20,6 @@ export interface OpenPgStoreOptions
    */
   readonly poolSize?: number;
   /**
-   * The pool size under node-postgres' name.
-   *
-   * @deprecated Use `poolSize`, the pool-size option of every `open*Store`. Removed in 1.0.
-   */
-  readonly max?: number;
-  /**
    * `false` sends unnamed statements, for a transaction pooler (PgBouncer in transaction mode,
    * Supabase's and Neon's pooled endpoints). Default `true`. See `PgStoreOptions.prepare`.
    */
@@ -51,7 +45,7 @@ export interface OpenPgStoreOptions
  *   schema: 'idempotency',
  * });
  * try {
- *   await store.reserve('order-42', digest, now + 86_400);
+ *   await store.reserve('order-42', fingerprint, now + 86_400);
  * } finally {
  *   await store.close();
  * }
@@ -67,8 +61,8 @@ export async function openPgStore<T = unknown>(
 ): Promise<PgIdempotencyStore<T>> {
   const encryption = checkedEncryption(options);
   const { table } = resolvePgTable(options);
-  const max = options.poolSize ?? options.max ?? 10;
-  assertIntegerOption(max, options.poolSize === undefined ? 'max' : 'poolSize', 1, 10_000);
+  const max = options.poolSize ?? 10;
+  assertIntegerOption(max, 'poolSize', 1, 10_000);
   if (typeof source === 'string' && source.length === 0) {
     throw new DatabaseOpenError('the connection string must not be empty');
   }

@@ -517,8 +517,8 @@ function pgStatements(
  * const db = drizzle({ client: new Pool({ connectionString: process.env.DATABASE_URL }) });
  * await applyPgMigrations(db);
  * const store = new PgIdempotencyStore<{ receipt: number }>(db);
- * if (await store.reserve('order-42', digest, now + 86_400)) {
- *   await store.finish('order-42', digest, { receipt: 1 });
+ * if (await store.reserve('order-42', fingerprint, now + 86_400)) {
+ *   await store.finish('order-42', fingerprint, { receipt: 1 });
  * }
  * await store.fetch('order-42', now); // { receipt: 1 }
  * ```

@@ -115,7 +115,7 @@ export function pgTransaction(
               const done = await tx
                 .update(table)
                 .set({ status: KeyStatus.done, response: await record(result) })
-                .where(ownerRow(table, owner.key, owner.digest, owner.attempt))
+                .where(ownerRow(table, owner.key, owner.fingerprint, owner.fencingToken))
                 .returning({ id: table.id });
               return done.length;
             },

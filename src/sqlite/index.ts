@@ -7,7 +7,6 @@ export { checkSqliteDeployment } from './deployment.js';
 export { SqliteGroupCommitStore } from './group-commit-store.js';
 export {
   applySqliteMigrations,
-  assertAdoptableKeysTable,
   assertAdoptableSqliteKeysTable,
   sqliteMigrationStatus,
 } from './migrate.js';

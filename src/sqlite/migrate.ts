@@ -47,14 +47,6 @@ export function assertAdoptableSqliteKeysTable(
 }
 
 /**
- * The former name of {@link assertAdoptableSqliteKeysTable}, the same check.
- *
- * @deprecated Use `assertAdoptableSqliteKeysTable`: every dialect's check is named
- * `assertAdoptable<Dialect>KeysTable`. This name is removed in 1.0.
- */
-export const assertAdoptableKeysTable = assertAdoptableSqliteKeysTable;
-
-/**
  * Checks, without writing, that what the migrations record and create is free or already ours:
  * the library's journal must have its `hash` and `created_at` columns, and the retention index's
  * name must not belong to another table (`CREATE INDEX IF NOT EXISTS` would silently skip it,
@@ -104,7 +96,7 @@ export function applySqliteMigrations(
 
 /**
  * {@link applySqliteMigrations} with a chosen subset of the committed migrations (a profile such
- * as the seed's): those left out stay pending in the journal.
+ * as the one-shot file functions'): those left out stay pending in the journal.
  *
  * @param db - a drizzle database over better-sqlite3
  * @param migrations - the migrations to apply, a subset of the committed ones, oldest first

@@ -156,7 +156,7 @@ export function openSqliteDatabase(
  * ```ts
  * const store = openSqliteStore<{ receipt: number }>('./idempotency.db');
  * try {
- *   store.reserve('order-42', digest, now + 86_400);
+ *   store.reserve('order-42', fingerprint, now + 86_400);
  * } finally {
  *   store.close();
  * }

@@ -68,8 +68,12 @@ export function sqliteSteps(
     .where(and(...pendingRow))
     .prepare();
   const written = (owner: KeyOwner, steps: string): boolean =>
-    writeStatement.run({ id: owner.key, fingerprint: owner.digest, steps, attempt: owner.attempt })
-      .changes === 1;
+    writeStatement.run({
+      id: owner.key,
+      fingerprint: owner.fingerprint,
+      steps,
+      attempt: owner.fencingToken,
+    }).changes === 1;
   return stepLog(
     {
       store,

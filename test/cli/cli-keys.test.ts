@@ -198,8 +198,8 @@ describe('idem show', () => {
     const claim = (key: string, fingerprint: string, options = lease) => {
       const got = store.acquire(key, fingerprint, options);
       if (got.status !== 'acquired') throw new Error(`${key} not acquired: ${got.status}`);
-      tokens.set(key, got.attempt);
-      return got.attempt;
+      tokens.set(key, got.fencingToken);
+      return got.fencingToken;
     };
     store.finish(
       'http',
@@ -232,7 +232,7 @@ describe('idem show', () => {
     return path;
   }
 
-  it('prints the whole record: status, lease, attempt, fingerprint, retention and the answer', async () => {
+  it('prints the whole record: status, lease, fencing token, fingerprint, retention and the answer', async () => {
     const path = seededRecords();
     const [http, lapsed, value, huge, binary, unrecorded] = await Promise.all(
       ['http', 'lapsed', 'value', 'huge', 'binary', 'unrecorded'].map((key) =>
@@ -244,7 +244,7 @@ describe('idem show', () => {
         'key          http',
         'status       done',
         'lease        none',
-        `attempt      ${tokens.get('http')}`,
+        `token        ${tokens.get('http')}`,
         'fingerprint  fp-http',
         'retention    expired 13.5s ago (no longer replayed; a sweep deletes it)',
         'answer       HTTP 201, 26 bytes, application/json',
@@ -253,7 +253,7 @@ describe('idem show', () => {
     );
     expect(lapsed?.stdout).toContain('status       pending (lapsed)\n');
     expect(lapsed?.stdout).toContain('lease        ended 14m 41s ago\n');
-    expect(lapsed?.stdout).toContain(`attempt      ${tokens.get('lapsed')}\n`);
+    expect(lapsed?.stdout).toContain(`token        ${tokens.get('lapsed')}\n`);
     expect(lapsed?.stdout).toContain('answer       none yet (pending)\n');
     expect(lapsed?.stdout).not.toMatch(/-\d/);
     expect(value?.stdout).toContain(
@@ -283,7 +283,7 @@ describe('idem show', () => {
       fingerprint: 'fp-http',
       expires: 1000,
       leaseUntil: 130,
-      attempt: tokens.get('http'),
+      fencingToken: tokens.get('http'),
       unrecorded: false,
       answer: {
         kind: 'http',
@@ -343,7 +343,7 @@ describe('idem release --json and deadlines', () => {
     const store = openSqliteStore(path);
     const claim = store.acquire('k', 'fp', { expires: 1000, now: 100, leaseSeconds: 30 });
     store.close();
-    const token = claim.status === 'acquired' ? claim.attempt : undefined;
+    const token = claim.status === 'acquired' ? claim.fencingToken : undefined;
     const result = await idem(['pending', '--db', path, '--now', '1013.5']);
     expect(result.stdout).toBe(
       `k  lapsed  token ${token}  lease ended 14m 43s ago  expired 13.5s ago\n`,

@@ -160,7 +160,7 @@ describe('the operator commands on MySQL', () => {
       const tokens = new Map<string, number>();
       for (const id of ids) {
         const claim = await store.acquire(id, 'fp', lease);
-        if (claim.status === 'acquired') tokens.set(id, claim.attempt);
+        if (claim.status === 'acquired') tokens.set(id, claim.fencingToken);
       }
       await store.close();
       const scoped = await idem([
@@ -190,7 +190,7 @@ describe('the operator commands on MySQL', () => {
         key: storedId('client-7', 'esc\u001b[2J'),
         status: 'pending',
         leaseUntil: 130,
-        attempt: tokens.get(storedId('client-7', 'esc\u001b[2J')),
+        fencingToken: tokens.get(storedId('client-7', 'esc\u001b[2J')),
         answer: null,
       });
       const released = await idemInShell(`release ${words} --yes --json --url '${fresh.url}'`);

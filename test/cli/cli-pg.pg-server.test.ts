@@ -295,7 +295,7 @@ describe('the operator commands on PostgreSQL', () => {
       const tokens = new Map<string, number>();
       for (const id of ids) {
         const claim = await store.acquire(id, 'fp', lease);
-        if (claim.status === 'acquired') tokens.set(id, claim.attempt);
+        if (claim.status === 'acquired') tokens.set(id, claim.fencingToken);
       }
       await store.close();
       const scoped = await idem(['pending', ...on(fresh), '--now', '110', '--scope', 'client-7']);
@@ -318,7 +318,7 @@ describe('the operator commands on PostgreSQL', () => {
         key: storedId('client-7', 'esc\u001b[2J'),
         status: 'pending',
         leaseUntil: 130,
-        attempt: tokens.get(storedId('client-7', 'esc\u001b[2J')),
+        fencingToken: tokens.get(storedId('client-7', 'esc\u001b[2J')),
         answer: null,
       });
       const released = await idemInShell(`release ${words} --yes --json ${location}`);

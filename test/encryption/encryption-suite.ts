@@ -58,7 +58,7 @@ export function encryptionSuite(name: string, fresh: () => Promise<EncryptionHar
       const first = await claim(store, 'c', 'sha-of-body', settings);
       expect(first.status).toBe('acquired');
       if (first.status !== 'acquired') return;
-      expect(first.ownership.owner.digest).toMatch(/^hmac-sha256:k1:[0-9a-f]{64}$/);
+      expect(first.ownership.owner.fingerprint).toMatch(/^hmac-sha256:k1:[0-9a-f]{64}$/);
       expect(await first.ownership.finish(answer)).toBe(true);
       const again = await claim(store, 'c', 'sha-of-body', settings);
       expect(again.status).toBe('replay');

@@ -87,7 +87,7 @@ describe("the library's own migrations journal (SQLite)", () => {
       // The lease columns arrived: the old pending row has no lease and is never taken over.
       expect(store.get('pending-1')).toMatchObject({
         leaseUntil: null,
-        attempt: 1,
+        fencingToken: 1,
         unrecorded: false,
       });
       expect(

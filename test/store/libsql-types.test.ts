@@ -54,7 +54,7 @@ describe('the libSQL store types', () => {
     expectTypeOf(acquired).toEqualTypeOf<Promise<AcquireResult<Receipt>>>();
     expect(await acquired).toEqual({
       status: 'acquired',
-      attempt: expect.any(Number),
+      fencingToken: expect.any(Number),
       leaseUntil: 30,
       takenOver: false,
     });
