@@ -119,7 +119,7 @@ export async function claim(
 async function claimAs(
   store: LeasedIdempotencyStore<unknown>,
   key: string,
-  digest: string,
+  fingerprint: string,
   settings: ClaimSettings,
 ): Promise<Claim> {
   const deadline = performance.now() + settings.waitTimeoutMs;
