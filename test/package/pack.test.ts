@@ -267,6 +267,7 @@ const EXPECTED_FLOW = {
     leaseUntil: null,
     attempt: 1,
     unrecorded: false,
+    steps: null,
   },
   replayed: { charged: 5 },
   again: false,
