@@ -51,7 +51,7 @@ describe('the close option: onClose on every store', () => {
 
   it('libSQL: onClose runs once; the deprecated closeConnection: true closes the client', async () => {
     const client = createClient({ url: ':memory:' });
-    const db = libsqlDrizzle({ client: client });
+    const db = libsqlDrizzle({ client });
     await applyLibsqlMigrations(db);
     let calls = 0;
     const store = new LibsqlIdempotencyStore(db, { onClose: () => calls++ });

@@ -175,7 +175,7 @@ const dialects: { name: string; open: () => Promise<Dialect> }[] = [
     name: 'PGlite',
     open: async () => {
       const client = new PGlite();
-      return pgDialect(drizzlePglite({ client: client }), () => client.close(), undefined, true);
+      return pgDialect(drizzlePglite({ client }), () => client.close(), undefined, true);
     },
   },
   ...(url === undefined
@@ -194,7 +194,7 @@ const dialects: { name: string; open: () => Promise<Dialect> }[] = [
             const client = postgres(url, { max: 2, onnotice: () => undefined });
             const pool = new pg.Pool({ connectionString: url, max: 1 });
             return pgDialect(
-              drizzlePostgresJs({ client: client }),
+              drizzlePostgresJs({ client }),
               async () => {
                 await client.end();
                 await pool.end();

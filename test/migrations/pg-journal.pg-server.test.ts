@@ -30,7 +30,7 @@ describePgJournal('node-postgres, public schema', async () => {
 describePgJournal('postgres-js, public schema', async () => {
   const database = await freshServerDatabase(url);
   const client = postgres(database.url, { max: 2, onnotice: () => undefined });
-  const db = drizzlePostgresJs({ client: client });
+  const db = drizzlePostgresJs({ client });
   return {
     db,
     schema: 'public',

@@ -83,7 +83,7 @@ if (pgbouncerBinary() === undefined) {
     }
     const client = postgres(target, { max, onnotice: () => undefined });
     closers.push(() => client.end());
-    return drizzlePostgresJs({ client: client });
+    return drizzlePostgresJs({ client });
   };
 
   for (const variant of VARIANTS) {
@@ -124,7 +124,7 @@ if (pgbouncerBinary() === undefined) {
                   const client = postgres(target, { max: 1, onnotice: () => undefined });
                   ends.push(() => client.end());
                   await client`SELECT 1`;
-                  return new PgIdempotencyStore(drizzlePostgresJs({ client: client }), {
+                  return new PgIdempotencyStore(drizzlePostgresJs({ client }), {
                     schema: direct.schema,
                     prepare,
                   });
