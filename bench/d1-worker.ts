@@ -79,13 +79,13 @@ function storeBlock(env: Env, block: D1Block): () => Promise<number> {
     case 'reserve':
       return () =>
         opsPerSecondConcurrent(count, async (i) => {
-          check(await store.reserve(input(i).key, input(i).digest, 1e9), 'reserve');
+          check(await store.reserve(input(i).key, input(i).fingerprint, 1e9), 'reserve');
         });
     case 'finish':
       return () =>
         opsPerSecondConcurrent(count, async (i) => {
           check(
-            await store.finish(input(i).key, input(i).digest, answer[i] as JsonObject),
+            await store.finish(input(i).key, input(i).fingerprint, answer[i] as JsonObject),
             'finish',
           );
         });
@@ -112,18 +112,21 @@ function rawBlock(env: Env, block: D1Block): () => Promise<number> {
     case 'reserve':
       return () =>
         opsPerSecondConcurrent(count, async (i) => {
-          const { key, digest } = input(i);
+          const { key, fingerprint } = input(i);
           check(
-            (await changes({ id: key, fingerprint: digest, expires: 1e9 })) === 1,
+            (await changes({ id: key, fingerprint: fingerprint, expires: 1e9 })) === 1,
             'raw reserve',
           );
         });
     case 'finish':
       return () =>
         opsPerSecondConcurrent(count, async (i) => {
-          const { key, digest } = input(i);
+          const { key, fingerprint } = input(i);
           const response = JSON.stringify(answer[i]);
-          check((await changes({ id: key, fingerprint: digest, response })) === 1, 'raw finish');
+          check(
+            (await changes({ id: key, fingerprint: fingerprint, response })) === 1,
+            'raw finish',
+          );
         });
     case 'fetch':
       return () =>

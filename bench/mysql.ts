@@ -73,16 +73,16 @@ export async function mysqlOps({ quick }: BenchSize): Promise<GroupResult> {
     const { reserve, finish, fetch } = await compareServerOperations(
       store,
       {
-        reserve: async (key, digest) => {
+        reserve: async (key, fingerprint) => {
           try {
-            return await changed(raw.reserve({ id: key, fingerprint: digest, expires: 1e9 }));
+            return await changed(raw.reserve({ id: key, fingerprint: fingerprint, expires: 1e9 }));
           } catch (error) {
             if (mysqlErrno(error) === ER_DUP_ENTRY) check(false, 'raw reserve of a new key');
             throw error;
           }
         },
-        finish: (key, digest, response) =>
-          changed(raw.finish({ id: key, fingerprint: digest, response })),
+        finish: (key, fingerprint, response) =>
+          changed(raw.finish({ id: key, fingerprint: fingerprint, response })),
         fetch: async (key, now) => {
           const [rows] = (await pool.query(...raw.fetch({ id: key, now }))) as unknown as [
             { response: string | null }[],

@@ -60,9 +60,9 @@ export async function pgReplay({ quick }: BenchSize): Promise<GroupResult> {
   try {
     // Setup, untimed: the store's keys finished by the store, the layer's by a first request.
     const keys = realisticKeys(count);
-    for (const { key, digest } of keys) {
-      check(await store.reserve(key, digest, 1e9), 'reserve');
-      check(await store.finish(key, digest, REPLAY_ANSWER), 'finish');
+    for (const { key, fingerprint } of keys) {
+      check(await store.reserve(key, fingerprint, 1e9), 'reserve');
+      check(await store.finish(key, fingerprint, REPLAY_ANSWER), 'finish');
     }
     const layerKeys = realisticKeys(count).map(({ key }) => key);
     for (const key of layerKeys) {
@@ -72,8 +72,8 @@ export async function pgReplay({ quick }: BenchSize): Promise<GroupResult> {
     const ids = [...keys.map(({ key }) => key), ...layerKeys];
     const before = await versions(pool, schema, ids);
     const replayStore = async (i: number) => {
-      const { key, digest } = keys[i] as (typeof keys)[number];
-      const got = await store.acquire(key, digest, { expires: 1e9, now: 5, leaseSeconds: 30 });
+      const { key, fingerprint } = keys[i] as (typeof keys)[number];
+      const got = await store.acquire(key, fingerprint, { expires: 1e9, now: 5, leaseSeconds: 30 });
       check(got.status === 'done', 'replay');
       if (got.status === 'done') checkAnswer(got.record.response, 'replayed answer');
     };

@@ -111,8 +111,8 @@ async function compareStores(
   };
   const both = (op: (store: Store, key: RealisticKey, index: number) => Promise<void>) =>
     alternate(rounds, side(big, inputs.big, op), side(small, inputs.small, op));
-  const reserve = await both(async (store, { key, digest }) =>
-    check(await store.reserve(key, digest, 1e9), 'reserve'),
+  const reserve = await both(async (store, { key, fingerprint }) =>
+    check(await store.reserve(key, fingerprint, 1e9), 'reserve'),
   );
   const operations = rounds * count;
   const seeded = { big: bigRows, small: SMALL_ROWS };
@@ -120,8 +120,8 @@ async function compareStores(
     big: await settledState(pool, 'big', (c) => c.inserts >= seeded.big + operations),
     small: await settledState(pool, 'small', (c) => c.inserts >= seeded.small + operations),
   };
-  const finish = await both(async (store, { key, digest }, i) =>
-    check(await store.finish(key, digest, answers[i] as JsonObject), 'finish'),
+  const finish = await both(async (store, { key, fingerprint }, i) =>
+    check(await store.finish(key, fingerprint, answers[i] as JsonObject), 'finish'),
   );
   const afterFinish = {
     big: await settledState(pool, 'big', (c) => c.updates >= beforeFinish.big.updates + operations),

@@ -77,11 +77,12 @@ export async function pgOps({ quick }: BenchSize): Promise<GroupResult> {
     const { reserve, finish, fetch } = await compareServerOperations(
       store,
       {
-        reserve: async (key, digest) =>
-          (await pool.query(raw.reserve({ id: key, fingerprint: digest, expires: 1e9 }))).rows
+        reserve: async (key, fingerprint) =>
+          (await pool.query(raw.reserve({ id: key, fingerprint: fingerprint, expires: 1e9 }))).rows
             .length,
-        finish: async (key, digest, response) =>
-          (await pool.query(raw.finish({ id: key, fingerprint: digest, response }))).rows.length,
+        finish: async (key, fingerprint, response) =>
+          (await pool.query(raw.finish({ id: key, fingerprint: fingerprint, response }))).rows
+            .length,
         fetch: async (key, now) =>
           (
             (await pool.query(raw.fetch({ id: key, now }))).rows[0] as
@@ -99,8 +100,8 @@ export async function pgOps({ quick }: BenchSize): Promise<GroupResult> {
       rounds,
       (r) =>
         opsPerSecondConcurrent(count, async (i) => {
-          const { key, digest } = (acquireKeys[r] as RealisticKey[])[i] as RealisticKey;
-          const acquired = await store.acquire(key, digest, {
+          const { key, fingerprint } = (acquireKeys[r] as RealisticKey[])[i] as RealisticKey;
+          const acquired = await store.acquire(key, fingerprint, {
             expires: 1e9,
             now: 5,
             leaseSeconds: 30,
@@ -109,8 +110,8 @@ export async function pgOps({ quick }: BenchSize): Promise<GroupResult> {
         }),
       (r) =>
         opsPerSecondConcurrent(count, async (i) => {
-          const { key, digest } = (reserveKeys[r] as RealisticKey[])[i] as RealisticKey;
-          check(await store.reserve(key, digest, 1e9), 'reserve');
+          const { key, fingerprint } = (reserveKeys[r] as RealisticKey[])[i] as RealisticKey;
+          check(await store.reserve(key, fingerprint, 1e9), 'reserve');
         }),
     );
     const purge = await purgeBacklogs(pool, quick);

@@ -33,11 +33,11 @@ async function compareStores(ours: Store, theirs: Store, rounds: number, count: 
       (r) =>
         opsPerSecondConcurrent(count, (i) => op(theirs, theirsKeys[r]?.[i] as RealisticKey, i)),
     );
-  const reserve = await side(async (store, { key, digest }) => {
-    check(await store.reserve(key, digest, 1e9), 'reserve');
+  const reserve = await side(async (store, { key, fingerprint }) => {
+    check(await store.reserve(key, fingerprint, 1e9), 'reserve');
   });
-  const finish = await side(async (store, { key, digest }, i) => {
-    check(await store.finish(key, digest, answers[i] as JsonObject), 'finish');
+  const finish = await side(async (store, { key, fingerprint }, i) => {
+    check(await store.finish(key, fingerprint, answers[i] as JsonObject), 'finish');
   });
   const fetch = await side(async (store, { key }) => {
     check((await store.fetch(key, 5)) !== null, 'fetch');

@@ -9,7 +9,7 @@ const { openSqliteStore } = shippedSqlite;
 type Answer = JsonObject;
 interface Input {
   readonly key: string;
-  readonly digest: string;
+  readonly fingerprint: string;
 }
 
 /**
@@ -45,20 +45,20 @@ export async function sqliteOps({ quick }: BenchSize): Promise<GroupResult> {
   };
   // Each case writes its own keys; inputs are made before the clock starts.
   const tinyInputs = (side: string, round: number): Input[] =>
-    Array.from({ length: count }, (_, i) => ({ key: `${side}-${round}-${i}`, digest: 'd' }));
+    Array.from({ length: count }, (_, i) => ({ key: `${side}-${round}-${i}`, fingerprint: 'd' }));
   const answers = (bytes: number) =>
     Array.from({ length: count }, (_, i) => answerOfSize(bytes, i));
 
   const reserveBlock = (inputs: readonly Input[]) => ({
     ours: () =>
       opsPerSecond(count, (i) => {
-        const { key, digest } = inputs[i] as Input;
-        check(store.reserve(key, digest, 1e9), 'reserve');
+        const { key, fingerprint } = inputs[i] as Input;
+        check(store.reserve(key, fingerprint, 1e9), 'reserve');
       }),
     theirs: (rawInputs: readonly Input[]) =>
       opsPerSecond(count, (i) => {
-        const { key, digest } = rawInputs[i] as Input;
-        check(raw.reserve.run(key, digest, 1e9).changes === 1, 'raw reserve');
+        const { key, fingerprint } = rawInputs[i] as Input;
+        check(raw.reserve.run(key, fingerprint, 1e9).changes === 1, 'raw reserve');
       }),
   });
 
@@ -94,14 +94,14 @@ export async function sqliteOps({ quick }: BenchSize): Promise<GroupResult> {
       rounds,
       (r) =>
         opsPerSecond(count, (i) => {
-          const { key, digest } = ourIn(r)[i] as Input;
-          check(store.finish(key, digest, payloads[i] as Answer), 'finish');
+          const { key, fingerprint } = ourIn(r)[i] as Input;
+          check(store.finish(key, fingerprint, payloads[i] as Answer), 'finish');
         }),
       (r) =>
         opsPerSecond(count, (i) => {
-          const { key, digest } = rawIn(r)[i] as Input;
+          const { key, fingerprint } = rawIn(r)[i] as Input;
           const text = JSON.stringify(payloads[i]);
-          check(raw.finish.run(text, key, digest).changes === 1, 'raw finish');
+          check(raw.finish.run(text, key, fingerprint).changes === 1, 'raw finish');
         }),
     );
     const fetch = await alternate(
@@ -145,14 +145,18 @@ export async function sqliteOps({ quick }: BenchSize): Promise<GroupResult> {
       rounds,
       (r) =>
         opsPerSecond(count, (i) => {
-          const { key, digest } = (acquireKeys[r] as Input[])[i] as Input;
-          const acquired = store.acquire(key, digest, { expires: 1e9, now: 5, leaseSeconds: 30 });
+          const { key, fingerprint } = (acquireKeys[r] as Input[])[i] as Input;
+          const acquired = store.acquire(key, fingerprint, {
+            expires: 1e9,
+            now: 5,
+            leaseSeconds: 30,
+          });
           check(acquired.status === 'acquired', 'acquire');
         }),
       (r) =>
         opsPerSecond(count, (i) => {
-          const { key, digest } = (reserveKeys[r] as Input[])[i] as Input;
-          check(store.reserve(key, digest, 1e9), 'reserve');
+          const { key, fingerprint } = (reserveKeys[r] as Input[])[i] as Input;
+          check(store.reserve(key, fingerprint, 1e9), 'reserve');
         }),
     );
     const metrics: Record<string, Metric> = {};

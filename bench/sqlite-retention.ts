@@ -313,10 +313,10 @@ async function finishDoneIndexCost(dir: string, rows: number, quick: boolean) {
     return {
       run: () => {
         const inputs = realisticKeys(count);
-        for (const { key, digest } of inputs) reserve.run(key, digest);
+        for (const { key, fingerprint } of inputs) reserve.run(key, fingerprint);
         return opsPerSecond(count, (i) => {
-          const { key, digest } = inputs[i] as { key: string; digest: string };
-          check(finish.run(answer, key, digest).changes === 1, 'finish');
+          const { key, fingerprint } = inputs[i] as { key: string; fingerprint: string };
+          check(finish.run(answer, key, fingerprint).changes === 1, 'finish');
         });
       },
       close: () => client.close(),

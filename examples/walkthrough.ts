@@ -34,7 +34,7 @@ try {
   step(t0 + 1, 'the retry asks for the answer: fetch', store.fetch('order-42', t0 + 1));
   step(
     t0 + 2,
-    "finish with another body's digest (refused)",
+    "finish with another body's fingerprint (refused)",
     store.finish('order-42', 'sha256:bb…', { receipt: 666 }),
   );
   step(

@@ -14,12 +14,16 @@ export type {
   DeploymentWarningOptions,
 } from './core/deployment.js';
 export { DeploymentCode, DeploymentLevel, DeploymentRefusedError } from './core/deployment.js';
+export type { EncryptionOption, Keyring } from './core/encryption.js';
+export { isSealed, sealedKeyId } from './core/encryption.js';
 export {
+  AnswerUnreadableError,
   DatabaseOpenError,
+  EncryptionKeyMissingError,
   ErrorCode,
   IdempotencyError,
   InvalidArgumentError,
-  InvalidDigestError,
+  InvalidFingerprintError,
   InvalidKeyError,
   InvalidLimitError,
   InvalidOptionError,
@@ -27,6 +31,8 @@ export {
   OutcomeUnknownError,
   ReplicationUnconfirmedError,
   SchemaMismatchError,
+  StepNotStorableError,
+  StepSupersededError,
   StoreClosedError,
   UnrecognisedDatabaseError,
   UnserializableResponseError,
@@ -36,6 +42,7 @@ export {
   DEFAULT_PENDING_LIMIT,
   MAX_PENDING_LIMIT,
 } from './core/lease.js';
+export type { MigrationStatus } from './core/migrator.js';
 export type { ReleaseStuckKeyOptions, ReleaseStuckKeyResult } from './core/release-stuck.js';
 export { releaseStuckKey } from './core/release-stuck.js';
 export { type ResolveUnknownResult, resolveUnknownOutcome } from './core/resolve-unknown.js';

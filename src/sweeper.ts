@@ -193,7 +193,7 @@ export function startSweeper(store: SweeperStore, options: SweeperOptions = {}):
       leaseSeconds,
     });
     if (lease.status !== 'acquired') return;
-    const { attempt } = lease;
+    const { fencingToken } = lease;
     // Aborted when this sweep lost its lease or the sweeper stops: the sweep ends after the
     // batch in flight.
     const run = new AbortController();
@@ -211,7 +211,7 @@ export function startSweeper(store: SweeperStore, options: SweeperOptions = {}):
           const renewed = await store.renew(
             SWEEPER_LEASE_KEY,
             SWEEPER_LEASE_FINGERPRINT,
-            attempt,
+            fencingToken,
             at + leaseSeconds,
           );
           if (!renewed) run.abort();
@@ -221,7 +221,7 @@ export function startSweeper(store: SweeperStore, options: SweeperOptions = {}):
     } finally {
       stopping.signal.removeEventListener('abort', onStop);
       // Fenced: a sweeper that lost its lease deletes nothing of the one that took it over.
-      await store.release(SWEEPER_LEASE_KEY, SWEEPER_LEASE_FINGERPRINT, attempt);
+      await store.release(SWEEPER_LEASE_KEY, SWEEPER_LEASE_FINGERPRINT, fencingToken);
     }
   };
 

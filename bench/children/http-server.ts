@@ -134,7 +134,7 @@ async function storeCalls(req: Request, res: Response, next: NextFunction): Prom
   const json = res.json.bind(res);
   res.json = (payload: unknown) => {
     const answer = { status: res.statusCode, body: JSON.stringify(payload) };
-    grouped.finish(key, 'fingerprint', answer, claim.attempt).then((stored) => {
+    grouped.finish(key, 'fingerprint', answer, claim.fencingToken).then((stored) => {
       if (stored) json(payload);
       else next(new Error('the answer was not stored'));
     }, next);

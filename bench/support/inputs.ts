@@ -4,17 +4,17 @@ import type { JsonValue } from '../../src/core/json.js';
 /** A JSON object, as a stored answer is. */
 export type JsonObject = { [key: string]: JsonValue };
 
-/** A realistic key and digest: a UUID, as clients send, and a SHA-256 in hex, as fingerprints are. */
+/** A realistic key and fingerprint: a UUID, as clients send, and a SHA-256 in hex, as fingerprints are. */
 export interface RealisticKey {
   readonly key: string;
-  readonly digest: string;
+  readonly fingerprint: string;
 }
 
-/** `count` fresh UUID keys, each with a 64-hex digest; generated before any timing starts. */
+/** `count` fresh UUID keys, each with a 64-hex fingerprint; generated before any timing starts. */
 export function realisticKeys(count: number): RealisticKey[] {
   return Array.from({ length: count }, () => {
     const key = randomUUID();
-    return { key, digest: createHash('sha256').update(key).digest('hex') };
+    return { key, fingerprint: createHash('sha256').update(key).digest('hex') };
   });
 }
 

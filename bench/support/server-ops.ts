@@ -42,9 +42,9 @@ export async function opsPerSecondConcurrent(
 /** The raw side: the driver sending the store's SQL, answering what the checks need. */
 export interface RawOperations {
   /** Inserts the key as pending; the rows it changed. */
-  reserve(key: string, digest: string): Promise<number>;
+  reserve(key: string, fingerprint: string): Promise<number>;
   /** Stores the answer's JSON text on the pending row; the rows it changed. */
-  finish(key: string, digest: string, response: string): Promise<number>;
+  finish(key: string, fingerprint: string, response: string): Promise<number>;
   /** The stored answer's JSON text while `expires > now`, if any. */
   fetch(key: string, now: number): Promise<string | null | undefined>;
 }
@@ -70,26 +70,26 @@ export async function compareServerOperations(
     rounds,
     (r) =>
       opsPerSecondConcurrent(count, async (i) => {
-        const { key, digest } = input(ours, r, i);
-        check(await store.reserve(key, digest, 1e9), 'reserve');
+        const { key, fingerprint } = input(ours, r, i);
+        check(await store.reserve(key, fingerprint, 1e9), 'reserve');
       }),
     (r) =>
       opsPerSecondConcurrent(count, async (i) => {
-        const { key, digest } = input(theirs, r, i);
-        check((await raw.reserve(key, digest)) === 1, 'raw reserve');
+        const { key, fingerprint } = input(theirs, r, i);
+        check((await raw.reserve(key, fingerprint)) === 1, 'raw reserve');
       }),
   );
   const finish = await alternate(
     rounds,
     (r) =>
       opsPerSecondConcurrent(count, async (i) => {
-        const { key, digest } = input(ours, r, i);
-        check(await store.finish(key, digest, answers[i] as JsonObject), 'finish');
+        const { key, fingerprint } = input(ours, r, i);
+        check(await store.finish(key, fingerprint, answers[i] as JsonObject), 'finish');
       }),
     (r) =>
       opsPerSecondConcurrent(count, async (i) => {
-        const { key, digest } = input(theirs, r, i);
-        check((await raw.finish(key, digest, JSON.stringify(answers[i]))) === 1, 'raw finish');
+        const { key, fingerprint } = input(theirs, r, i);
+        check((await raw.finish(key, fingerprint, JSON.stringify(answers[i]))) === 1, 'raw finish');
       }),
   );
   const fetch = await alternate(

@@ -1,10 +1,6 @@
 import amqp from 'amqplib';
 import { sql } from 'drizzle-orm';
-import {
-  CallInProgressError,
-  makeIdempotent,
-  PayloadMismatchError,
-} from '../../src/function/index.js';
+import { CallInProgressError, KeyReusedError, makeIdempotent } from '../../src/function/index.js';
 import { openSqliteStore, sqliteTransaction } from '../../src/sqlite/index.js';
 import { CREATE_CREDITS, type CreditMessage, credits } from './schema.js';
 
@@ -106,7 +102,7 @@ export async function startConsumer(options: ConsumerOptions): Promise<Consumer>
         options.onSettled?.(message.id, 'acked');
       } catch (error) {
         // Another payload under the same id is a publisher bug: retrying cannot fix it.
-        const retry = !(error instanceof PayloadMismatchError);
+        const retry = !(error instanceof KeyReusedError);
         if (!(error instanceof CallInProgressError)) console.error(error);
         channel.nack(delivery, false, retry);
         options.onSettled?.(message.id, retry ? 'requeued' : 'rejected');

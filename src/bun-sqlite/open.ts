@@ -1,3 +1,4 @@
+import { checkedEncryption, type EncryptionOption } from '../core/encryption.js';
 import { DatabaseOpenError, IdempotencyError } from '../core/errors.js';
 import { assertIntegerOption } from '../core/validation.js';
 import type { AnyBunSqliteDatabase } from './client.js';
@@ -5,7 +6,7 @@ import { applyBunSqliteMigrations, type BunSqliteMigrationOptions } from './migr
 import { BunSqliteIdempotencyStore } from './store.js';
 
 /** Options of {@link openBunSqliteStore}. */
-export interface OpenBunSqliteStoreOptions extends BunSqliteMigrationOptions {
+export interface OpenBunSqliteStoreOptions extends BunSqliteMigrationOptions, EncryptionOption {
   /**
    * How long a write waits for another connection's write lock before failing, in milliseconds.
    * Default 5000.
@@ -36,6 +37,7 @@ export async function openBunSqliteStore<T = unknown>(
   path: string,
   options: OpenBunSqliteStoreOptions = {},
 ): Promise<BunSqliteIdempotencyStore<T>> {
+  const encryption = checkedEncryption(options);
   const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
   assertIntegerOption(busyTimeoutMs, 'busyTimeoutMs', 0, 2 ** 31 - 1);
   if (typeof path !== 'string' || path.length === 0) {
@@ -57,7 +59,11 @@ export async function openBunSqliteStore<T = unknown>(
     client.prepare('SELECT count(*) FROM sqlite_master').all();
     await applyBunSqliteMigrations(db, table);
     client.prepare('PRAGMA journal_mode = WAL').all();
-    return new BunSqliteIdempotencyStore<T>(db, { onClose: () => client.close(), ...table });
+    return new BunSqliteIdempotencyStore<T>(db, {
+      onClose: () => client.close(),
+      ...table,
+      ...encryption,
+    });
   } catch (error) {
     client.close();
     if (error instanceof IdempotencyError) throw error;

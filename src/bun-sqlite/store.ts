@@ -1,5 +1,5 @@
 import { AsyncIdempotencyStore } from '../core/async-store.js';
-import { closeHook } from '../core/close-option.js';
+import type { EncryptionOption } from '../core/encryption.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
 import { DEFAULT_BATCH_MILLIS } from '../core/validation.js';
 import { sqliteQueries } from '../sqlite-dialect/queries.js';
@@ -12,20 +12,13 @@ import type { AnyBunSqliteDatabase, BunSqliteDatabaseLike } from './client.js';
 import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 
 /** Options of {@link BunSqliteIdempotencyStore}. */
-export interface BunSqliteStoreOptions {
+export interface BunSqliteStoreOptions extends EncryptionOption {
   /**
    * Called once by `close()`, e.g. `() => db.$client.close()` to close the database the store owns.
    * By default `close()` leaves it alone: a store built over your database never closes it.
    * `openBunSqliteStore` closes the database it opened.
    */
   readonly onClose?: () => unknown;
-  /**
-   * `true` closes the database on `close()`.
-   *
-   * @deprecated Use `onClose: () => db.$client.close()`, the close option of every store. Removed
-   * in 1.0.
-   */
-  readonly closeConnection?: boolean;
   /**
    * The keys table, from `sqliteKeysTable(name)`. Default: the `keys` table. It must exist, made
    * by `applyBunSqliteMigrations(db, { table })` or by your own drizzle-kit migrations.
@@ -77,8 +70,11 @@ export class BunSqliteIdempotencyStore<T = unknown>
    * @param options - see {@link BunSqliteStoreOptions}
    */
   constructor(db: AnyBunSqliteDatabase, options: BunSqliteStoreOptions = {}) {
-    const driver = bunDriver(db.$client, closeHook(db.$client, options));
-    super(sqliteStatements(driver, sqliteQueries(db, options.table ?? defaultKeys)));
+    const driver = bunDriver(db.$client, options.onClose);
+    super(
+      sqliteStatements(driver, sqliteQueries(db, options.table ?? defaultKeys)),
+      options.encryption,
+    );
     this.#db = db;
   }
 

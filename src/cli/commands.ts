@@ -1,12 +1,17 @@
+import { inspect } from 'node:util';
+import { InvalidOptionError } from '../core/errors.js';
+import type { JsonValue } from '../core/json.js';
+import { KeyStore, type Mode } from '../core/key-store.js';
 import { releaseStuckKey } from '../core/release-stuck.js';
 import { resolveUnknownOutcome } from '../core/resolve-unknown.js';
+import { decodeResult } from '../core/result-encoding.js';
 import { KeyStatus } from '../core/status.js';
 import type { IdempotencyRecord } from '../core/store.js';
 import { fromStoredAnswer, omittedSize } from '../http/response.js';
 import { storedId } from '../http/scope.js';
 import { formatPrometheusStats } from '../observe/prometheus.js';
 import { asciiJson, type CliIo, writeJson } from './io.js';
-import { printableKey, printableWord, terminalSafe } from './keys.js';
+import { printableKey, printableWord, splitStoredId, terminalSafe } from './keys.js';
 import { describeLocation, type StoreLocation } from './location.js';
 import { withStore } from './open-store.js';
 
@@ -79,12 +84,18 @@ export async function statsCommand(io: CliIo, options: StatsOptions): Promise<vo
   );
 }
 
-/** `idem expired`: the ids a purge would delete, ascending. */
+/**
+ * `idem expired`: the ids a purge would delete, ascending. An empty list says so on stderr, so
+ * that stdout stays the list a script reads.
+ */
 export async function expiredCommand(io: CliIo, options: ListOptions): Promise<void> {
   const ids = await withStore(options.location, 'read', async (store) =>
     store.expired(options.now, options.limit),
   );
   writeIds(io, ids, options.json);
+  if (ids.length === 0 && !options.json) {
+    io.stderr.write('no expired answers: a sweep has nothing to delete now\n');
+  }
 }
 
 /** `idem purge`: one batch of at most `--limit` rows, ascending by id. */
@@ -103,9 +114,32 @@ export interface PendingOptions extends TimedOptions {
   readonly scope?: string;
 }
 
-function seconds(value: number): string {
-  return `${Math.round(value * 10) / 10}s`;
+const UNITS = [
+  ['d', 86_400],
+  ['h', 3600],
+  ['m', 60],
+] as const;
+
+/**
+ * A duration as people read it: `12.5s` under a minute, else its two largest units, the smaller
+ * one cut (not rounded) as a clock shows it: `14m 50s`, `2h 5m`, `2d 23h`; a zero smaller unit
+ * is left out (`3d`).
+ */
+export function humanDuration(value: number): string {
+  const tenths = Math.round(value * 10) / 10;
+  if (tenths < 60) return `${tenths}s`;
+  const total = Math.floor(value);
+  for (const [index, [unit, size]] of UNITS.entries()) {
+    if (total < size) continue;
+    const [smallUnit, smallSize] = UNITS[index + 1] ?? ['s', 1];
+    const big = Math.floor(total / size);
+    const small = Math.floor((total - big * size) / smallSize);
+    return small === 0 ? `${big}${unit}` : `${big}${unit} ${small}${smallUnit}`;
+  }
+  return `${total}s`;
 }
+
+const seconds = humanDuration;
 
 // A deadline seen from `now`: one still ahead reads `in 12.5s`, one behind `13.5s ago`, never a
 // negative duration.
@@ -142,9 +176,19 @@ export async function pendingCommand(io: CliIo, options: PendingOptions): Promis
     writeJson(io.stdout, rows);
     return;
   }
+  if (rows.length === 0) {
+    const scope =
+      options.scope === undefined ? '' : ` under the scope ${printableWord(options.scope)}`;
+    io.stderr.write(
+      options.stale
+        ? `no stale pending keys${scope}: none is waiting for a person\n`
+        : `no pending keys${scope}: no request is in flight\n`,
+    );
+    return;
+  }
   for (const row of rows) {
     io.stdout.write(
-      `${printableKey(row.key)}  ${row.state}  token ${row.attempt}  ${leaseText(row.leaseUntil, options.now)}  ${expiresText(row.expires, options.now)}\n`,
+      `${printableKey(row.key)}  ${row.state}  token ${row.fencingToken}  ${leaseText(row.leaseUntil, options.now)}  ${expiresText(row.expires, options.now)}\n`,
     );
   }
 }
@@ -168,7 +212,27 @@ type AnswerSummary =
       /** The body's bytes; absent when none was kept. */
       readonly body?: Uint8Array;
     }
-  | { readonly kind: 'value'; readonly bytes: number; readonly value: unknown };
+  | { readonly kind: 'value'; readonly bytes: number; readonly value: unknown }
+  | {
+      readonly kind: 'result';
+      readonly bytes: number;
+      /** What the function returned, as `makeIdempotent` gives it back to a retry. */
+      readonly value: unknown;
+      /** The stored envelope, for `--json` when the value has no JSON form of its own. */
+      readonly stored: unknown;
+    };
+
+// `makeIdempotent`'s default codec stores a result in an envelope of one member, `value` (plain
+// JSON) or `encoded` (a Date, a BigInt, …), or as `{}` for undefined: the caller's value is
+// inside it. Anything else is a value the application stored itself.
+function isResultEnvelope(response: unknown): response is JsonValue & object {
+  if (typeof response !== 'object' || response === null || Array.isArray(response)) return false;
+  const members = Object.keys(response);
+  return (
+    members.length === 0 ||
+    (members.length === 1 && (members[0] === 'value' || members[0] === 'encoded'))
+  );
+}
 
 function summarize(id: string, response: unknown): AnswerSummary {
   const omitted = omittedSize(response);
@@ -188,8 +252,18 @@ function summarize(id: string, response: unknown): AnswerSummary {
   } catch {
     // Not an HTTP answer: a value stored by makeIdempotent or by the application.
     const bytes = Buffer.byteLength(JSON.stringify(response) ?? '', 'utf8');
+    if (isResultEnvelope(response)) {
+      return { kind: 'result', bytes, value: decodeResult(response), stored: response };
+    }
     return { kind: 'value', bytes, value: response };
   }
+}
+
+// A result as the caller stored it: JSON when it is plain data, else as Node shows the value
+// (a Date, a BigInt, undefined), which JSON has no form for.
+function resultText(answer: Extract<AnswerSummary, { kind: 'result' }>): string {
+  if (Object.hasOwn(answer.stored as object, 'value')) return asciiJson(answer.value);
+  return terminalSafe(inspect(answer.value, { depth: null, colors: false }));
 }
 
 function bodyText(body: Uint8Array): { text: string; encoding?: 'base64' } {
@@ -213,6 +287,16 @@ function showJson(
   } else if (answer?.kind === 'value') {
     const { value, ...rest } = answer;
     answerJson = options.body ? { ...rest, value } : rest;
+  } else if (answer?.kind === 'result') {
+    const { value, stored, ...rest } = answer;
+    // A plain result is the value itself; one JSON cannot hold keeps the codec's tagged form.
+    const plain = Object.hasOwn(stored as object, 'value');
+    answerJson = options.body
+      ? {
+          ...rest,
+          ...(plain ? { value } : { encoded: (stored as { encoded?: unknown }).encoded ?? null }),
+        }
+      : rest;
   }
   return {
     key: record.key,
@@ -220,7 +304,7 @@ function showJson(
     fingerprint: record.fingerprint,
     expires: record.expires,
     leaseUntil: record.leaseUntil,
-    attempt: record.attempt,
+    fencingToken: record.fencingToken,
     unrecorded: record.unrecorded,
     answer: answerJson,
     now: options.now,
@@ -236,6 +320,8 @@ function bodyJson(body: { text: string; encoding?: 'base64' }): Record<string, u
 function answerLine(answer: AnswerSummary): string {
   if (answer.kind === 'value')
     return `a stored value (not an HTTP answer), ${answer.bytes} bytes of JSON`;
+  if (answer.kind === 'result')
+    return `a makeIdempotent result, ${answer.bytes} bytes of JSON (--body prints the value)`;
   const type = answer.headers['content-type'];
   const kept = answer.kept ? '' : ', body not kept (over maxStoredBytes)';
   const typed = type === undefined ? '' : `, ${terminalSafe(type)}`;
@@ -243,16 +329,34 @@ function answerLine(answer: AnswerSummary): string {
 }
 
 /**
- * `idem show <key>`: the whole record of one key (status, lease, attempt, fingerprint, retention
+ * `idem show <key>`: the whole record of one key (status, lease, fencing token, fingerprint, retention
  * deadline and, once done, the stored answer's HTTP status and size), and its body with `--body`.
  * Bodies and keys are printed so that no byte of them can act on the terminal.
  *
  * @returns the exit code: 0 shown, 1 no such key
  */
 export async function showCommand(io: CliIo, options: ShowOptions): Promise<number> {
-  const record = await withStore(options.location, 'read', async (store) => store.get(options.id));
+  const { record, scoped } = await withStore(options.location, 'read', async (store, opened) => {
+    const found = await store.get(options.id);
+    // A key typed without its scope: the ids holding it under scopes tell the operator what to type.
+    const under =
+      found === null && splitStoredId(options.id) === undefined
+        ? ((await opened.scopedIds?.(options.id)) ?? [])
+        : [];
+    return { record: found, scoped: under };
+  });
   if (record === null) {
-    io.stderr.write(`idem: no row with the key ${printableKey(options.id)}\n`);
+    const key = printableKey(options.id);
+    if (scoped.length === 0) {
+      io.stderr.write(
+        `idem: no row with the key ${key}; list the keys in flight with "idem pending", or give the scope the key was stored under with --scope SCOPE\n`,
+      );
+    } else {
+      const scopes = scoped.map((id) => printableWord(splitStoredId(id)?.scope ?? ''));
+      io.stderr.write(
+        `idem: no row with the key ${key} outside a scope; it is stored under the scope(s) ${scopes.join(', ')}: type "idem show ${printableKey(scoped[0] ?? '')}"\n`,
+      );
+    }
     return 1;
   }
   if (options.json) {
@@ -280,7 +384,7 @@ export async function showCommand(io: CliIo, options: ShowOptions): Promise<numb
     `key          ${printableKey(record.key)}`,
     `status       ${state}`,
     `lease        ${lease}`,
-    `attempt      ${record.attempt}`,
+    `token        ${record.fencingToken}`,
     `fingerprint  ${printableWord(record.fingerprint)}`,
     `retention    ${expiresText(record.expires, now)}${replayed}`,
   ];
@@ -291,6 +395,8 @@ export async function showCommand(io: CliIo, options: ShowOptions): Promise<numb
   if (!options.body || answer === undefined) return 0;
   if (answer.kind === 'value') {
     io.stdout.write(`\n${asciiJson(answer.value)}\n`);
+  } else if (answer.kind === 'result') {
+    io.stdout.write(`\n${resultText(answer)}\n`);
   } else if (answer.body !== undefined) {
     const body = bodyText(answer.body);
     const text = body.encoding === undefined ? terminalSafe(body.text) : body.text;
@@ -344,19 +450,19 @@ export async function releaseCommand(io: CliIo, options: ReleaseOptions): Promis
   if (options.json) writeJson(io.stdout, { key: options.id, ...outcome });
   if (outcome.result === 'live') {
     io.stderr.write(
-      `idem: ${key} is held by a live lease (token ${outcome.attempt}, ends ${fromNow(outcome.leaseUntil, options.now)}): its request may still be running, and releasing it would let a retry run the work a second time; wait for the lease to lapse and run this again, or add --force if you know the owner is gone; nothing changed\n`,
+      `idem: ${key} is held by a live lease (token ${outcome.fencingToken}, ends ${fromNow(outcome.leaseUntil, options.now)}): its request may still be running, and releasing it would let a retry run the work a second time; wait for the lease to lapse and run this again, or add --force if you know the owner is gone; nothing changed\n`,
     );
     return 1;
   }
   const { result } = outcome;
   const messages = {
     released: undefined,
-    missing: `no row with the key ${key}`,
-    done: `${key} is done: its answer is kept until it expires, and only a sweep deletes it`,
+    missing: `no row with the key ${key}: list the keys in flight with "idem pending"`,
+    done: `${key} is done: its answer is kept until it expires, and "idem sweep" deletes it then`,
     mismatch:
       options.fingerprint === undefined
-        ? `${key} is not pending`
-        : `${key} is pending with another fingerprint than ${printableWord(options.fingerprint)}`,
+        ? `${key} is not pending: look at it with "idem show ${key}"`
+        : `${key} is pending with another fingerprint than ${printableWord(options.fingerprint)}: see its fingerprint with "idem show ${key}"`,
   } as const;
   const message = messages[result];
   if (message === undefined) {
@@ -417,5 +523,84 @@ export async function resolveCommand(io: CliIo, options: ResolveOptions): Promis
     return 0;
   }
   io.stderr.write(`idem: ${message}; nothing changed\n`);
+  return 1;
+}
+
+/** The flags of `idem erase`. */
+export interface EraseCommandOptions extends LocatedOptions {
+  /** The scope whose answers are erased. */
+  readonly scope: string;
+  readonly batch?: number;
+  readonly yes?: boolean;
+  readonly json?: boolean;
+}
+
+// The erasure and re-sealing operations of the stores this CLI opens (every dialect's KeyStore).
+function keyStore(store: object): KeyStore<unknown, Mode> {
+  if (!(store instanceof KeyStore)) {
+    throw new InvalidOptionError('this store cannot erase or re-seal answers');
+  }
+  return store as KeyStore<unknown, Mode>;
+}
+
+/**
+ * `idem erase --scope S --yes`: deletes every done answer of scope `S` in batches (the GDPR
+ * erasure path) and prints the erased keys, one a line; pending keys of the scope are listed on
+ * stderr and left (exit 1), so the command is run again once they are done. Without `--yes`
+ * nothing changes (exit 2). `--json`: one line `{"scope","erased":[…],"pending":[…]}`.
+ *
+ * @returns the exit code: 0 all erased, 1 pending keys left, 2 not confirmed
+ */
+export async function eraseCommand(io: CliIo, options: EraseCommandOptions): Promise<number> {
+  const scope = printableWord(options.scope);
+  if (!options.yes) {
+    io.stderr.write(
+      `idem: erase deletes every stored answer of the scope ${scope}, and their retries then run again; add --yes to confirm\n`,
+    );
+    return 2;
+  }
+  const result = await withStore(options.location, 'write', async (store) =>
+    keyStore(store).erase({
+      scope: options.scope,
+      ...(options.batch === undefined ? {} : { batchSize: options.batch }),
+    }),
+  );
+  if (options.json) writeJson(io.stdout, { scope: options.scope, ...result });
+  else for (const key of result.erased) io.stdout.write(`${printableKey(key)}\n`);
+  io.stderr.write(`idem: erased ${result.erased.length} answer(s) of the scope ${scope}\n`);
+  if (result.pending.length === 0) return 0;
+  io.stderr.write(
+    `idem: ${result.pending.length} key(s) of the scope ${scope} are still pending and were left: ${result.pending.map(printableKey).join(', ')}; run erase again once they are done\n`,
+  );
+  return 1;
+}
+
+/** The flags of `idem rekey`. */
+export interface RekeyCommandOptions extends LocatedOptions {
+  readonly batch?: number;
+  readonly json?: boolean;
+}
+
+/**
+ * `idem rekey`: re-seals every answer not under the current key of `IDEM_ENCRYPTION_KEYS` (a
+ * retired key's, or plain JSON), in batches, and prints the counts. Answers that do not open are
+ * listed on stderr and left (exit 1).
+ *
+ * @returns the exit code: 0 every answer under the current key, 1 some did not open
+ */
+export async function rekeyCommand(io: CliIo, options: RekeyCommandOptions): Promise<number> {
+  const result = await withStore(options.location, 'write', async (store) =>
+    keyStore(store).rekey(options.batch === undefined ? {} : { batchSize: options.batch }),
+  );
+  if (options.json) writeJson(io.stdout, result);
+  else {
+    io.stdout.write(
+      `resealed ${result.resealed}, already current ${result.current}, unreadable ${result.unreadable.length}\n`,
+    );
+  }
+  if (result.unreadable.length === 0) return 0;
+  io.stderr.write(
+    `idem: ${result.unreadable.length} answer(s) did not open with the keyring and were left: ${result.unreadable.map(printableKey).join(', ')}\n`,
+  );
   return 1;
 }

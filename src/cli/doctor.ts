@@ -5,10 +5,13 @@ import {
   DeploymentLevel,
   type DeploymentReport,
 } from '../core/deployment.js';
+import type { SealingReport } from '../core/erasure.js';
 import { DatabaseOpenError } from '../core/errors.js';
+import { KeyStore, type Mode } from '../core/key-store.js';
 import { type CliIo, writeJson } from './io.js';
+import { KEYRING_VARIABLE } from './keyring.js';
 import { describeLocation, type LocationFlags, type StoreLocation } from './location.js';
-import { cliMysqlPool } from './open-store.js';
+import { cliMysqlPool, withStore } from './open-store.js';
 
 /** Exit codes of `idem doctor`. */
 export const DoctorExitCode = {
@@ -151,12 +154,49 @@ function writeFindings(io: CliIo, where: string, findings: readonly DeploymentFi
 export async function doctorCommand(io: CliIo, options: DoctorOptions): Promise<number> {
   const report = await checkLocation(options.location);
   const where = describeLocation(options.location);
-  if (options.json) writeJson(io.stdout, { location: where, ...report });
-  else writeFindings(io, where, report.findings);
+  const sealing = await sealingOf(options.location);
+  if (options.json) writeJson(io.stdout, { location: where, ...report, sealing });
+  else {
+    writeFindings(io, where, report.findings);
+    if (sealing !== null) io.stdout.write(`${describeSealing(sealing)}\n`);
+  }
   if (report.findings.some((finding) => finding.level === DeploymentLevel.refuse)) {
     return DoctorExitCode.refused;
   }
-  return report.findings.length > 0 ? DoctorExitCode.warnings : DoctorExitCode.ok;
+  const unsealed =
+    sealing !== null &&
+    (sealing.missing.length > 0 ||
+      sealing.retired.length > 0 ||
+      (sealing.current !== null && sealing.plaintext > 0));
+  return report.findings.length > 0 || unsealed ? DoctorExitCode.warnings : DoctorExitCode.ok;
+}
+
+// How the answers are kept, read with the keyring of IDEM_ENCRYPTION_KEYS; `null` when the store
+// cannot be opened for reading (no table yet, an older version): the findings above say why.
+async function sealingOf(location: StoreLocation): Promise<SealingReport | null> {
+  try {
+    return await withStore(location, 'read', async (store) =>
+      store instanceof KeyStore ? (store as KeyStore<unknown, Mode>).sealingReport() : null,
+    );
+  } catch {
+    return null;
+  }
+}
+
+function describeSealing(report: SealingReport): string {
+  const sealed = Object.entries(report.byKey).map(([id, count]) => {
+    const state = report.missing.includes(id)
+      ? 'NOT in the keyring: unreadable'
+      : report.retired.includes(id)
+        ? 'retired: run idem rekey'
+        : 'current';
+    return `${count} under key ${id} (${state})`;
+  });
+  const plain =
+    report.current === null
+      ? `${report.plaintext} in plain JSON (encryption is off: set ${KEYRING_VARIABLE})`
+      : `${report.plaintext} in plain JSON${report.plaintext > 0 ? ' (run idem rekey)' : ''}`;
+  return `answers: ${[plain, ...sealed].join(', ')}`;
 }
 
 /** What {@link registerDoctorCommand} needs from the program. */

@@ -36,8 +36,11 @@ export function printableWord(text: string): string {
   return `'${asciiJsonString(text)}'`;
 }
 
-// The scope and key a stored id was made of by storedId, when it was made so.
-function splitStoredId(id: string): { scope: string; key: string } | undefined {
+/**
+ * The scope and key a stored id was made of by `storedId`, when it was made so; `undefined` for
+ * an id stored without a scope.
+ */
+export function splitStoredId(id: string): { scope: string; key: string } | undefined {
   const at = id.indexOf(SCOPE_SEPARATOR);
   if (!id.startsWith('"') || at < 0) return undefined;
   const head = id.slice(0, at);

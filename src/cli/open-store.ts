@@ -1,23 +1,57 @@
 import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type BetterSqlite3 from 'better-sqlite3';
+import { type Column, type SQL, sql } from 'drizzle-orm';
 import type { Pool as MysqlPool } from 'mysql2/promise';
 import type { Pool } from 'pg';
-import { DatabaseOpenError } from '../core/errors.js';
-import { type JournalRow, type MigrationFile, pendingMigrations } from '../core/journal.js';
+import type { EncryptionOption } from '../core/encryption.js';
+import { DatabaseOpenError, IdempotencyError } from '../core/errors.js';
+import type { MigrationStatus } from '../core/migrator.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
-import { DEFAULT_TABLE_NAME, migrationsTableName } from '../core/table-name.js';
-import { mysqlMigrations, pgMigrations, sqliteMigrations } from '../generated/migrations.js';
-import { quoteIdentifier } from '../pg/identifier.js';
+import { DEFAULT_TABLE_NAME } from '../core/table-name.js';
 import { openPgStore } from '../pg/open.js';
 import { DEFAULT_PG_SCHEMA, pgKeysTable } from '../pg/schema.js';
-import { printableWord } from './keys.js';
+import { sqliteMigrationStatus } from '../sqlite/migrate.js';
+import { KEYRING_VARIABLE, keyringFromEnvironment } from './keyring.js';
+import { printableWord, splitStoredId } from './keys.js';
 import { describeLocation, maskSecrets, type StoreLocation, urlSecrets } from './location.js';
+
+// The keyring of IDEM_ENCRYPTION_KEYS, as the store's option: every command reads and writes
+// answers as the application does.
+function cliEncryption(): EncryptionOption {
+  const encryption = keyringFromEnvironment(process.env[KEYRING_VARIABLE]);
+  return encryption === undefined ? {} : { encryption };
+}
 
 /** An open store and what ends it. */
 export interface CliStore {
   readonly store: LeasedIdempotencyStore;
+  /**
+   * The stored ids that hold `key` under a scope (at most {@link MAX_SCOPES_LISTED}), so that a
+   * key looked up without its scope can name them. Present on every store a read command opens.
+   */
+  readonly scopedIds?: (key: string) => Promise<string[]>;
   /** Closes the store and its connections, so the process can exit. */
   close(): Promise<void>;
+}
+
+/** How many scoped ids of one key a lookup lists at most. */
+export const MAX_SCOPES_LISTED = 20;
+
+// The LIKE pattern of the ids that end in the scope separator and `key`, `!` escaping.
+function scopedIdPattern(key: string): string {
+  return `%\u001f${key.replace(/[!%_]/g, (char) => `!${char}`)}`;
+}
+
+// The ids a LIKE over-matched (SQLite's LIKE ignores ASCII case) are dropped by an exact check.
+function exactScopedIds(key: string, ids: readonly { id: string }[]): string[] {
+  return ids.map((row) => row.id).filter((id) => splitStoredId(id)?.key === key);
+}
+
+/** The condition and limit of a scoped-id lookup on the keys table's `id` column. */
+function scopedIdCondition(column: Column, key: string): SQL {
+  return sql`${column} LIKE ${scopedIdPattern(key)} ESCAPE '!'`;
 }
 
 /**
@@ -64,71 +98,86 @@ function missingTable(location: StoreLocation): DatabaseOpenError {
   );
 }
 
-function outdated(location: StoreLocation, pending: readonly MigrationFile[]): DatabaseOpenError {
-  return new DatabaseOpenError(
-    `the ${location.table} table at ${describeLocation(location)} lacks ${pending.length} migration(s) of this version: bring it up to date with "${migrateHint(location)}"`,
+/**
+ * Refuses a store the command may not use as it is: a missing table, or one an older version
+ * made that lacks columns of this one (only `idem migrate` adds them). A table made by the
+ * application's own drizzle-kit migrations has this version's columns and no journal of ours: it
+ * is read as it is, and the store's migrator records it in the journal on the first write
+ * command.
+ */
+function assertUsable(location: StoreLocation, status: MigrationStatus): void {
+  if (!status.table) throw missingTable(location);
+  if (status.missingColumns.length === 0) return;
+  throw new DatabaseOpenError(
+    `the ${location.table} table at ${describeLocation(location)} lacks ${status.pending.length} migration(s) of this version (columns ${status.missingColumns.join(', ')}): bring it up to date with "${migrateHint(location)}"`,
   );
 }
 
-const COMMITTED = { sqlite: sqliteMigrations, pg: pgMigrations, mysql: mysqlMigrations } as const;
-
-function isSqliteError(error: unknown, code: string): boolean {
-  return error instanceof Error && (error as { code?: unknown }).code === code;
+/** What the CLI says when a driver it needs is not installed. */
+function driverMissing(need: string, packages: readonly string[]): DatabaseOpenError {
+  const install = packages.map((name) => `"npm install ${name}"`).join(' or ');
+  return new DatabaseOpenError(
+    `${need} needs the ${packages.join(' or the ')} package, which is not installed here: install it with ${install}`,
+  );
 }
 
-// Read without writing: SQLite creates no file for a connection that must find one, and reading
-// neither changes the journal mode nor leaves a -wal file behind once the connection closes.
-async function inspectSqlite(
-  location: Extract<StoreLocation, { dialect: 'sqlite' }>,
-): Promise<BetterSqlite3.Database> {
-  const path = printableWord(location.path);
-  if (location.path !== ':memory:' && !existsSync(location.path)) {
-    throw new DatabaseOpenError(
-      `no database at ${path}: create it with "${migrateHint(location)}"`,
-    );
-  }
-  const [{ default: Database }, { assertAdoptableSqliteKeysTable }, { sqliteKeysTable }] =
-    await Promise.all([
-      import('better-sqlite3'),
-      import('../sqlite/migrate.js'),
-      import('../sqlite-dialect/schema.js'),
-    ]);
-  let client: BetterSqlite3.Database;
+// Node's answer to an import of a package that is not installed names the package in quotes.
+function isMissingPackage(error: unknown, name: string): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return (
+    (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') &&
+    error instanceof Error &&
+    error.message.includes(`'${name}'`)
+  );
+}
+
+/**
+ * Loads a driver of the application's, or answers `undefined` when the application does not
+ * have it installed. Any other failure to load it is thrown as it is.
+ */
+async function optionalDriver<M>(name: string, load: () => Promise<M>): Promise<M | undefined> {
   try {
-    client = new Database(location.path, { fileMustExist: true, timeout: 5000 });
+    return await load();
   } catch (error) {
-    throw new DatabaseOpenError(`cannot open ${path}: ${(error as Error).message}`, error);
-  }
-  try {
-    const exists = (name: string) =>
-      client.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !==
-      undefined;
-    assertAdoptableSqliteKeysTable(client, { table: sqliteKeysTable(location.table) });
-    if (!exists(location.table)) throw missingTable(location);
-    const journal = migrationsTableName(location.table);
-    const rows = exists(journal)
-      ? (client.prepare(`SELECT hash, created_at FROM "${journal}"`).all() as JournalRow[])
-      : [];
-    const pending = pendingMigrations(COMMITTED.sqlite, rows);
-    if (pending.length > 0) throw outdated(location, pending);
-    return client;
-  } catch (error) {
-    client.close();
-    if (isSqliteError(error, 'SQLITE_NOTADB')) {
-      throw new DatabaseOpenError(`cannot open ${path}: the file is not a SQLite database`, error);
-    }
-    if (isSqliteError(error, 'SQLITE_CORRUPT')) {
-      throw new DatabaseOpenError(`cannot open ${path}: the database file is damaged`, error);
-    }
+    if (isMissingPackage(error, name)) return undefined;
     throw error;
   }
 }
 
-async function openSqlite(
-  location: Extract<StoreLocation, { dialect: 'sqlite' }>,
+/** Loads a driver the command cannot do without, or refuses in one line naming the package. */
+async function requiredDriver<M>(name: string, need: string, load: () => Promise<M>): Promise<M> {
+  const loaded = await optionalDriver(name, load);
+  if (loaded === undefined) throw driverMissing(need, [name]);
+  return loaded;
+}
+
+type SqliteLocation = Extract<StoreLocation, { dialect: 'sqlite' }>;
+
+function sqliteOpenFailure(path: string, error: unknown): DatabaseOpenError {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (code === 'SQLITE_NOTADB') {
+    return new DatabaseOpenError(`cannot open ${path}: the file is not a SQLite database`, error);
+  }
+  if (code === 'SQLITE_CORRUPT') {
+    return new DatabaseOpenError(`cannot open ${path}: the database file is damaged`, error);
+  }
+  return new DatabaseOpenError(`cannot open ${path}: ${(error as Error).message}`, error);
+}
+
+// The error a check threw, kept as it is when it already says what is wrong (a refusal, a foreign
+// table), else described as the file it could not read.
+function sqliteFailure(path: string, error: unknown): unknown {
+  return error instanceof IdempotencyError ? error : sqliteOpenFailure(path, error);
+}
+
+// Read without writing: better-sqlite3 creates no file for a connection that must find one, and
+// reading neither changes the journal mode nor leaves a -wal file behind once the connection
+// closes. Only `write` then opens the store, whose migrator records a table the application made.
+async function openBetterSqlite(
+  location: SqliteLocation,
   mode: StoreMode,
+  Database: typeof BetterSqlite3,
 ): Promise<CliStore> {
-  // Loaded here so that PostgreSQL users need not install `better-sqlite3`.
   const [{ openSqliteStore }, { SqliteIdempotencyStore }, { sqliteKeysTable }, { drizzle }] =
     await Promise.all([
       import('../sqlite/open.js'),
@@ -137,17 +186,110 @@ async function openSqlite(
       import('drizzle-orm/better-sqlite3'),
     ]);
   const table = sqliteKeysTable(location.table);
-  if (mode === 'read') {
-    const client = await inspectSqlite(location);
-    const store = new SqliteIdempotencyStore(drizzle({ client }), {
-      table,
-      onClose: () => client.close(),
-    });
-    return { store, close: async () => store.close() };
+  const path = printableWord(location.path);
+  if (mode !== 'migrate') {
+    let client: BetterSqlite3.Database;
+    try {
+      client = new Database(location.path, { fileMustExist: true, timeout: 5000 });
+    } catch (error) {
+      throw sqliteOpenFailure(path, error);
+    }
+    try {
+      const db = drizzle({ client });
+      assertUsable(location, sqliteMigrationStatus(db, { table }));
+      if (mode === 'read') {
+        const store = new SqliteIdempotencyStore(db, {
+          table,
+          onClose: () => client.close(),
+          ...cliEncryption(),
+        });
+        const scopedIds = async (key: string) =>
+          exactScopedIds(
+            key,
+            db
+              .select({ id: table.id })
+              .from(table)
+              .where(scopedIdCondition(table.id, key))
+              .limit(MAX_SCOPES_LISTED)
+              .all(),
+          );
+        return { store, scopedIds, close: async () => store.close() };
+      }
+    } catch (error) {
+      client.close();
+      throw sqliteFailure(path, error);
+    }
+    client.close();
   }
-  if (mode === 'write') (await inspectSqlite(location)).close();
-  const store = openSqliteStore(location.path, { table });
+  const store = openSqliteStore(location.path, { table, ...cliEncryption() });
   return { store, close: async () => store.close() };
+}
+
+// The same through @libsql/client, for an application that reads its SQLite file with libSQL and
+// has no native better-sqlite3 build.
+async function openLibsqlFile(
+  location: SqliteLocation,
+  mode: StoreMode,
+  libsql: typeof import('@libsql/client'),
+): Promise<CliStore> {
+  const [{ openLibsqlStore }, { LibsqlIdempotencyStore }, { libsqlMigrationStatus }, schema] =
+    await Promise.all([
+      import('../libsql/open.js'),
+      import('../libsql/store.js'),
+      import('../libsql/migrate.js'),
+      import('../sqlite-dialect/schema.js'),
+    ]);
+  const { drizzle } = await import('drizzle-orm/libsql');
+  const table = schema.sqliteKeysTable(location.table);
+  const path = printableWord(location.path);
+  const url = pathToFileURL(resolve(location.path)).href;
+  if (mode !== 'migrate') {
+    const client = libsql.createClient({ url });
+    try {
+      const db = drizzle({ client });
+      assertUsable(location, await libsqlMigrationStatus(db, { table }));
+      if (mode === 'read') {
+        const store = new LibsqlIdempotencyStore(db, {
+          table,
+          onClose: () => client.close(),
+          ...cliEncryption(),
+        });
+        const scopedIds = async (key: string) =>
+          exactScopedIds(
+            key,
+            await db
+              .select({ id: table.id })
+              .from(table)
+              .where(scopedIdCondition(table.id, key))
+              .limit(MAX_SCOPES_LISTED)
+              .all(),
+          );
+        return { store, scopedIds, close: async () => store.close() };
+      }
+    } catch (error) {
+      client.close();
+      throw sqliteFailure(path, error);
+    }
+    client.close();
+  }
+  const store = await openLibsqlStore(url, { table, ...cliEncryption() });
+  return { store, close: async () => store.close() };
+}
+
+async function openSqlite(location: SqliteLocation, mode: StoreMode): Promise<CliStore> {
+  if (mode !== 'migrate' && location.path !== ':memory:' && !existsSync(location.path)) {
+    throw new DatabaseOpenError(
+      `no database at ${printableWord(location.path)}: create it with "${migrateHint(location)}"`,
+    );
+  }
+  // Whichever SQLite driver the application has: better-sqlite3 first, libSQL's otherwise.
+  const better = await optionalDriver('better-sqlite3', () => import('better-sqlite3'));
+  if (better !== undefined) return openBetterSqlite(location, mode, better.default);
+  const libsql = await optionalDriver('@libsql/client', () => import('@libsql/client'));
+  if (libsql !== undefined && location.path !== ':memory:') {
+    return openLibsqlFile(location, mode, libsql);
+  }
+  throw driverMissing('a SQLite database file', ['better-sqlite3', '@libsql/client']);
 }
 
 async function openPg(
@@ -155,23 +297,31 @@ async function openPg(
   mode: StoreMode,
 ): Promise<CliStore> {
   // Loaded here so that SQLite users need not install `pg`.
-  const { default: pg } = await import('pg');
+  const { default: pg } = await requiredDriver('pg', 'a PostgreSQL URL', () => import('pg'));
+  const [{ drizzle }, { pgMigrationStatus }, { PgIdempotencyStore }] = await Promise.all([
+    import('drizzle-orm/node-postgres'),
+    import('../pg/migrate.js'),
+    import('../pg/store.js'),
+  ]);
   // One connection: a command runs one statement at a time.
   const pool: Pool = new pg.Pool({ connectionString: location.url, max: 1 });
   // A connection broken while idle is discarded by the pool; without a listener Node would end
   // the process on the `error` event instead of letting the next query fail with a message.
   pool.on('error', () => undefined);
-  const qualified = (name: string) =>
-    `${quoteIdentifier(location.schema)}.${quoteIdentifier(name)}`;
   try {
-    const journal = qualified(migrationsTableName(location.table));
-    let found: { table: boolean; journal: boolean };
-    try {
-      const result = await pool.query<{ table: boolean; journal: boolean }>(
-        'SELECT to_regclass($1) IS NOT NULL AS table, to_regclass($2) IS NOT NULL AS journal',
-        [qualified(location.table), journal],
+    const table = pgKeysTable(location.table, { schema: location.schema });
+    const prepare = location.prepare !== false;
+    const scopedIds = async (key: string) =>
+      exactScopedIds(
+        key,
+        await drizzle({ client: pool })
+          .select({ id: table.id })
+          .from(table)
+          .where(scopedIdCondition(table.id, key))
+          .limit(MAX_SCOPES_LISTED),
       );
-      found = result.rows[0] ?? { table: false, journal: false };
+    try {
+      await pool.query('SELECT 1');
     } catch (error) {
       throw new DatabaseOpenError(
         `cannot connect to PostgreSQL at ${describeLocation(location)}: ${reason(error, location.url)}`,
@@ -181,20 +331,26 @@ async function openPg(
     // A missing table is refused, as a missing SQLite file is. The schema `public` always
     // exists, so the table, not the schema, is what tells a store apart.
     if (mode !== 'migrate') {
-      if (!found.table) throw missingTable(location);
-      const rows = found.journal
-        ? (await pool.query<JournalRow>(`SELECT hash, created_at FROM ${journal}`)).rows
-        : [];
-      const pending = pendingMigrations(COMMITTED.pg, rows);
-      if (pending.length > 0) throw outdated(location, pending);
+      const status = await pgMigrationStatus(drizzle({ client: pool }), { table });
+      assertUsable(location, status);
+      // Reading writes nothing, not even the journal of a table the application made.
+      if (mode === 'read' && status.pending.length > 0) {
+        const store = new PgIdempotencyStore(drizzle({ client: pool }), { table, prepare });
+        return {
+          store,
+          scopedIds,
+          close: async () => {
+            await store.close();
+            await pool.end();
+          },
+        };
+      }
     }
     // Up to date, the store's own migrator only reads.
-    const store = await openPgStore(pool, {
-      table: pgKeysTable(location.table, { schema: location.schema }),
-      prepare: location.prepare !== false,
-    });
+    const store = await openPgStore(pool, { table, prepare, ...cliEncryption() });
     return {
       store,
+      scopedIds,
       close: async () => {
         await store.close();
         await pool.end();
@@ -204,14 +360,6 @@ async function openPg(
     await pool.end();
     throw error;
   }
-}
-
-async function mysqlTablesFound(pool: MysqlPool, names: readonly string[]): Promise<Set<string>> {
-  const [rows] = (await pool.query(
-    'SELECT TABLE_NAME AS name FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?)',
-    [names],
-  )) as unknown as [{ name: string }[]];
-  return new Set(rows.map((row) => row.name));
 }
 
 // Which part of a MySQL URL mysql2 could not percent-decode, or the driver's own reason.
@@ -264,17 +412,38 @@ async function openMysql(
   mode: StoreMode,
 ): Promise<CliStore> {
   // Loaded here so that users of the other dialects need not install `mysql2`.
-  const [{ default: mysql }, { openMysqlStore }, { mysqlKeysTable }] = await Promise.all([
-    import('mysql2/promise'),
+  const { default: mysql } = await requiredDriver(
+    'mysql2',
+    'a MySQL URL',
+    () => import('mysql2/promise'),
+  );
+  const [
+    { openMysqlStore },
+    { mysqlKeysTable },
+    { mysqlMigrationStatus },
+    { MysqlIdempotencyStore },
+    { drizzle },
+  ] = await Promise.all([
     import('../mysql/open.js'),
     import('../mysql/schema.js'),
+    import('../mysql/migrate.js'),
+    import('../mysql/store.js'),
+    import('drizzle-orm/mysql2'),
   ]);
   const pool = cliMysqlPool(mysql, location);
   try {
-    const journal = migrationsTableName(location.table);
-    let found: Set<string>;
+    const table = mysqlKeysTable(location.table);
+    const scopedIds = async (key: string) =>
+      exactScopedIds(
+        key,
+        await drizzle({ client: pool })
+          .select({ id: table.id })
+          .from(table)
+          .where(scopedIdCondition(table.id, key))
+          .limit(MAX_SCOPES_LISTED),
+      );
     try {
-      found = await mysqlTablesFound(pool, [location.table, journal]);
+      await pool.query('SELECT 1');
     } catch (error) {
       throw new DatabaseOpenError(
         `cannot connect to MySQL at ${describeLocation(location)}: ${reason(error, location.url)}`,
@@ -282,18 +451,25 @@ async function openMysql(
       );
     }
     if (mode !== 'migrate') {
-      if (!found.has(location.table)) throw missingTable(location);
-      const [rows] = found.has(journal)
-        ? ((await pool.query(`SELECT hash, created_at FROM ${quoteMysql(journal)}`)) as unknown as [
-            JournalRow[],
-          ])
-        : [[]];
-      const pending = pendingMigrations(COMMITTED.mysql, rows);
-      if (pending.length > 0) throw outdated(location, pending);
+      const status = await mysqlMigrationStatus(drizzle({ client: pool }), { table });
+      assertUsable(location, status);
+      // Reading writes nothing, not even the journal of a table the application made.
+      if (mode === 'read' && status.pending.length > 0) {
+        const store = new MysqlIdempotencyStore(drizzle({ client: pool }), { table });
+        return {
+          store,
+          scopedIds,
+          close: async () => {
+            await store.close();
+            await pool.end();
+          },
+        };
+      }
     }
-    const store = await openMysqlStore(pool, { table: mysqlKeysTable(location.table) });
+    const store = await openMysqlStore(pool, { table, ...cliEncryption() });
     return {
       store,
+      scopedIds,
       close: async () => {
         await store.close();
         await pool.end();
@@ -303,11 +479,6 @@ async function openMysql(
     await pool.end();
     throw error;
   }
-}
-
-// Table names are letters, digits and underscores (assertTableName): quoting cannot be escaped.
-function quoteMysql(name: string): string {
-  return `\`${name}\``;
 }
 
 /**
@@ -334,11 +505,11 @@ export async function openCliStore(location: StoreLocation, mode: StoreMode): Pr
 export async function withStore<R>(
   location: StoreLocation,
   mode: StoreMode,
-  use: (store: LeasedIdempotencyStore) => Promise<R>,
+  use: (store: LeasedIdempotencyStore, opened: CliStore) => Promise<R>,
 ): Promise<R> {
   const opened = await openCliStore(location, mode);
   try {
-    return await use(opened.store);
+    return await use(opened.store, opened);
   } finally {
     await opened.close();
   }

@@ -3,7 +3,7 @@ import { IdempotencyError, InvalidTimeError } from '../core/errors.js';
 import { pendingLimit } from '../core/lease.js';
 import { assertTableName } from '../core/table-name.js';
 import {
-  assertDigest,
+  assertFingerprint,
   assertIntegerOption,
   assertLimit,
   MAX_BATCH_SIZE,
@@ -158,6 +158,6 @@ export function parsePendingLimit(text: string): number {
  */
 export function parseFingerprint(text: string): string {
   const fingerprint = parseKeyWord(text);
-  usingLibraryCheck(() => assertDigest(fingerprint));
+  usingLibraryCheck(() => assertFingerprint(fingerprint));
   return fingerprint;
 }

@@ -6,10 +6,12 @@ import { DEFAULT_LIMIT } from '../core/validation.js';
 import { storedId } from '../http/scope.js';
 import { DEFAULT_BATCH_MILLIS } from '../sweep.js';
 import {
+  eraseCommand,
   expiredCommand,
   migrateCommand,
   pendingCommand,
   purgeCommand,
+  rekeyCommand,
   releaseCommand,
   resolveCommand,
   showCommand,
@@ -245,7 +247,7 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
     program
       .command('show')
       .description(
-        'print the whole record of <key>: status, lease, attempt, fingerprint, retention and the stored answer',
+        'print the whole record of <key>: status, lease, fencing token, fingerprint, retention and the stored answer',
       )
       .argument('<key>', 'the idempotency key, as idem pending prints it', parseKeyWord),
   )
@@ -320,6 +322,42 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
           answerText: await readFile(options.answer, 'utf8'),
         }),
       ),
+    );
+
+  addLocationOptions(
+    program
+      .command('erase')
+      .description(
+        'delete every stored answer of one scope in batches (erasure on request) and print the erased keys; pending keys of the scope are listed and left',
+      ),
+  )
+    .addOption(
+      new Option('--scope <scope>', 'the scope, as the application gives it')
+        .argParser(parseScopeWord)
+        .makeOptionMandatory(),
+    )
+    .addOption(new Option('--yes', 'confirm: without it nothing is deleted'))
+    .addOption(
+      new Option('--batch <n>', 'rows per batch, 1-10000 (default 500)').argParser(parseBatch),
+    )
+    .addOption(jsonOption())
+    .action(async (options) =>
+      setExitCode(await eraseCommand(io, { ...options, location: locate(options) })),
+    );
+
+  addLocationOptions(
+    program
+      .command('rekey')
+      .description(
+        'reseal in batches every answer not under the current key of IDEM_ENCRYPTION_KEYS (a retired key, or plain JSON)',
+      ),
+  )
+    .addOption(
+      new Option('--batch <n>', 'rows per batch, 1-10000 (default 500)').argParser(parseBatch),
+    )
+    .addOption(jsonOption())
+    .action(async (options) =>
+      setExitCode(await rekeyCommand(io, { ...options, location: locate(options) })),
     );
 
   registerDoctorCommand(program, { io, setExitCode, withLocation: addLocationOptions, locate });

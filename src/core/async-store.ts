@@ -1,3 +1,4 @@
+import type { Keyring } from './encryption.js';
 import { type KeyStatementsOf, KeyStore, type Mode } from './key-store.js';
 import type { LeasedIdempotencyStore } from './store.js';
 
@@ -29,8 +30,9 @@ export class AsyncIdempotencyStore<T = unknown>
   /**
    * @param statements - the dialect's statements, see {@link KeyStatements}; those of a
    * synchronous driver (answering plain values) serve too, behind this promise API
+   * @param encryption - the keyring answers are sealed with; JSON text when absent
    */
-  constructor(statements: KeyStatements | KeyStatementsOf<Mode>) {
-    super(statements, 'async');
+  constructor(statements: KeyStatements | KeyStatementsOf<Mode>, encryption?: Keyring) {
+    super(statements, 'async', encryption);
   }
 }

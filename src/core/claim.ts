@@ -1,4 +1,5 @@
 import type { ClaimSettings } from './claim-options.js';
+import { encryptionOf } from './encryption.js';
 import { type Ownership, ownership } from './ownership.js';
 import type { IdempotencyRecord, LeasedIdempotencyStore } from './store.js';
 import { waitForOwner } from './wait.js';
@@ -42,13 +43,13 @@ type Attempt =
 async function attempt(
   store: LeasedIdempotencyStore<unknown>,
   key: string,
-  digest: string,
+  fingerprint: string,
   now: number,
   settings: ClaimSettings,
 ): Promise<Attempt> {
   // One atomic acquire: it reads first, and writes only to insert the key or to take over a
   // lapsed lease (same fingerprint only), handing out a new fencing token.
-  const got = await store.acquire(key, digest, {
+  const got = await store.acquire(key, fingerprint, {
     expires: now + settings.ttlSeconds,
     now,
     leaseSeconds: settings.leaseSeconds,
@@ -56,7 +57,7 @@ async function attempt(
   });
   switch (got.status) {
     case 'acquired': {
-      const owner = { key, digest, attempt: got.attempt };
+      const owner = { key, fingerprint, fencingToken: got.fencingToken };
       return { status: 'acquired', ownership: ownership(store, owner, got.takenOver, settings) };
     }
     case 'inProgress':
@@ -72,13 +73,13 @@ async function attempt(
 }
 
 // A row that is done or holds another fingerprint, judged at `now`.
-function settle(record: IdempotencyRecord<unknown>, digest: string, now: number): Claim {
-  if (record.fingerprint !== digest) return { status: 'mismatch', record };
+function settle(record: IdempotencyRecord<unknown>, fingerprint: string, now: number): Claim {
+  if (record.fingerprint !== fingerprint) return { status: 'mismatch', record };
   return { status: record.expires > now ? 'replay' : 'expired', record };
 }
 
 /**
- * The claim protocol, once for the HTTP layer and `makeIdempotent`: claims `key` for `digest` on
+ * The claim protocol, once for the HTTP layer and `makeIdempotent`: claims `key` for `fingerprint` on
  * `store`, or says why not, with one `acquire` per try (which reads first, so a replay writes
  * nothing). A key in progress is waited
  * for up to `waitTimeoutMs` with reads only ({@link waitForOwner}); only a row that is gone or
@@ -100,21 +101,39 @@ function settle(record: IdempotencyRecord<unknown>, digest: string, now: number)
 export async function claim(
   store: LeasedIdempotencyStore<unknown>,
   key: string,
-  digest: string,
+  fingerprint: string,
+  settings: ClaimSettings,
+): Promise<Claim> {
+  const encryption = encryptionOf(store);
+  if (encryption === undefined) return claimAs(store, key, fingerprint, settings);
+  // With encryption on the row keeps the keyed fingerprint, never the digest itself. A row kept
+  // before encryption was turned on (the plain digest) or under a key since rotated is still this
+  // request's: the claim is made again under the fingerprint that row holds.
+  const found = await claimAs(store, key, await encryption.fingerprint(fingerprint), settings);
+  if (found.status !== 'mismatch') return found;
+  const kept = found.record.fingerprint;
+  if (!(await encryption.fingerprintMatches(kept, fingerprint))) return found;
+  return claimAs(store, key, kept, settings);
+}
+
+async function claimAs(
+  store: LeasedIdempotencyStore<unknown>,
+  key: string,
+  fingerprint: string,
   settings: ClaimSettings,
 ): Promise<Claim> {
   const deadline = performance.now() + settings.waitTimeoutMs;
   for (;;) {
     const now = settings.now();
-    const found = await attempt(store, key, digest, now, settings);
+    const found = await attempt(store, key, fingerprint, now, settings);
     if (found.status === 'acquired') return found;
-    if (found.status === 'settled') return settle(found.record, digest, now);
+    if (found.status === 'settled') return settle(found.record, fingerprint, now);
     // Marked unrecorded: it waits for an operator, so waiting for it here is pointless.
     if (found.unrecorded) return { status: 'outcomeUnknown' };
     const waited = await waitForOwner({
       store,
       key,
-      digest,
+      fingerprint,
       now: settings.now,
       deadline,
       intervalMs: settings.waitIntervalMs,
@@ -129,6 +148,6 @@ export async function claim(
         leaseUntil: record === null ? found.leaseUntil : record.leaseUntil,
       };
     }
-    if (waited.status !== 'claim') return settle(waited.record, digest, settings.now());
+    if (waited.status !== 'claim') return settle(waited.record, fingerprint, settings.now());
   }
 }

@@ -6,7 +6,7 @@
  */
 export const ErrorCode = {
   invalidKey: 'IDEMPOTENCY_INVALID_KEY',
-  invalidDigest: 'IDEMPOTENCY_INVALID_DIGEST',
+  invalidFingerprint: 'IDEMPOTENCY_INVALID_FINGERPRINT',
   invalidTime: 'IDEMPOTENCY_INVALID_TIME',
   invalidLimit: 'IDEMPOTENCY_INVALID_LIMIT',
   invalidOption: 'IDEMPOTENCY_INVALID_OPTION',
@@ -32,6 +32,10 @@ export const ErrorCode = {
   storeThreadExited: 'IDEMPOTENCY_STORE_THREAD_EXITED',
   transactionUnsupported: 'IDEMPOTENCY_TRANSACTION_UNSUPPORTED',
   outcomeUnknown: 'IDEMPOTENCY_OUTCOME_UNKNOWN',
+  encryptionKeyMissing: 'IDEMPOTENCY_ENCRYPTION_KEY_MISSING',
+  answerUnreadable: 'IDEMPOTENCY_ANSWER_UNREADABLE',
+  stepSuperseded: 'IDEMPOTENCY_STEP_SUPERSEDED',
+  stepNotStorable: 'IDEMPOTENCY_STEP_NOT_STORABLE',
 } as const;
 
 /** One of the values of {@link ErrorCode}. */
@@ -79,11 +83,11 @@ export class InvalidKeyError extends InvalidArgumentError {
   }
 }
 
-/** The payload digest (fingerprint) is not a non-empty, well-formed string. */
-export class InvalidDigestError extends InvalidArgumentError {
-  /** @param message - what was wrong with the digest */
+/** The payload fingerprint (fingerprint) is not a non-empty, well-formed string. */
+export class InvalidFingerprintError extends InvalidArgumentError {
+  /** @param message - what was wrong with the fingerprint */
   constructor(message: string) {
-    super(ErrorCode.invalidDigest, message);
+    super(ErrorCode.invalidFingerprint, message);
   }
 }
 
@@ -216,5 +220,96 @@ export class OutcomeUnknownError extends IdempotencyError {
    */
   constructor(message = 'the outcome of the work is unknown', options?: { cause?: unknown }) {
     super(ErrorCode.outcomeUnknown, message, options);
+  }
+}
+
+/**
+ * A stored answer is sealed under a key id the store's keyring does not hold (a key retired before
+ * `idem rekey` re-sealed its rows, or a store opened without its `encryption` option). Nothing is
+ * run again: the answer exists, it cannot be read until the key is given back. The message names
+ * the key id, never key material.
+ */
+export class EncryptionKeyMissingError extends IdempotencyError {
+  /** The key id the answer is sealed under. */
+  readonly keyId: string;
+
+  /** @param keyId - the key id the answer is sealed under */
+  constructor(keyId: string) {
+    super(
+      ErrorCode.encryptionKeyMissing,
+      `a stored answer is sealed under encryption key id ${JSON.stringify(keyId)}, which the keyring does not hold`,
+    );
+    this.keyId = keyId;
+  }
+}
+
+/**
+ * A sealed answer did not open: its authentication tag does not match (the bytes or the key under
+ * its id changed, or it was copied from another row) or it is not a sealed value at all. Never
+ * answered as garbage, and nothing is run again.
+ */
+export class AnswerUnreadableError extends IdempotencyError {
+  /** The id of the row whose answer did not open. */
+  readonly key: string;
+
+  /**
+   * @param key - the id of the row whose answer did not open
+   * @param cause - what the cipher threw, if anything
+   */
+  constructor(key: string, cause?: unknown) {
+    super(
+      ErrorCode.answerUnreadable,
+      `the stored answer of key ${JSON.stringify(key)} does not open with its encryption key: it was altered or sealed with other key bytes`,
+      { cause },
+    );
+    this.key = key;
+  }
+}
+
+/**
+ * A step's record was refused: the key is no longer this owner's (its lease lapsed and another
+ * owner took it over, or it was released by hand). The handler must stop: the new owner goes on
+ * from the steps recorded so far. A step run in a transaction committed none of its writes.
+ */
+export class StepSupersededError extends IdempotencyError {
+  /** The idempotency key, as stored. */
+  readonly key: string;
+  /** The step whose record was refused. */
+  readonly step: string;
+
+  /**
+   * @param key - the key, as stored
+   * @param step - the step's name
+   */
+  constructor(key: string, step: string) {
+    super(
+      ErrorCode.stepSuperseded,
+      `step "${step}" was not recorded: the idempotency key was taken over or released while it ran`,
+    );
+    this.key = key;
+    this.step = step;
+  }
+}
+
+/**
+ * A step ran but its result cannot be recorded: it has no faithful stored form, or its stored
+ * form is larger than the step log allows. A step run in a transaction committed none of its
+ * writes; any other step's effect happened and is run again by the next owner (with the same
+ * derived key).
+ */
+export class StepNotStorableError extends IdempotencyError {
+  /** The step whose result could not be recorded. */
+  readonly step: string;
+
+  /**
+   * @param step - the step's name
+   * @param reason - why its result cannot be stored
+   * @param cause - the encoder's error, if any
+   */
+  constructor(step: string, reason: string, cause?: unknown) {
+    super(ErrorCode.stepNotStorable, `the result of step "${step}" cannot be recorded: ${reason}`, {
+      cause,
+    });
+    this.step = step;
   }
 }

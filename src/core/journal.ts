@@ -69,7 +69,7 @@ export function addedColumn(
 
 /**
  * The migrations that add no column beyond `columns`: a profile of the committed set for a table
- * that promises exactly those columns (the seed-shaped functions' five). Indexes and the like
+ * that promises exactly those columns (the five of the one-shot file functions). Indexes and the like
  * stay in; a migration adding any other column is left out whole, so it stays pending in the
  * journal and the full store applies it when it first opens the file.
  *

@@ -90,12 +90,12 @@ export function releasablePending(
 export function ownerRow(
   keys: Pick<KeyColumns, 'id' | 'fingerprint' | 'status' | 'attempt'>,
   key: Bound<string>,
-  digest: Bound<string>,
+  fingerprint: Bound<string>,
   attempt?: Bound<number>,
 ): SQL {
   const conditions = [
     eq(keys.id, key),
-    eq(keys.fingerprint, digest),
+    eq(keys.fingerprint, fingerprint),
     eq(keys.status, KeyStatus.pending),
   ];
   if (attempt !== undefined) conditions.push(eq(keys.attempt, attempt));
@@ -110,10 +110,10 @@ export function ownerRow(
 export function leaseHolderRow(
   keys: KeyColumns,
   key: Bound<string>,
-  digest: Bound<string>,
+  fingerprint: Bound<string>,
   attempt: Bound<number>,
 ): SQL {
-  return and(ownerRow(keys, key, digest, attempt), eq(keys.unrecorded, false)) as SQL;
+  return and(ownerRow(keys, key, fingerprint, attempt), eq(keys.unrecorded, false)) as SQL;
 }
 
 /**

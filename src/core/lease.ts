@@ -37,8 +37,8 @@ export function leaseDeadline(options: AcquireOptions): number {
  *
  * @throws {@link InvalidOptionError} otherwise
  */
-export function assertAttempt(attempt: unknown): asserts attempt is number {
-  assertIntegerOption(attempt, 'attempt', 1, Number.MAX_SAFE_INTEGER);
+export function assertFencingToken(token: unknown): asserts token is number {
+  assertIntegerOption(token, 'fencingToken', 1, Number.MAX_SAFE_INTEGER);
 }
 
 // Node runs a timer asked for more than 2^31 - 1 ms after 1 ms instead, so a lease too long for
@@ -104,22 +104,22 @@ export function toPendingKey(row: KeyRow, now: number): PendingKey {
     fingerprint: row.fingerprint,
     expires: row.expires,
     leaseUntil: readNumber(row.lease_until),
-    attempt: readNumber(row.attempt) ?? 1,
+    fencingToken: readNumber(row.attempt) ?? 1,
     state: leaseState(row, now),
   };
 }
 
 /**
  * What `acquire` reports when it could neither insert nor take over: the existing row, judged
- * for a caller with `digest`.
+ * for a caller with `fingerprint`.
  */
-export function existingOutcome<T>(row: KeyRow, digest: string): AcquireResult<T> {
+export function existingOutcome<T>(row: KeyRow, fingerprint: string): AcquireResult<T> {
   const record = toRecord<T>(row);
-  if (record.fingerprint !== digest) return { status: 'mismatch', record };
+  if (record.fingerprint !== fingerprint) return { status: 'mismatch', record };
   if (record.status === KeyStatus.done) return { status: 'done', record };
   return {
     status: 'inProgress',
-    attempt: record.attempt,
+    fencingToken: record.fencingToken,
     leaseUntil: record.leaseUntil,
     unrecorded: record.unrecorded,
   };
@@ -127,18 +127,18 @@ export function existingOutcome<T>(row: KeyRow, digest: string): AcquireResult<T
 
 /**
  * What `acquire` reports from a read alone, or `undefined` when only its write can decide (the
- * key is missing, or its row is pending under `digest` with a lease that lapsed by `now`). A replay,
+ * key is missing, or its row is pending under `fingerprint` with a lease that lapsed by `now`). A replay,
  * another payload's key and a live lease are settled by reading: the retry of a finished request
  * neither writes nor locks the row (no WAL, no wait for a synchronous standby). Whatever the read
  * leaves open, the one-statement write still decides, so racing contenders stay safe.
  */
 export function readOutcome<T>(
   row: KeyRow | undefined,
-  digest: string,
+  fingerprint: string,
   now: number,
 ): AcquireResult<T> | undefined {
   if (row === undefined) return undefined;
-  const outcome = existingOutcome<T>(row, digest);
+  const outcome = existingOutcome<T>(row, fingerprint);
   if (outcome.status !== 'inProgress') return outcome;
   const lapsed = !outcome.unrecorded && outcome.leaseUntil !== null && outcome.leaseUntil <= now;
   return lapsed ? undefined : outcome;
@@ -150,10 +150,10 @@ export function readOutcome<T>(
  * (see `takeoverToken`), so the two are equal only for a key inserted afresh.
  */
 export function acquiredOutcome<T>(
-  attempt: number | string,
+  returned: number | string,
   fresh: number,
   leaseUntil: number,
 ): Extract<AcquireResult<T>, { status: 'acquired' }> {
-  const token = Number(attempt);
-  return { status: 'acquired', attempt: token, leaseUntil, takenOver: token !== fresh };
+  const token = Number(returned);
+  return { status: 'acquired', fencingToken: token, leaseUntil, takenOver: token !== fresh };
 }

@@ -115,6 +115,56 @@ function* isUpToDate<S>(dialect: MigrationStatements<S>, plan: MigrationPlan): S
   );
 }
 
+// What the library's journal records, as the migrator decides it: its own rows or, when it has
+// no journal yet, the records 0.1.0 left in drizzle's journal (it only ever made the default
+// table), which the first run carries over.
+function* recordedMigrations<S>(
+  dialect: MigrationStatements<S>,
+  plan: MigrationPlan,
+): Steps<S, { journal: Journal | undefined; carried: MigrationFile[]; recorded: JournalRow[] }> {
+  const journal = yield* readJournal(dialect, migrationsTableName(plan.table));
+  if (journal !== undefined) return { journal, carried: [], recorded: [...journal.rows] };
+  const legacy =
+    plan.table === DEFAULT_TABLE_NAME
+      ? yield* readJournal(dialect, LEGACY_MIGRATIONS_TABLE)
+      : undefined;
+  const carried = legacyJournalRows(plan.committed, legacy?.rows ?? []);
+  const recorded = carried.map((migration) => ({
+    hash: migration.hash,
+    created_at: migration.folderMillis,
+  }));
+  return { journal, carried, recorded };
+}
+
+// The statements of `migration` that would run, in order: an `ADD COLUMN` of a column the table
+// already has is skipped (a table made by the application's own drizzle-kit migrations from the
+// exported table has every column of the current version, and adding one twice fails).
+function* effectiveStatements<S>(
+  dialect: MigrationStatements<S>,
+  plan: MigrationPlan,
+  migration: MigrationFile,
+  columns: Map<string, readonly string[]>,
+): Steps<S, { statement: string; added?: { table: string; column: string } }[]> {
+  const kept: { statement: string; added?: { table: string; column: string } }[] = [];
+  for (const statement of migration.sql) {
+    const renamed = renameMigrationStatement(statement, plan.table, dialect.quote);
+    const added = addedColumn(renamed, dialect.quote);
+    if (added === undefined) {
+      kept.push({ statement: renamed });
+      continue;
+    }
+    let present = columns.get(added.table);
+    if (present === undefined) {
+      present = (yield* read(dialect.columns(added.table))).map(
+        (row) => (row as { name: string }).name,
+      );
+      columns.set(added.table, present);
+    }
+    if (!present.includes(added.column)) kept.push({ statement: renamed, added });
+  }
+  return kept;
+}
+
 // The work itself, decided from what the session reads. It never reads back what it wrote, so a
 // batch driver may collect the writes and send them at the end, reads answered from before it.
 function* applyPending<S>(
@@ -122,51 +172,69 @@ function* applyPending<S>(
   plan: MigrationPlan,
   guards?: Pick<BatchMigrationDialect<S>, 'unrecordedGuard'>,
 ): Steps<S, void> {
-  const { table } = plan;
-  const { quote } = dialect;
-  const journalName = migrationsTableName(table);
-  const journal = yield* readJournal(dialect, journalName);
-  let recorded = journal?.rows ?? [];
+  const journalName = migrationsTableName(plan.table);
+  const { journal, carried, recorded } = yield* recordedMigrations(dialect, plan);
   if (journal === undefined) {
     yield { write: dialect.createJournal(journalName) };
-    // 0.1.0 recorded its migrations in drizzle's journal, and only ever made the default table.
-    const legacy =
-      table === DEFAULT_TABLE_NAME
-        ? yield* readJournal(dialect, LEGACY_MIGRATIONS_TABLE)
-        : undefined;
-    const carried = legacyJournalRows(plan.committed, legacy?.rows ?? []);
     for (const migration of carried) yield { write: dialect.record(journalName, migration) };
-    recorded = carried.map((migration) => ({
-      hash: migration.hash,
-      created_at: migration.folderMillis,
-    }));
   } else {
     for (const statement of dialect.upgradeJournal?.(journalName, journal.columns) ?? []) {
       yield { write: statement };
     }
   }
-  // The columns as they were before this run: a table made by the application's own drizzle-kit
-  // migrations from the exported table already has the later columns, and adding one twice fails.
+  // The columns as they were before this run, read once per table.
   const columns = new Map<string, readonly string[]>();
   for (const migration of pendingMigrations(plan.migrations, recorded)) {
     if (guards !== undefined) yield { write: guards.unrecordedGuard(journalName, migration) };
-    for (const statement of migration.sql) {
-      const renamed = renameMigrationStatement(statement, table, quote);
-      const added = addedColumn(renamed, quote);
-      if (added !== undefined) {
-        let present = columns.get(added.table);
-        if (present === undefined) {
-          present = (yield* read(dialect.columns(added.table))).map(
-            (row) => (row as { name: string }).name,
-          );
-          columns.set(added.table, present);
-        }
-        if (present.includes(added.column)) continue;
-      }
-      yield { write: dialect.migration(renamed) };
+    for (const { statement } of yield* effectiveStatements(dialect, plan, migration, columns)) {
+      yield { write: dialect.migration(statement) };
     }
     yield { write: dialect.record(journalName, migration) };
   }
+}
+
+/**
+ * What a read-only look at a database tells about its keys table and the library's migrations,
+ * decided as the migrator decides what it would apply.
+ */
+export interface MigrationStatus {
+  /** Whether the keys table exists. */
+  readonly table: boolean;
+  /** Whether the library's own journal exists (none yet on a table made by other means). */
+  readonly journal: boolean;
+  /** The migrations the migrator would apply, oldest first: none when the store is up to date. */
+  readonly pending: readonly MigrationFile[];
+  /**
+   * The columns the pending migrations would add to the keys table, which it lacks. None on a
+   * table made by the application's own drizzle-kit migrations from the exported table: its
+   * columns are this version's, and only the journal is behind.
+   */
+  readonly missingColumns: readonly string[];
+}
+
+/**
+ * The steps of {@link MigrationStatus}: reads only, on any session.
+ *
+ * @param dialect - the dialect's statements
+ * @param plan - the table and the migrations it should have
+ */
+export function* migrationStatus<S>(
+  dialect: MigrationStatements<S>,
+  plan: MigrationPlan,
+): Steps<S, MigrationStatus> {
+  const table = (yield* read(dialect.columns(plan.table))).length > 0;
+  const { journal, recorded } = yield* recordedMigrations(dialect, plan);
+  const pending = pendingMigrations(plan.migrations, recorded);
+  const missingColumns: string[] = [];
+  if (table) {
+    const columns = new Map<string, readonly string[]>();
+    for (const migration of pending) {
+      for (const { added } of yield* effectiveStatements(dialect, plan, migration, columns)) {
+        if (added?.table === plan.table) missingColumns.push(added.column);
+      }
+    }
+  }
+  return { table, journal: journal !== undefined, pending, missingColumns };
 }
 
 /** Runs `steps` on a synchronous session and answers what they return. */

@@ -1,4 +1,5 @@
 import type { ClaimSettings } from './claim-options.js';
+import { encryptionOf } from './encryption.js';
 import { OutcomeUnknownError } from './errors.js';
 import { type Heartbeat, heartbeat } from './heartbeat.js';
 import type { LeasedIdempotencyStore } from './store.js';
@@ -50,6 +51,12 @@ export interface Ownership {
   ): Promise<TransactionOutcome<R>>;
   /** Stops renewing the lease (the work is over, whatever comes of it). */
   stop(): void;
+  /**
+   * The work failed after recording steps: ends the lease now instead of deleting the row, so the
+   * recorded steps stay and the next owner (a retry, the completer) goes on from them. Throws what
+   * the store throws.
+   */
+  lapse(): Promise<void>;
 }
 
 // One class for every owner: its methods are shared, so a claim builds one object, not a closure
@@ -75,11 +82,11 @@ class KeyOwnership implements Ownership {
   }
 
   async renew(): Promise<boolean> {
-    const { key, digest, attempt } = this.owner;
+    const { key, fingerprint, fencingToken } = this.owner;
     return this.#store.renew(
       key,
-      digest,
-      attempt,
+      fingerprint,
+      fencingToken,
       this.#settings.now() + this.#settings.leaseSeconds,
     );
   }
@@ -88,16 +95,22 @@ class KeyOwnership implements Ownership {
     this.#beat.stop();
   }
 
+  async lapse(): Promise<void> {
+    this.stop();
+    const { key, fingerprint, fencingToken } = this.owner;
+    await this.#store.renew(key, fingerprint, fencingToken, this.#settings.now());
+  }
+
   async finish(answer: unknown): Promise<boolean> {
     this.stop();
-    const { key, digest, attempt } = this.owner;
-    return this.#store.finish(key, digest, answer, attempt);
+    const { key, fingerprint, fencingToken } = this.owner;
+    return this.#store.finish(key, fingerprint, answer, fencingToken);
   }
 
   async release(): Promise<void> {
     this.stop();
-    const { key, digest, attempt } = this.owner;
-    await this.#store.release(key, digest, attempt);
+    const { key, fingerprint, fencingToken } = this.owner;
+    await this.#store.release(key, fingerprint, fencingToken);
   }
 
   async abandon(error: unknown, message: string): Promise<void> {
@@ -112,15 +125,15 @@ class KeyOwnership implements Ownership {
 
   async markUnrecorded(): Promise<void> {
     this.stop();
-    const { key, digest, attempt } = this.owner;
-    await this.#store.markUnrecorded(key, digest, attempt);
+    const { key, fingerprint, fencingToken } = this.owner;
+    await this.#store.markUnrecorded(key, fingerprint, fencingToken);
   }
 
   async superseded(): Promise<boolean> {
-    const { key, digest, attempt } = this.owner;
+    const { key, fingerprint, fencingToken } = this.owner;
     try {
       const row = await this.#store.get(key);
-      return row !== null && row.fingerprint === digest && row.attempt !== attempt;
+      return row !== null && row.fingerprint === fingerprint && row.fencingToken !== fencingToken;
     } catch {
       return false;
     }
@@ -131,8 +144,18 @@ class KeyOwnership implements Ownership {
     handler: (tx: TX) => R | Promise<R>,
     record: (result: R) => string,
   ): Promise<TransactionOutcome<R>> {
+    const encryption = encryptionOf(this.#store);
+    const { key } = this.owner;
+    // The answer is sealed where it is recorded, inside the transaction: at once for a synchronous
+    // runner (its transaction cannot wait for a promise), with WebCrypto for the others.
+    const stored =
+      encryption === undefined
+        ? record
+        : runner.synchronous
+          ? (result: R) => encryption.sealSync(key, record(result))
+          : (result: R) => encryption.seal(key, record(result));
     try {
-      return await runner.run(this.owner, handler, record);
+      return await runner.run(this.owner, handler, stored);
     } finally {
       this.stop();
     }

@@ -5,7 +5,7 @@ import type { IdempotencyRecord } from './store.js';
 /**
  * A row of the keys table as every dialect reads it. The lease columns come back as each driver
  * gives them (a boolean, 0/1, `'t'`/`'f'`; an integer as a number or a string) and may be absent
- * on a store that does not read them yet: the row then has no lease, attempt 1.
+ * on a store that does not read them yet: the row then has no lease, fencing token 1.
  */
 export interface KeyRow {
   readonly id: string;
@@ -35,7 +35,7 @@ export function readNumber(value: number | string | null | undefined): number | 
  * ```ts
  * toRecord({ id: 'k', fingerprint: 'd', status: 'done', response: '{"r":1}', expires: 10 });
  * // { key: 'k', fingerprint: 'd', status: 'done', expires: 10, response: { r: 1 },
- * //   leaseUntil: null, attempt: 1, unrecorded: false }
+ * //   leaseUntil: null, fencingToken: 1, unrecorded: false }
  * ```
  */
 export function toRecord<T>(row: KeyRow): IdempotencyRecord<T> {
@@ -46,13 +46,13 @@ export function toRecord<T>(row: KeyRow): IdempotencyRecord<T> {
     expires: row.expires,
     response: row.response == null ? null : parseResponse<T>(row.response),
     leaseUntil: readNumber(row.lease_until),
-    attempt: readNumber(row.attempt) ?? 1,
+    fencingToken: readNumber(row.attempt) ?? 1,
     unrecorded: readBoolean(row.unrecorded),
   };
 }
 
 /**
- * Whether `row` already holds this owner's own answer: done, under `digest`, with the fencing
+ * Whether `row` already holds this owner's own answer: done, under `fingerprint`, with the fencing
  * token `attempt` and exactly the answer `text`. A fenced `finish` whose commit reached the
  * database but whose acknowledgement was lost (a dropped connection, a failover) finds this on its
  * retry: the answer is stored, so the retry reports success instead of a lost ownership. A token
@@ -60,14 +60,14 @@ export function toRecord<T>(row: KeyRow): IdempotencyRecord<T> {
  */
 export function holdsOwnAnswer(
   row: KeyRow | undefined,
-  digest: string,
+  fingerprint: string,
   attempt: number,
   text: string,
 ): boolean {
   return (
     row !== undefined &&
     row.status === KeyStatus.done &&
-    row.fingerprint === digest &&
+    row.fingerprint === fingerprint &&
     Number(row.attempt) === attempt &&
     row.response === text
   );

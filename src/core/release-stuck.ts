@@ -1,7 +1,7 @@
 import { InvalidOptionError } from './errors.js';
 import { KeyStatus } from './status.js';
 import type { LeasedIdempotencyStore, ReleasePendingResult } from './store.js';
-import { assertDigest, assertKey, assertTime } from './validation.js';
+import { assertFingerprint, assertKey, assertTime } from './validation.js';
 
 /** Options of {@link releaseStuckKey}. */
 export interface ReleaseStuckKeyOptions {
@@ -27,7 +27,7 @@ export type ReleaseStuckKeyResult =
       /** When the owner's lease ends unless renewed, on the application's clock. */
       readonly leaseUntil: number;
       /** The owner's fencing token. */
-      readonly attempt: number;
+      readonly fencingToken: number;
     };
 
 /**
@@ -43,7 +43,7 @@ export type ReleaseStuckKeyResult =
  *
  * @param store - a store with leases, of any dialect
  * @param key - the stored id (scope included, see `storedId`)
- * @throws {@link InvalidKeyError}, {@link InvalidDigestError}, {@link InvalidTimeError} or
+ * @throws {@link InvalidKeyError}, {@link InvalidFingerprintError}, {@link InvalidTimeError} or
  * {@link InvalidOptionError} for bad arguments, before anything is read
  */
 export async function releaseStuckKey(
@@ -57,7 +57,7 @@ export async function releaseStuckKey(
   }
   const { now, fingerprint, force = false } = options;
   assertTime(now, 'now');
-  if (fingerprint !== undefined) assertDigest(fingerprint);
+  if (fingerprint !== undefined) assertFingerprint(fingerprint);
   if (typeof force !== 'boolean') {
     throw new InvalidOptionError(`force must be a boolean, got ${typeof force}`);
   }
@@ -74,10 +74,10 @@ export async function releaseStuckKey(
       return { result: await store.releasePending(key, fingerprint) };
     }
     if (record.leaseUntil > now) {
-      return { result: 'live', leaseUntil: record.leaseUntil, attempt: record.attempt };
+      return { result: 'live', leaseUntil: record.leaseUntil, fencingToken: record.fencingToken };
     }
     // Lapsed: fenced on the token just read, so a takeover in between is never released.
-    if (await store.release(key, record.fingerprint, record.attempt)) {
+    if (await store.release(key, record.fingerprint, record.fencingToken)) {
       return { result: 'released' };
     }
   }

@@ -38,6 +38,6 @@ export async function resolveUnknownOutcome(
   if (record === null) return 'missing';
   if (record.status === KeyStatus.done) return 'done';
   if (!record.unrecorded) return 'notUnrecorded';
-  const stored = await store.finish(key, record.fingerprint, answer, record.attempt);
+  const stored = await store.finish(key, record.fingerprint, answer, record.fencingToken);
   return stored ? 'resolved' : 'changed';
 }

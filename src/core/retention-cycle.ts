@@ -6,9 +6,9 @@ import type { IdempotencyStore } from './store.js';
  * store the second reserve returns `true`: once its answer is purged a key is a new request.
  */
 export const RETENTION_CYCLE = {
-  first: { digest: 'v1', expires: 10, response: { receipt: 1 } },
+  first: { fingerprint: 'v1', expires: 10, response: { receipt: 1 } },
   purgeAt: 10,
-  second: { digest: 'v2', expires: 20 },
+  second: { fingerprint: 'v2', expires: 20 },
 } as const;
 
 /**
@@ -32,8 +32,8 @@ export async function retentionCycle(
   key: string,
 ): Promise<boolean> {
   const { first, purgeAt, second } = RETENTION_CYCLE;
-  await store.reserve(key, first.digest, first.expires);
-  await store.finish(key, first.digest, first.response);
+  await store.reserve(key, first.fingerprint, first.expires);
+  await store.finish(key, first.fingerprint, first.response);
   await store.purge(purgeAt);
-  return store.reserve(key, second.digest, second.expires);
+  return store.reserve(key, second.fingerprint, second.expires);
 }

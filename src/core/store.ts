@@ -7,7 +7,7 @@ export type MaybePromise<T> = T | Promise<T>;
 export interface IdempotencyRecord<T> {
   /** The idempotency key. */
   readonly key: string;
-  /** The digest of the request payload that reserved the key. */
+  /** The fingerprint of the request payload that reserved the key. */
   readonly fingerprint: string;
   /** `pending` while the owner works, `done` once its answer is stored. */
   readonly status: KeyStatus;
@@ -21,13 +21,13 @@ export interface IdempotencyRecord<T> {
    */
   readonly leaseUntil: number | null;
   /**
-   * The fencing token of the row's ownership (the column keeps its first name, `attempt`): a
+   * The fencing token of the row's ownership (kept in the column `attempt`): a
    * fresh claim by `acquire` gets a new random token (`nextFencingToken`, 50 random bits), each
    * takeover a greater one, so a token names one ownership of the key for the key's whole life,
    * across its deletion and reuse. It is not a count; `takenOver` tells a takeover. Rows made by
    * the lease-less `reserve` carry 1, a value `acquire` never hands out.
    */
-  readonly attempt: number;
+  readonly fencingToken: number;
   /**
    * The handler ran but its answer was not recorded: the key is never taken over automatically,
    * only released by hand.
@@ -81,7 +81,7 @@ export interface AcquireOptions {
 /**
  * What {@link LeasedIdempotencyStore.acquire} found, discriminated by `status`:
  *
- * - `acquired`: the caller owns the key with the fencing token `attempt` until `leaseUntil`;
+ * - `acquired`: the caller owns the key with the fencing token `fencingToken` until `leaseUntil`;
  *   `takenOver` when it took over a lapsed lease (the handler may have run before).
  * - `done`: an answer is stored under the same fingerprint. Replay it only while
  *   `record.expires > now`.
@@ -92,14 +92,14 @@ export interface AcquireOptions {
 export type AcquireResult<T> =
   | {
       readonly status: 'acquired';
-      readonly attempt: number;
+      readonly fencingToken: number;
       readonly leaseUntil: number;
       readonly takenOver: boolean;
     }
   | { readonly status: 'done'; readonly record: IdempotencyRecord<T> }
   | {
       readonly status: 'inProgress';
-      readonly attempt: number;
+      readonly fencingToken: number;
       readonly leaseUntil: number | null;
       readonly unrecorded: boolean;
     }
@@ -121,8 +121,8 @@ export interface PendingKey {
   /** The retention deadline. */
   readonly expires: number;
   readonly leaseUntil: number | null;
-  /** The fencing token of the row's ownership (see {@link IdempotencyRecord.attempt}). */
-  readonly attempt: number;
+  /** The fencing token of the row's ownership (see {@link IdempotencyRecord.fencingToken}). */
+  readonly fencingToken: number;
   readonly state: LeaseState;
 }
 
@@ -172,12 +172,12 @@ export interface IdempotencyStore<T = unknown> {
    * Inserts `key` as `pending` unless it exists. Of many concurrent reserves of one key, exactly
    * one returns `true`. An existing key, expired or not, is left unchanged and gives `false`.
    */
-  reserve(key: string, digest: string, expires: number): MaybePromise<boolean>;
+  reserve(key: string, fingerprint: string, expires: number): MaybePromise<boolean>;
   /**
    * Stores `response` on the row with this key, this fingerprint and status `pending`, making it
    * `done`. Returns `false` and changes nothing for any other row.
    */
-  finish(key: string, digest: string, response: T): MaybePromise<boolean>;
+  finish(key: string, fingerprint: string, response: T): MaybePromise<boolean>;
   /** The stored answer of a `done` row with `expires > now`, or `null`. */
   fetch(key: string, now: number): MaybePromise<T | null>;
   /** Ids of `done` rows with `expires <= now`, ascending, at most `limit` (1–100, default 10). */
@@ -205,7 +205,7 @@ export interface IdempotencyStore<T = unknown> {
   /** Counts by status and past `now`, for operators. */
   stats(now: number): MaybePromise<RetentionStats>;
   /** Deletes the row only if it is `pending` with this fingerprint. For an owner whose work failed. */
-  release(key: string, digest: string): MaybePromise<boolean>;
+  release(key: string, fingerprint: string): MaybePromise<boolean>;
   /** The whole record of `key`, or `null`. */
   get(key: string): MaybePromise<IdempotencyRecord<T> | null>;
   /**
@@ -218,7 +218,7 @@ export interface IdempotencyStore<T = unknown> {
 /**
  * A store with fenced leases on pending keys: an owner that dies or freezes loses its key when
  * its lease lapses, the next caller with the same fingerprint takes it over with a new fencing
- * token (`attempt`), and every write of the old owner carrying the old token changes nothing.
+ * token (`fencingToken`), and every write of the old owner carrying the old token changes nothing.
  * A token names one ownership of the key for the key's whole life: a key released (by its owner
  * or an operator) and claimed again gets a token greater than every one it had before, so an old
  * owner's fenced writes never land on the new ownership's row either.
@@ -245,27 +245,41 @@ export interface LeasedIdempotencyStore<T = unknown> extends IdempotencyStore<T>
    * raising its token above both its old one and a fresh one; or reports what is there. Of many
    * concurrent contenders exactly one acquires.
    */
-  acquire(key: string, digest: string, options: AcquireOptions): MaybePromise<AcquireResult<T>>;
+  acquire(
+    key: string,
+    fingerprint: string,
+    options: AcquireOptions,
+  ): MaybePromise<AcquireResult<T>>;
   /**
-   * Extends the lease of the owner holding `attempt` to `leaseUntil`. `false`, changing nothing,
+   * Extends the lease of the owner holding `fencingToken` to `leaseUntil`. `false`, changing nothing,
    * once the key was taken over, finished, released or marked unrecorded.
    */
-  renew(key: string, digest: string, attempt: number, leaseUntil: number): MaybePromise<boolean>;
+  renew(
+    key: string,
+    fingerprint: string,
+    fencingToken: number,
+    leaseUntil: number,
+  ): MaybePromise<boolean>;
   /**
-   * As {@link IdempotencyStore.finish}; with `attempt`, only while the row still carries that
+   * As {@link IdempotencyStore.finish}; with `fencingToken`, only while the row still carries that
    * fencing token, so an owner whose key was taken over cannot store its answer.
    */
-  finish(key: string, digest: string, response: T, attempt?: number): MaybePromise<boolean>;
+  finish(
+    key: string,
+    fingerprint: string,
+    response: T,
+    fencingToken?: number,
+  ): MaybePromise<boolean>;
   /**
-   * As {@link IdempotencyStore.release}; with `attempt`, only while the row carries that token and
+   * As {@link IdempotencyStore.release}; with `fencingToken`, only while the row carries that token and
    * is not marked unrecorded.
    */
-  release(key: string, digest: string, attempt?: number): MaybePromise<boolean>;
+  release(key: string, fingerprint: string, fencingToken?: number): MaybePromise<boolean>;
   /**
-   * Marks the pending row held with `attempt` as unrecorded (the handler ran, its answer could not
+   * Marks the pending row held with `fencingToken` as unrecorded (the handler ran, its answer could not
    * be stored) and drops its lease: never taken over, listed for an operator.
    */
-  markUnrecorded(key: string, digest: string, attempt: number): MaybePromise<boolean>;
+  markUnrecorded(key: string, fingerprint: string, fencingToken: number): MaybePromise<boolean>;
   /** Pending rows with their lease state, ascending by key. */
   pendingKeys(options: PendingKeysOptions): MaybePromise<PendingKey[]>;
   /**

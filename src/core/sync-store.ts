@@ -1,3 +1,4 @@
+import type { Keyring } from './encryption.js';
 import { type KeyStatementsOf, KeyStore } from './key-store.js';
 import type { LeasedIdempotencyStore } from './store.js';
 
@@ -19,8 +20,11 @@ export class SyncIdempotencyStore<T = unknown>
   extends KeyStore<T, 'sync'>
   implements LeasedIdempotencyStore<T>
 {
-  /** @param statements - the dialect's statements, see {@link SyncKeyStatements} */
-  constructor(statements: SyncKeyStatements) {
-    super(statements, 'sync');
+  /**
+   * @param statements - the dialect's statements, see {@link SyncKeyStatements}
+   * @param encryption - the keyring answers are sealed with; JSON text when absent
+   */
+  constructor(statements: SyncKeyStatements, encryption?: Keyring) {
+    super(statements, 'sync', encryption);
   }
 }

@@ -1,14 +1,14 @@
 import { KeyStatus } from './status.js';
-import type { IdempotencyStore, LeasedIdempotencyStore } from './store.js';
+import type { IdempotencyStore, LeasedIdempotencyStore, MaybePromise } from './store.js';
 
 /** The call that owns a key: its key, its payload fingerprint and its fencing token. */
 export interface KeyOwner {
   /** The idempotency key. */
   readonly key: string;
   /** The fingerprint the key was claimed with. */
-  readonly digest: string;
+  readonly fingerprint: string;
   /** The fencing token of the claim, from `acquire`. */
-  readonly attempt: number;
+  readonly fencingToken: number;
 }
 
 /**
@@ -38,7 +38,10 @@ export async function failedBatchOutcome<R>(
   error: unknown,
 ): Promise<TransactionOutcome<R>> {
   const row = await store.get(owner.key);
-  const owners = row !== null && row.fingerprint === owner.digest && row.attempt === owner.attempt;
+  const owners =
+    row !== null &&
+    row.fingerprint === owner.fingerprint &&
+    row.fencingToken === owner.fencingToken;
   if (owners && row.status === KeyStatus.done) return { committed: true, result };
   if (owners && row.status === KeyStatus.pending) throw error;
   return { committed: false };
@@ -79,14 +82,16 @@ export interface TransactionRunner<TX> {
   /**
    * Opens a transaction, runs `handler(tx)`, turns its result into the stored JSON text with
    * `record`, and marks the owner's pending row done with it, then commits. If the row is no
-   * longer the owner's pending row (a takeover bumped its attempt, or it was released), rolls
+   * longer the owner's pending row (a takeover raised its fencing token, or it was released), rolls
    * back and returns `{ committed: false }`. If `handler` or `record` throws, rolls back and
-   * rethrows: nothing of the handler's is committed and the key is still pending.
+   * rethrows: nothing of the handler's is committed and the key is still pending. `record`
+   * answers the stored value (sealed, with encryption on): at once for a `synchronous` runner, maybe
+   * a promise for the others.
    */
   run<R>(
     owner: KeyOwner,
     handler: (tx: TX) => R | Promise<R>,
-    record: (result: R) => string,
+    record: (result: R) => MaybePromise<string>,
   ): Promise<TransactionOutcome<R>>;
 }
 

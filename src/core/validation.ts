@@ -1,5 +1,5 @@
 import {
-  InvalidDigestError,
+  InvalidFingerprintError,
   InvalidKeyError,
   InvalidLimitError,
   InvalidOptionError,
@@ -26,7 +26,7 @@ export const MAX_BATCH_SIZE = 10_000;
 export const DEFAULT_BATCH_MILLIS = 3;
 
 /**
- * The most UTF-8 bytes of a key (a stored id: an HTTP key with its scope) or a digest, on every
+ * The most UTF-8 bytes of a key (a stored id: an HTTP key with its scope) or a fingerprint, on every
  * dialect. MySQL's `VARBINARY(1024)` columns hold exactly this much, and it stays far below
  * PostgreSQL's B-tree entry limit (about 2,700 bytes), so a key one dialect stores every dialect
  * stores. Longer ones are refused before anything reaches the database.
@@ -84,14 +84,14 @@ export function assertKey(key: unknown): asserts key is string {
 }
 
 /**
- * Asserts that `digest` is a non-empty, well-formed string without NUL characters, of at most
+ * Asserts that `fingerprint` is a non-empty, well-formed string without NUL characters, of at most
  * {@link MAX_KEY_BYTES} UTF-8 bytes.
  *
- * @throws {@link InvalidDigestError} otherwise
+ * @throws {@link InvalidFingerprintError} otherwise
  */
-export function assertDigest(digest: unknown): asserts digest is string {
-  const problem = checkText(digest, 'digest');
-  if (problem) throw new InvalidDigestError(problem);
+export function assertFingerprint(fingerprint: unknown): asserts fingerprint is string {
+  const problem = checkText(fingerprint, 'fingerprint');
+  if (problem) throw new InvalidFingerprintError(problem);
 }
 
 /**

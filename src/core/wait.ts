@@ -68,7 +68,7 @@ export interface WaitFor<T> {
   readonly store: IdempotencyStore<T>;
   readonly key: string;
   /** The waiter's own fingerprint. */
-  readonly digest: string;
+  readonly fingerprint: string;
   /** The caller's clock in seconds, to tell a lapsed lease. */
   readonly now: () => number;
   /** When to give up, on `performance.now()`. */
@@ -97,7 +97,7 @@ function jittered(pauseMs: number): number {
  * @returns what the row became; see {@link WaitOutcome}
  */
 export async function waitForOwner<T>(wait: WaitFor<T>): Promise<WaitOutcome<T>> {
-  const { store, key, digest } = wait;
+  const { store, key, fingerprint } = wait;
   const cap = Math.max(wait.intervalMs, MAX_WAIT_BACKOFF_MS);
   let pause = wait.intervalMs;
   let record = wait.seen;
@@ -108,7 +108,7 @@ export async function waitForOwner<T>(wait: WaitFor<T>): Promise<WaitOutcome<T>>
     pause = Math.min(pause * 2, cap);
     const row = await store.get(key);
     if (row === null) return { status: 'claim' };
-    if (row.fingerprint !== digest) return { status: 'mismatch', record: row };
+    if (row.fingerprint !== fingerprint) return { status: 'mismatch', record: row };
     if (row.status === KeyStatus.done) return { status: 'done', record: row };
     record = row;
     if (row.unrecorded) return { status: 'inProgress', record };

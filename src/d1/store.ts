@@ -1,4 +1,5 @@
 import { AsyncIdempotencyStore } from '../core/async-store.js';
+import type { EncryptionOption } from '../core/encryption.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
 import type { SqliteStatement } from '../sqlite-dialect/compile.js';
 import { sqliteQueries } from '../sqlite-dialect/queries.js';
@@ -7,7 +8,7 @@ import { type AnyD1Database, type D1DatabaseLike, prepare, rowsOf } from './clie
 import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 
 /** Options of {@link D1IdempotencyStore}. */
-export interface D1StoreOptions {
+export interface D1StoreOptions extends EncryptionOption {
   /**
    * The keys table, from `sqliteKeysTable(name)`. Default: the `keys` table. It must exist, made
    * by `applyD1Migrations(db, { table })` or by your own migrations.
@@ -50,12 +51,12 @@ function d1Driver(client: D1DatabaseLike): SqliteDriver<'async'> {
  * import { drizzle } from 'drizzle-orm/d1';
  * import { applyD1Migrations, D1IdempotencyStore } from 'drizzle-idempotency/d1';
  *
- * export async function handle(env: { DB: D1Database }, digest: string, now: number) {
+ * export async function handle(env: { DB: D1Database }, fingerprint: string, now: number) {
  *   const db = drizzle(env.DB);
  *   await applyD1Migrations(db);
  *   const store = new D1IdempotencyStore<{ receipt: number }>(db);
- *   if (await store.reserve('order-42', digest, now + 86_400)) {
- *     await store.finish('order-42', digest, { receipt: 1 });
+ *   if (await store.reserve('order-42', fingerprint, now + 86_400)) {
+ *     await store.finish('order-42', fingerprint, { receipt: 1 });
  *   }
  *   return store.fetch('order-42', now); // { receipt: 1 }
  * }
@@ -72,7 +73,10 @@ export class D1IdempotencyStore<T = unknown>
    * @param options - see {@link D1StoreOptions}
    */
   constructor(db: AnyD1Database, options: D1StoreOptions = {}) {
-    super(sqliteStatements(d1Driver(db.$client), sqliteQueries(db, options.table ?? defaultKeys)));
+    super(
+      sqliteStatements(d1Driver(db.$client), sqliteQueries(db, options.table ?? defaultKeys)),
+      options.encryption,
+    );
     this.#db = db;
   }
 

@@ -97,8 +97,8 @@ export function d1Transaction(
       const answer = bound(
         db
           .update(table)
-          .set({ status: KeyStatus.done, response: record(result) })
-          .where(ownerRow(table, owner.key, owner.digest, owner.attempt)),
+          .set({ status: KeyStatus.done, response: await record(result) })
+          .where(ownerRow(table, owner.key, owner.fingerprint, owner.fencingToken)),
       );
       const client = db.$client;
       try {

@@ -1,4 +1,5 @@
 import { AsyncIdempotencyStore } from '../core/async-store.js';
+import type { EncryptionOption } from '../core/encryption.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
 import { DEFAULT_BATCH_MILLIS } from '../core/validation.js';
 import type { SqliteStatement } from '../sqlite-dialect/compile.js';
@@ -8,7 +9,7 @@ import type { AnyDurableSqliteDatabase, DurableSqliteStorageLike } from './clien
 import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 
 /** Options of {@link DurableSqliteIdempotencyStore}. */
-export interface DurableSqliteStoreOptions {
+export interface DurableSqliteStoreOptions extends EncryptionOption {
   /**
    * The keys table, from `sqliteKeysTable(name)`. Default: the `keys` table. It must exist, made
    * by `applyDurableSqliteMigrations(db, { table })` or by your own migrations.
@@ -61,8 +62,8 @@ function durableSqliteDriver(storage: DurableSqliteStorageLike): SqliteDriver<'s
  * const db = drizzle(ctx.storage);
  * await applyDurableSqliteMigrations(db);
  * const store = new DurableSqliteIdempotencyStore<{ receipt: number }>(db);
- * if (await store.reserve('order-42', digest, now + 86_400)) {
- *   await store.finish('order-42', digest, { receipt: 1 });
+ * if (await store.reserve('order-42', fingerprint, now + 86_400)) {
+ *   await store.finish('order-42', fingerprint, { receipt: 1 });
  * }
  * await store.fetch('order-42', now); // { receipt: 1 }
  * ```
@@ -82,7 +83,10 @@ export class DurableSqliteIdempotencyStore<T = unknown>
    */
   constructor(db: AnyDurableSqliteDatabase, options: DurableSqliteStoreOptions = {}) {
     const table = options.table ?? defaultKeys;
-    super(sqliteStatements(durableSqliteDriver(db.$client), sqliteQueries(db, table)));
+    super(
+      sqliteStatements(durableSqliteDriver(db.$client), sqliteQueries(db, table)),
+      options.encryption,
+    );
     this.#db = db;
     this.#table = table;
   }

@@ -58,7 +58,7 @@ export function durableSqliteTransaction(
     tx
       .update(table)
       .set({ status: KeyStatus.done, response })
-      .where(ownerRow(table, owner.key, owner.digest, owner.attempt))
+      .where(ownerRow(table, owner.key, owner.fingerprint, owner.fencingToken))
       .returning({ id: table.id })
       .all().length === 1;
   return {

@@ -45,7 +45,7 @@ export class CallInProgressError extends IdempotencyError {
  * The key was first used with a different payload. Nothing ran: a key names one operation, and
  * replaying another payload's result would be wrong.
  */
-export class PayloadMismatchError extends IdempotencyError {
+export class KeyReusedError extends IdempotencyError {
   /** The idempotency key. */
   readonly key: string;
   /** The row that holds the key, with the other payload's fingerprint. */

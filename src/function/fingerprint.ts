@@ -1,9 +1,11 @@
 import { canonicalJson } from '../core/canonical-json.js';
-import { InvalidDigestError } from '../core/errors.js';
+import { InvalidFingerprintError } from '../core/errors.js';
 import { sha256Hex } from '../core/sha256.js';
 
 function refuse(reason: string): never {
-  throw new InvalidDigestError(`the payload cannot be fingerprinted as canonical JSON: ${reason}`);
+  throw new InvalidFingerprintError(
+    `the payload cannot be fingerprinted as canonical JSON: ${reason}`,
+  );
 }
 
 /**
@@ -22,7 +24,7 @@ function refuse(reason: string): never {
  * ```ts
  * payloadFingerprint({ a: 1, b: 2 }) === payloadFingerprint({ b: 2, a: 1 }); // true
  * ```
- * @throws {@link InvalidDigestError} for a payload canonical JSON cannot represent (NaN,
+ * @throws {@link InvalidFingerprintError} for a payload canonical JSON cannot represent (NaN,
  * ±Infinity, a cycle, a BigInt)
  */
 export function payloadFingerprint(payload: unknown): string {

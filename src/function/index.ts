@@ -1,4 +1,6 @@
 export { TransactionRolledBackError } from '../core/rolled-back.js';
+export type { Step, StepContext, StepLog, StepLogOptions, StepRecorder } from '../core/steps.js';
+export { DEFAULT_MAX_STEP_BYTES, MIN_STEP_SECRET_BYTES } from '../core/steps.js';
 export type {
   KeyOwner,
   TransactionOutcome,
@@ -8,12 +10,19 @@ export {
   CallInProgressError,
   CallOutcomeUnknownError,
   CallSupersededError,
-  PayloadMismatchError,
+  KeyReusedError,
   ResultExpiredError,
   ResultNotRecordedError,
   ResultNotStorableError,
 } from './errors.js';
 export { payloadFingerprint } from './fingerprint.js';
 export { makeIdempotent } from './make-idempotent.js';
-export type { MakeIdempotentOptions, ResultCodec, TransactionalOptions } from './options.js';
+export type {
+  MakeIdempotentOptions,
+  ResultCodec,
+  SteppedOptions,
+  TransactionalOptions,
+} from './options.js';
 export { DEFAULT_FUNCTION_LEASE_SECONDS, DEFAULT_FUNCTION_TTL_SECONDS } from './options.js';
+export type { ResumeAbandonedOptions, ResumeOutcome } from './resume.js';
+export { resumeAbandoned } from './resume.js';

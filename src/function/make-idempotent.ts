@@ -2,13 +2,15 @@ import { claim } from '../core/claim.js';
 import { InvalidOptionError, UnserializableResponseError } from '../core/errors.js';
 import { type JsonValue, serializeResponse } from '../core/json.js';
 import type { Ownership } from '../core/ownership.js';
+import { encodeResult } from '../core/result-encoding.js';
+import { type Step, type StepLog, startSteps } from '../core/steps.js';
 import type { TransactionOutcome, TransactionRunner } from '../core/transaction-runner.js';
 import { assertKey } from '../core/validation.js';
 import {
   CallInProgressError,
   CallOutcomeUnknownError,
   CallSupersededError,
-  PayloadMismatchError,
+  KeyReusedError,
   ResultExpiredError,
   ResultNotRecordedError,
   ResultNotStorableError,
@@ -17,6 +19,7 @@ import {
   type MakeIdempotentOptions,
   type ResolvedFunctionOptions,
   resolveFunctionOptions,
+  type SteppedOptions,
   type TransactionalOptions,
 } from './options.js';
 
@@ -30,6 +33,20 @@ async function releaseAfter(ownership: Ownership, error: unknown): Promise<never
     error,
     'the function failed and releasing its idempotency key failed too',
   );
+  throw error;
+}
+
+// The function failed after recording steps: the key keeps them, its lease ended now, so a retry
+// (or the completer) takes it over at once and goes on from the last recorded step.
+async function lapseAfter(ownership: Ownership, error: unknown): Promise<never> {
+  try {
+    await ownership.lapse();
+  } catch (lapseError) {
+    throw new AggregateError(
+      [error, lapseError],
+      'the function failed and ending the lease of its idempotency key failed too',
+    );
+  }
   throw error;
 }
 
@@ -99,15 +116,48 @@ async function notStorable<R>(
   throw new ResultNotStorableError(key, result, refusal.message, refusal);
 }
 
+// The arguments in their stored form, recorded with the first step for the completer; `undefined`
+// when they have none, so the call still runs (only the completer cannot drive it).
+function storedArgs(args: unknown[]): ReturnType<typeof encodeResult> | undefined {
+  try {
+    return encodeResult(args);
+  } catch {
+    return undefined;
+  }
+}
+
 function plainExecute<A extends unknown[], R>(
   settings: ResolvedFunctionOptions<A, R>,
   fn: (...args: A) => R | Promise<R>,
+): Execute<A, R>;
+function plainExecute<TX, A extends unknown[], R>(
+  settings: ResolvedFunctionOptions<A, R>,
+  fn: (step: Step<TX>, ...args: A) => R | Promise<R>,
+  steps: StepLog<TX>,
+): Execute<A, R>;
+function plainExecute<TX, A extends unknown[], R>(
+  settings: ResolvedFunctionOptions<A, R>,
+  fn: ((...args: A) => R | Promise<R>) | ((step: Step<TX>, ...args: A) => R | Promise<R>),
+  steps?: StepLog<TX>,
 ): Execute<A, R> {
   return async (ownership, args) => {
     let result: R;
+    let hasRecorded = () => false;
     try {
-      result = await fn(...args);
+      if (steps === undefined) {
+        result = await (fn as (...args: A) => R | Promise<R>)(...args);
+      } else {
+        const session = await startSteps(steps, ownership, storedArgs(args));
+        hasRecorded = session.hasRecorded;
+        result = await (fn as (step: Step<TX>, ...args: A) => R | Promise<R>)(
+          session.step,
+          ...args,
+        );
+      }
     } catch (error) {
+      // Steps were recorded, some of them effects outside the database: deleting the key would
+      // lose them, so its lease ends instead and the next owner goes on from them.
+      if (hasRecorded()) return lapseAfter(ownership, error);
       return releaseAfter(ownership, error);
     }
     // From here the effect happened. A result that cannot be recorded keeps the key pending:
@@ -173,7 +223,7 @@ function wrap<A extends unknown[], R>(
       case 'acquired':
         return execute(found.ownership, args);
       case 'mismatch':
-        throw new PayloadMismatchError(key, found.record);
+        throw new KeyReusedError(key, found.record);
       case 'expired':
         throw new ResultExpiredError(key, found.record);
       case 'replay': {
@@ -206,7 +256,7 @@ function wrap<A extends unknown[], R>(
  *     ├─ done, same payload ─────▶ return the stored result (fn does not run),
  *     │                            or ResultNotStorableError if it had no stored form
  *     ├─ done, past retention ───▶ ResultExpiredError
- *     ├─ other payload ──────────▶ PayloadMismatchError
+ *     ├─ other payload ──────────▶ KeyReusedError
  *     └─ running elsewhere ──────▶ CallInProgressError, or wait (read the row, backing off)
  * ```
  *
@@ -237,7 +287,7 @@ function wrap<A extends unknown[], R>(
  * await sendReceipt({ id: 'o-1', email: 'a@example.com' }); // replays { sent: 'a@example.com' }
  * ```
  * @throws {@link InvalidOptionError} for a bad option, when called. The wrapped function rejects
- * with {@link CallInProgressError}, {@link PayloadMismatchError}, {@link ResultExpiredError},
+ * with {@link CallInProgressError}, {@link KeyReusedError}, {@link ResultExpiredError},
  * {@link ResultNotRecordedError}, {@link ResultNotStorableError}, what `fn` throws, or an invalid-argument error for a key or
  * payload that cannot be used (nothing runs then).
  */
@@ -256,12 +306,38 @@ export function makeIdempotent<TX, A extends unknown[], R>(
   fn: (tx: TX, ...args: A) => R | Promise<R>,
   options: TransactionalOptions<TX, A, Awaited<R>>,
 ): (...args: A) => Promise<Awaited<R>>;
+/**
+ * The stepped form: `fn(step, ...args)` receives a step function whose steps are recorded under
+ * the call's key, so a call taken over after a crash goes on from its last recorded step (see
+ * docs/steps.md). The call's arguments are recorded with its first step, for `resumeAbandoned`.
+ *
+ * @param fn - the function to protect; receives the step function first
+ * @param options - the step log, the key and the rest of {@link SteppedOptions}
+ */
 export function makeIdempotent<TX, A extends unknown[], R>(
-  fn: ((...args: A) => R | Promise<R>) | ((tx: TX, ...args: A) => R | Promise<R>),
-  options: MakeIdempotentOptions<A, R> | TransactionalOptions<TX, A, R>,
+  fn: (step: Step<TX>, ...args: A) => R | Promise<R>,
+  options: SteppedOptions<TX, A, Awaited<R>>,
+): (...args: A) => Promise<Awaited<R>>;
+export function makeIdempotent<TX, A extends unknown[], R>(
+  fn:
+    | ((...args: A) => R | Promise<R>)
+    | ((tx: TX, ...args: A) => R | Promise<R>)
+    | ((step: Step<TX>, ...args: A) => R | Promise<R>),
+  options: MakeIdempotentOptions<A, R> | TransactionalOptions<TX, A, R> | SteppedOptions<TX, A, R>,
 ): (...args: A) => Promise<R> {
   if (typeof fn !== 'function') {
     throw new TypeError('makeIdempotent needs a function to wrap');
+  }
+  if (typeof options === 'object' && options !== null && 'steps' in options) {
+    const log = options.steps;
+    if (typeof log?.write !== 'function' || typeof log.deriveKey !== 'function') {
+      throw new InvalidOptionError('steps must come from sqliteSteps, pgSteps or mysqlSteps');
+    }
+    const settings = resolveFunctionOptions<A, R>({ ...options, store: log.store });
+    return wrap(
+      settings,
+      plainExecute(settings, fn as (step: Step<TX>, ...args: A) => R | Promise<R>, log),
+    );
   }
   if (typeof options === 'object' && options !== null && 'transaction' in options) {
     const runner = options.transaction;

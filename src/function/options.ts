@@ -7,10 +7,11 @@ import {
 } from '../core/claim-options.js';
 import { InvalidOptionError } from '../core/errors.js';
 import type { JsonValue } from '../core/json.js';
+import { decodeResult, encodeResult } from '../core/result-encoding.js';
+import type { StepLog } from '../core/steps.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../core/transaction-runner.js';
 import { payloadFingerprint } from './fingerprint.js';
-import { decodeResult, encodeResult } from './result-encoding.js';
 
 /** The default retention of a result: 24 hours (the claim engine's default). */
 export const DEFAULT_FUNCTION_TTL_SECONDS = DEFAULT_TTL_SECONDS;
@@ -41,7 +42,7 @@ export interface MakeIdempotentOptions<A extends unknown[], R> {
   /**
    * The part of the arguments that must match for a call to count as a repeat, fingerprinted as
    * canonical JSON. Default: all the arguments. A repeat with another payload throws
-   * {@link PayloadMismatchError}. Leave out what legitimately varies between deliveries
+   * {@link KeyReusedError}. Leave out what legitimately varies between deliveries
    * (a redelivery counter, a trace id).
    */
   readonly payload?: (...args: A) => unknown;
@@ -99,6 +100,19 @@ export interface TransactionalOptions<TX, A extends unknown[], R>
    * `sqliteTransaction(store)` or `pgTransaction(store)`.
    */
   readonly transaction: TransactionRunner<TX>;
+}
+
+/**
+ * Options of the stepped form of {@link makeIdempotent}: those of {@link MakeIdempotentOptions},
+ * with the store given by the step log. The function receives a step function first.
+ */
+export interface SteppedOptions<TX, A extends unknown[], R>
+  extends Omit<MakeIdempotentOptions<A, R>, 'store'> {
+  /**
+   * Records the function's steps under its key (`sqliteSteps(store, { secret })`,
+   * `pgSteps(store, { secret })`, `mysqlSteps(store, { secret })`); see docs/steps.md.
+   */
+  readonly steps: StepLog<TX>;
 }
 
 /** {@link MakeIdempotentOptions} with every default applied and checked. */

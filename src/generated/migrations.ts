@@ -18,6 +18,13 @@ export const mysqlMigrations: readonly MigrationFile[] = [
     "sql": [
       "-- The fencing token is now drawn from the real clock (milliseconds × 1,024), past INT's range.\nALTER TABLE `keys` MODIFY COLUMN `attempt` bigint NOT NULL DEFAULT 1;"
     ]
+  },
+  {
+    "folderMillis": 1796282757377,
+    "hash": "6d17596b266d481d23c11bab922e717070e67d317c12560648f1485a645d2033",
+    "sql": [
+      "-- The recorded steps of a key's handler (docs/steps.md), kept in its row so that retention and\n-- erasure take them with the key. Adding a nullable column rewrites no row.\nALTER TABLE `keys` ADD `steps` longtext CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;\n"
+    ]
   }
 ];
 
@@ -54,6 +61,13 @@ export const pgMigrations: readonly MigrationFile[] = [
       "-- The fencing token is now drawn from the real clock (milliseconds × 1,024), past integer's range.\n-- Changing the type rewrites the table under an ACCESS EXCLUSIVE lock: run it when a pause fits.\nALTER TABLE \"keys\" ALTER COLUMN \"attempt\" SET DATA TYPE bigint;",
       "\nALTER TABLE \"keys\" ALTER COLUMN \"attempt\" SET DEFAULT 1;"
     ]
+  },
+  {
+    "folderMillis": 1796282754989,
+    "hash": "a532194a168573c49ce9507d549982b5ae337340b418896b2a5615ef58172a69",
+    "sql": [
+      "-- The recorded steps of a key's handler (docs/steps.md), kept in its row so that retention and\n-- erasure take them with the key. Adding a nullable column rewrites no row.\nALTER TABLE \"keys\" ADD COLUMN \"steps\" text;\n"
+    ]
   }
 ];
 
@@ -81,6 +95,13 @@ export const sqliteMigrations: readonly MigrationFile[] = [
     "hash": "dfd915725d0f03bba1a678844e41d054b23418cde3157ff21f90fe8fe877e65b",
     "sql": [
       "CREATE INDEX IF NOT EXISTS `keys_done_id_expires_idx` ON `keys` (`id`,`expires`) WHERE status = 'done';"
+    ]
+  },
+  {
+    "folderMillis": 1796282751790,
+    "hash": "79b1b6bee6dac5378a58173bab54121cd6a99f210c9b8aa49e82789df8f1ea60",
+    "sql": [
+      "-- The recorded steps of a key's handler (docs/steps.md), kept in its row so that retention and\n-- erasure take them with the key. Adding a nullable column rewrites no row.\nALTER TABLE `keys` ADD `steps` text;\n"
     ]
   }
 ];

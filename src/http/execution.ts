@@ -41,7 +41,7 @@ export interface Execution {
   fail(error: unknown): Promise<void>;
   /**
    * The transactional form, instead of `complete`/`fail`: runs `handler(tx)` in one transaction of
-   * `runner` that also records its answer, fenced by the attempt token, and commits before this
+   * `runner` that also records its answer, fenced by the fencing token, and commits before this
    * returns. A stored status commits the handler's writes with the answer (`executed`); a status
    * that is not stored, or a throw, rolls the writes back and releases the key (`notStored`, or the
    * error rethrown after release); a takeover meanwhile rolls everything back (`superseded`). A

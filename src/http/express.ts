@@ -304,7 +304,7 @@ export type ExpressTransactionOptions<P> = AdapterTransactionOptions<Request, P>
 
 /**
  * The transactional form for Express: a route handler whose database writes and stored answer
- * commit in **one** transaction, fenced by the key's attempt token, before the response leaves.
+ * commit in **one** transaction, fenced by the key's fencing token, before the response leaves.
  * The key is claimed first in its own short commit, so a concurrent duplicate gets 409 at once.
  * The handler gets `req`, then `tx` and `prepared`, and **returns** its answer (an `HttpResponse`)
  * instead of writing to `res`: the answer has to be known inside the transaction that records it.

@@ -281,7 +281,7 @@ export interface FastifyTransactionRoute {
 
 /**
  * The transactional form for Fastify: a route whose database writes and stored answer commit in
- * **one** transaction, fenced by the key's attempt token, before the response leaves. The key is
+ * **one** transaction, fenced by the key's fencing token, before the response leaves. The key is
  * claimed first in its own short commit, so a concurrent duplicate gets 409 at once. The handler
  * gets the request, then `tx` and `prepared`, and **returns** its answer (an `HttpResponse`)
  * instead of sending it: the answer has to be known inside the transaction that records it.

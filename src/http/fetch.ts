@@ -113,7 +113,7 @@ export type FetchTransactionHandler<TX, P, Rest extends unknown[] = []> = Transa
 
 /**
  * The transactional form for Fetch API handlers: the handler's database writes and its stored
- * answer commit in **one** transaction, fenced by the key's attempt token, before the `Response`
+ * answer commit in **one** transaction, fenced by the key's fencing token, before the `Response`
  * is returned. The key is claimed first in its own short commit, so a concurrent duplicate gets
  * 409 at once. The handler receives `tx` and `prepared` after the request and **returns** its
  * answer (an `HttpResponse`), not a `Response`: the answer has to be known inside the transaction

@@ -116,7 +116,7 @@ export function honoIdempotency(
 
 /**
  * The transactional form for Hono: a route handler whose database writes and stored answer commit
- * in **one** transaction, fenced by the key's attempt token, before the response leaves. The key is
+ * in **one** transaction, fenced by the key's fencing token, before the response leaves. The key is
  * claimed first in its own short commit, so a concurrent duplicate gets 409 at once. The handler
  * gets the context, then `tx` and `prepared`, and **returns** its answer (an `HttpResponse`),
  * which is recorded inside that transaction. A throw or a status that is not stored rolls the

@@ -1,4 +1,5 @@
-import { claim } from '../core/claim.js';
+import { type Claim, claim } from '../core/claim.js';
+import { AnswerUnreadableError, EncryptionKeyMissingError } from '../core/errors.js';
 import type { IdempotencyRecord, LeasedIdempotencyStore } from '../core/store.js';
 import { MAX_KEY_BYTES } from '../core/validation.js';
 import { type Execution, owned } from './execution.js';
@@ -15,6 +16,7 @@ import {
   OutcomeUnsettledError,
   RequestInProgressError,
   ScopeMalformedError,
+  SealedAnswerError,
 } from './problems.js';
 import { type Report, reported, reporter } from './report.js';
 import type { IdempotentRequest } from './request.js';
@@ -158,11 +160,19 @@ export function idempotent(
       if (error instanceof BodyRefusedError) return respond(report, problemResult(error));
       throw error;
     }
-    const found = await claim(store, id, fingerprint, settings);
+    let found: Claim;
+    try {
+      found = await claim(store, id, fingerprint, settings);
+    } catch (error) {
+      if (error instanceof EncryptionKeyMissingError || error instanceof AnswerUnreadableError) {
+        return respond(report, problemResult(new SealedAnswerError(error)));
+      }
+      throw error;
+    }
     switch (found.status) {
       case 'acquired': {
         const { owner, takenOver } = found.ownership;
-        const run = { attempt: owner.attempt, takenOver };
+        const run = { fencingToken: owner.fencingToken, takenOver };
         const execution = owned(
           found.ownership,
           settings,

@@ -29,6 +29,7 @@ export {
   RequestRolledBackError,
   RequestSupersededError,
   ScopeMalformedError,
+  SealedAnswerError,
 } from './problems.js';
 export type { HeaderValues, IdempotentRequest } from './request.js';
 export type { HttpResponse, StoredAnswer, WireResponse } from './response.js';

@@ -89,7 +89,7 @@ export interface IdempotentRouteOptions extends Omit<AdapterOptions<NestHttpRequ
   /**
    * The transactional form: the handler's writes (through the transaction that
    * {@link IdempotencyTransaction} injects) and its answer commit in one transaction of the module's
-   * `transaction` runner, fenced by the key's attempt token. Default `false`.
+   * `transaction` runner, fenced by the key's fencing token. Default `false`.
    */
   readonly transactional?: boolean;
 }

@@ -68,9 +68,9 @@ export interface OutcomeEvent {
   readonly error?: unknown;
   /**
    * The fencing token of this run of the handler: it names this ownership
-   * of the key (see `IdempotencyRecord.attempt`); it is not a count of runs.
+   * of the key (see `IdempotencyRecord.fencingToken`); it is not a count of runs.
    */
-  readonly attempt?: number;
+  readonly fencingToken?: number;
   /**
    * Whether this run took the key over from an owner whose lease lapsed
    * (the handler may have run before); `false` for a key claimed afresh.

@@ -1,4 +1,9 @@
-import { ErrorCode, IdempotencyError } from '../core/errors.js';
+import {
+  type AnswerUnreadableError,
+  type EncryptionKeyMissingError,
+  ErrorCode,
+  IdempotencyError,
+} from '../core/errors.js';
 import type { IdempotencyRecord } from '../core/store.js';
 import type { HttpResponse } from './response.js';
 
@@ -19,6 +24,7 @@ export const ProblemType = {
   requestSuperseded: 'urn:drizzle-idempotency:problem:request-superseded',
   requestRolledBack: 'urn:drizzle-idempotency:problem:request-rolled-back',
   outcomeUnknown: 'urn:drizzle-idempotency:problem:outcome-unknown',
+  answerUnreadable: 'urn:drizzle-idempotency:problem:answer-unreadable',
 } as const;
 
 /** One of the values of {@link ProblemType}. */
@@ -339,5 +345,27 @@ export class RequestRolledBackError extends IdempotencyProblem {
 
   protected override extraHeaders(): Record<string, string> {
     return { 'retry-after': String(this.retryAfterSeconds) };
+  }
+}
+
+/**
+ * 500: an answer is stored for this key but does not open: it is sealed under an encryption key id
+ * the store's keyring lacks ({@link EncryptionKeyMissingError}), or it fails its authentication
+ * ({@link AnswerUnreadableError}). The request is **not** run again: its effect happened once.
+ * The body names neither the key id nor anything of the keyring; the store's error is the `cause`,
+ * for logs. Put the retired key back in the keyring (and run `idem rekey`) to answer it again.
+ */
+export class SealedAnswerError extends IdempotencyProblem {
+  readonly status = 500;
+  readonly type = ProblemType.answerUnreadable;
+  readonly title = 'Answer unreadable';
+
+  /** @param cause - the store's {@link EncryptionKeyMissingError} or {@link AnswerUnreadableError} */
+  constructor(cause: unknown) {
+    super(
+      ErrorCode.answerUnreadable,
+      'an answer is stored for this key but cannot be read by the server; the request was not run again',
+      { cause },
+    );
   }
 }

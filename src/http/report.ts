@@ -16,7 +16,7 @@ export function reporter(
   request: IdempotentRequest,
   key: string | undefined,
   started: number,
-  run?: { readonly attempt: number; readonly takenOver: boolean },
+  run?: { readonly fencingToken: number; readonly takenOver: boolean },
 ): Report {
   const hook = settings.onOutcome;
   if (hook === undefined) return silent;
@@ -28,7 +28,7 @@ export function reporter(
         path: request.path,
         key,
         scoped: request.scope !== undefined,
-        ...(run === undefined ? {} : { attempt: run.attempt, takenOver: run.takenOver }),
+        ...(run === undefined ? {} : { fencingToken: run.fencingToken, takenOver: run.takenOver }),
         durationMs: performance.now() - started,
       });
     } catch {

@@ -1,9 +1,5 @@
+import { scopePrefix } from '../core/erasure.js';
 import { InvalidOptionError } from '../core/errors.js';
-
-// U+001F (unit separator) never occurs in a key (keys are printable ASCII) nor in a JSON-encoded
-// scope (JSON escapes control characters), so the first one splits a stored id unambiguously,
-// and an unscoped key can never look like a scoped one.
-const SEPARATOR = '\u001f';
 
 /**
  * The id a key is stored under. Unscoped, it is the key itself; scoped, it is the scope as a JSON
@@ -22,5 +18,5 @@ export function storedId(scope: string | undefined, key: string): string {
   if (typeof scope !== 'string' || scope.length === 0 || !scope.isWellFormed()) {
     throw new InvalidOptionError('scope must be a non-empty, well-formed string or undefined');
   }
-  return `${JSON.stringify(scope)}${SEPARATOR}${key}`;
+  return `${scopePrefix(scope)}${key}`;
 }

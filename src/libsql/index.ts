@@ -3,7 +3,7 @@ export type { LibsqlMigrationOptions } from './migrate.js';
 export {
   applyLibsqlMigrations,
   assertAdoptableLibsqlKeysTable,
-  assertAdoptableLibsqlTables,
+  libsqlMigrationStatus,
 } from './migrate.js';
 export type { OpenLibsqlStoreOptions } from './open.js';
 export { openLibsqlStore } from './open.js';

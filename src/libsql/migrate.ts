@@ -1,9 +1,10 @@
 import type { Client, InValue, Transaction } from '@libsql/client';
-import { type MigrationSession, migrateAsync } from '../core/migrator.js';
+import { type MigrationSession, type MigrationStatus, migrateAsync } from '../core/migrator.js';
 import type { SqliteStatement } from '../sqlite-dialect/compile.js';
 import {
   assertAdoptableSqliteTables,
   type SqliteMigrationOptions,
+  sqliteMigrationStatusAsync,
   sqliteTableName,
 } from '../sqlite-dialect/migrate.js';
 import {
@@ -42,14 +43,6 @@ export function assertAdoptableLibsqlKeysTable(
 ): Promise<void> {
   return assertAdoptableSqliteTables(sessionOf(db.$client), options);
 }
-
-/**
- * The former name of {@link assertAdoptableLibsqlKeysTable}, the same check.
- *
- * @deprecated Use `assertAdoptableLibsqlKeysTable`: every dialect's check is named
- * `assertAdoptable<Dialect>KeysTable`. This name is removed in 1.0.
- */
-export const assertAdoptableLibsqlTables = assertAdoptableLibsqlKeysTable;
 
 /**
  * Applies the committed SQLite migrations (the same files, journal and table naming as
@@ -97,4 +90,28 @@ export async function applyLibsqlMigrations(
     },
     sqliteMigrationPlan(sqliteTableName(options)),
   );
+}
+
+/**
+ * Tells, without writing, whether the keys table exists and which of the library's migrations
+ * {@link applyLibsqlMigrations} would apply, by the migrator's own decision; see the
+ * better-sqlite3 store's `sqliteMigrationStatus`.
+ *
+ * @example
+ * ```ts
+ * import { createClient } from '@libsql/client';
+ * import { drizzle } from 'drizzle-orm/libsql';
+ * import { libsqlMigrationStatus } from 'drizzle-idempotency/libsql';
+ *
+ * const { pending } = await libsqlMigrationStatus(drizzle({ client: createClient({ url: 'file:app.db' }) }));
+ * ```
+ * @param db - a drizzle database over a libSQL client
+ * @param options - the keys table, when not the default
+ * @throws {@link SchemaMismatchError} when a foreign table of that name is in the way
+ */
+export function libsqlMigrationStatus(
+  db: AnyLibsqlDatabase,
+  options: LibsqlMigrationOptions = {},
+): Promise<MigrationStatus> {
+  return sqliteMigrationStatusAsync(sessionOf(db.$client), options);
 }

@@ -1,12 +1,13 @@
 import type { Client } from '@libsql/client';
 import { assertBackedBy } from '../core/database-identity.js';
+import { checkedEncryption, type EncryptionOption } from '../core/encryption.js';
 import { DatabaseOpenError, IdempotencyError } from '../core/errors.js';
 import { assertIntegerOption } from '../core/validation.js';
 import { applyLibsqlMigrations, type LibsqlMigrationOptions } from './migrate.js';
 import { LibsqlIdempotencyStore } from './store.js';
 
 /** Options of {@link openLibsqlStore}. */
-export interface OpenLibsqlStoreOptions extends LibsqlMigrationOptions {
+export interface OpenLibsqlStoreOptions extends LibsqlMigrationOptions, EncryptionOption {
   /**
    * How long a write waits for another connection's write lock before failing, in milliseconds.
    * Default 5000.
@@ -73,7 +74,7 @@ function describeFailure(target: string, error: unknown): DatabaseOpenError {
  * ```ts
  * const store = await openLibsqlStore<{ receipt: number }>('file:./idempotency.db');
  * try {
- *   await store.reserve('order-42', digest, now + 86_400);
+ *   await store.reserve('order-42', fingerprint, now + 86_400);
  * } finally {
  *   await store.close();
  * }
@@ -87,6 +88,7 @@ export async function openLibsqlStore<T = unknown>(
   url: string,
   options: OpenLibsqlStoreOptions = {},
 ): Promise<LibsqlIdempotencyStore<T>> {
+  const encryption = checkedEncryption(options);
   const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
   assertIntegerOption(busyTimeoutMs, 'busyTimeoutMs', 0, 2 ** 31 - 1);
   const table = options.table === undefined ? {} : { table: options.table };
@@ -129,7 +131,11 @@ export async function openLibsqlStore<T = unknown>(
     await applyLibsqlMigrations(db, table);
     // WAL is a property of the file, so setting it once serves every connection of the client.
     if (!remote) await client.execute('PRAGMA journal_mode = WAL');
-    return new LibsqlIdempotencyStore<T>(db, { onClose: () => client.close(), ...table });
+    return new LibsqlIdempotencyStore<T>(db, {
+      onClose: () => client.close(),
+      ...table,
+      ...encryption,
+    });
   } catch (error) {
     client.close();
     if (error instanceof IdempotencyError) throw error;

@@ -1,8 +1,8 @@
 import type { Client, InStatement, ResultSet } from '@libsql/client';
 import type { LibSQLDatabase } from 'drizzle-orm/libsql';
 import { AsyncIdempotencyStore } from '../core/async-store.js';
-import { closeHook } from '../core/close-option.js';
 import { drizzleClientOf } from '../core/database-identity.js';
+import type { EncryptionOption } from '../core/encryption.js';
 import { UnrecognisedDatabaseError } from '../core/errors.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
 import type { SqliteStatement } from '../sqlite-dialect/compile.js';
@@ -16,20 +16,13 @@ import { writeQueue } from './write-queue.js';
 export type AnyLibsqlDatabase = LibSQLDatabase<any> & { $client: Client };
 
 /** Options of {@link LibsqlIdempotencyStore}. */
-export interface LibsqlStoreOptions {
+export interface LibsqlStoreOptions extends EncryptionOption {
   /**
    * Called once by `close()`, e.g. `() => db.$client.close()` to close the libSQL client the store owns.
    * By default `close()` leaves it alone: a store built over your database never closes it.
    * `openLibsqlStore` closes the client it opened.
    */
   readonly onClose?: () => unknown;
-  /**
-   * `true` closes the libSQL client on `close()`.
-   *
-   * @deprecated Use `onClose: () => db.$client.close()`, the close option of every store. Removed
-   * in 1.0.
-   */
-  readonly closeConnection?: boolean;
   /**
    * The keys table, from `sqliteKeysTable(name)`. Default: the `keys` table. It must exist, made
    * by `applyLibsqlMigrations(db, { table })` or by your own drizzle-kit migrations.
@@ -115,8 +108,8 @@ function assertLibsqlClient(db: unknown): void {
  * const db = drizzle({ client: createClient({ url: 'file:app.db', timeout: 5000 }) });
  * await applyLibsqlMigrations(db);
  * const store = new LibsqlIdempotencyStore<{ receipt: number }>(db);
- * if (await store.reserve('order-42', digest, now + 86_400)) {
- *   await store.finish('order-42', digest, { receipt: 1 });
+ * if (await store.reserve('order-42', fingerprint, now + 86_400)) {
+ *   await store.finish('order-42', fingerprint, { receipt: 1 });
  * }
  * await store.fetch('order-42', now); // { receipt: 1 }
  * ```
@@ -137,8 +130,8 @@ export class LibsqlIdempotencyStore<T = unknown>
   constructor(db: AnyLibsqlDatabase, options: LibsqlStoreOptions = {}) {
     assertLibsqlClient(db);
     const table = options.table ?? defaultKeys;
-    const driver = libsqlDriver(db.$client, closeHook(db.$client, options));
-    super(sqliteStatements(driver, sqliteQueries(db, table)));
+    const driver = libsqlDriver(db.$client, options.onClose);
+    super(sqliteStatements(driver, sqliteQueries(db, table)), options.encryption);
     this.#db = db;
     this.#table = table;
   }

@@ -2,6 +2,7 @@ import type { ResultSet } from '@libsql/client';
 import type { SQLiteTransaction } from 'drizzle-orm/sqlite-core';
 import { ownerRow } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
+import type { MaybePromise } from '../core/store.js';
 import {
   type KeyOwner,
   runFenced,
@@ -81,7 +82,7 @@ export function libsqlTransaction(
     const done = await db
       .update(table)
       .set({ status: KeyStatus.done, response })
-      .where(ownerRow(table, owner.key, owner.digest, owner.attempt));
+      .where(ownerRow(table, owner.key, owner.fingerprint, owner.fencingToken));
     return done.rowsAffected;
   };
   return {
@@ -90,7 +91,7 @@ export function libsqlTransaction(
     async run<R>(
       owner: KeyOwner,
       handler: (tx: LibsqlHandlerTransaction) => R | Promise<R>,
-      record: (result: R) => string,
+      record: (result: R) => MaybePromise<string>,
     ): Promise<TransactionOutcome<R>> {
       let answered: { readonly result: R; readonly response: string } | undefined;
       try {
@@ -99,7 +100,7 @@ export function libsqlTransaction(
           (body) => queued(() => store.db.transaction(body)),
           handler,
           async (tx, result) => {
-            const response = record(result);
+            const response = await record(result);
             try {
               return await recordOn(tx, owner, response);
             } catch (error) {

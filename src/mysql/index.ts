@@ -2,7 +2,11 @@ export type { AnyMysqlDatabase } from './client.js';
 export { checkMysqlDeployment } from './deployment.js';
 export { retryDeadlocks, TransactionDeadlockError } from './errors.js';
 export type { MysqlMigrationOptions } from './migrate.js';
-export { applyMysqlMigrations, assertAdoptableMysqlKeysTable } from './migrate.js';
+export {
+  applyMysqlMigrations,
+  assertAdoptableMysqlKeysTable,
+  mysqlMigrationStatus,
+} from './migrate.js';
 export type { OpenMysqlStoreOptions } from './open.js';
 export { openMysqlStore } from './open.js';
 export type { AnyPlanetscaleDatabase, PlanetscaleHandlerTransaction } from './planetscale.js';
@@ -10,6 +14,7 @@ export { PlanetscaleIdempotencyStore, planetscaleTransaction } from './planetsca
 export { applyPlanetscaleMigrations } from './planetscale-migrate.js';
 export type { MysqlKeysTable, MysqlTableOptions } from './schema.js';
 export { keys, MYSQL_MAX_TEXT_BYTES, mysqlKeysTable } from './schema.js';
+export { mysqlSteps } from './steps.js';
 export type { MysqlStoreOptions } from './store.js';
 export { MysqlIdempotencyStore } from './store.js';
 export type { MysqlHandlerTransaction, MysqlTransactionOptions } from './transaction.js';

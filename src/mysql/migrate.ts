@@ -1,7 +1,14 @@
 import { type SQL, sql } from 'drizzle-orm';
 import { type ColumnType, keysTableProblems } from '../core/adoption.js';
 import { SchemaMismatchError } from '../core/errors.js';
-import { type MigrationSession, type MigrationStatements, migrateAsync } from '../core/migrator.js';
+import {
+  type MigrationSession,
+  type MigrationStatements,
+  type MigrationStatus,
+  migrateAsync,
+  migrationStatus,
+  runAsync,
+} from '../core/migrator.js';
 import { mysqlMigrations } from '../generated/migrations.js';
 import { type AnyMysqlDatabase, queryRows } from './client.js';
 import { withClusterLock } from './cluster-lock.js';
@@ -22,6 +29,9 @@ const EXPECTED_COLUMNS: Record<string, ColumnType> = {
   attempt: ['bigint', 'int'],
   unrecorded: 'boolean',
 };
+
+// Added by the steps migration: a table from before it lacks it until it runs.
+const STEP_COLUMNS: Record<string, ColumnType> = { steps: 'longtext' };
 
 // MariaDB and MySQL 5.7 write display widths (`int(11)`), MySQL 8 does not; `boolean` is an
 // alias of `tinyint(1)` on both.
@@ -81,6 +91,7 @@ export async function assertAdoptableMysqlKeysTable(
         primary: Number(column.primary) === 1,
       })),
       EXPECTED_COLUMNS,
+      STEP_COLUMNS,
     ),
   );
   const response = columns.find((column) => column.name === 'response');
@@ -220,5 +231,40 @@ export async function applyMysqlMigrations(
         ),
     },
     { table, migrations: mysqlMigrations, committed: mysqlMigrations },
+  );
+}
+
+/**
+ * Tells, without writing, whether the keys table exists and which of the library's migrations
+ * {@link applyMysqlMigrations} would apply, by the migrator's own decision (its journal, the
+ * columns already there). A table made by the application's own drizzle-kit migrations has no
+ * missing columns: only the journal is behind, and the first migration run records it.
+ *
+ * @example
+ * ```ts
+ * import { drizzle } from 'drizzle-orm/mysql2';
+ * import mysql from 'mysql2/promise';
+ * import { mysqlMigrationStatus } from 'drizzle-idempotency/mysql';
+ *
+ * const db = drizzle({ client: mysql.createPool(process.env.MYSQL_URL ?? '') });
+ * const { pending } = await mysqlMigrationStatus(db);
+ * ```
+ * @param db - a drizzle MySQL database
+ * @param options - the keys table, when not the default
+ * @throws {@link SchemaMismatchError} when a foreign table of that name is in the way
+ */
+export async function mysqlMigrationStatus(
+  db: Pick<AnyMysqlDatabase, 'execute'>,
+  options: MysqlMigrationOptions = {},
+): Promise<MigrationStatus> {
+  const { name: table } = resolveMysqlTable(options);
+  await assertAdoptableMysqlKeysTable(retryingDeadlocks(db), options);
+  return runAsync(
+    migrationStatus(mysqlMigrationStatements, {
+      table,
+      migrations: mysqlMigrations,
+      committed: mysqlMigrations,
+    }),
+    sessionOf(db),
   );
 }

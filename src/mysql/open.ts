@@ -1,6 +1,7 @@
 import type { Pool } from 'mysql2/promise';
 import { assertBackedBy } from '../core/database-identity.js';
 import { type DeploymentWarningOptions, enforceDeployment } from '../core/deployment.js';
+import { checkedEncryption, type EncryptionOption } from '../core/encryption.js';
 import { DatabaseOpenError } from '../core/errors.js';
 import { assertIntegerOption } from '../core/validation.js';
 import { checkMysqlDeployment } from './deployment.js';
@@ -8,18 +9,15 @@ import { applyMysqlMigrations, type MysqlMigrationOptions } from './migrate.js';
 import { MysqlIdempotencyStore } from './store.js';
 
 /** Options of {@link openMysqlStore}. */
-export interface OpenMysqlStoreOptions extends MysqlMigrationOptions, DeploymentWarningOptions {
+export interface OpenMysqlStoreOptions
+  extends MysqlMigrationOptions,
+    DeploymentWarningOptions,
+    EncryptionOption {
   /**
    * The most connections of the pool `openMysqlStore` creates from a URL. Default 10. Ignored when
    * you pass your own pool.
    */
   readonly poolSize?: number;
-  /**
-   * The pool size under mysql2's name.
-   *
-   * @deprecated Use `poolSize`, the pool-size option of every `open*Store`. Removed in 1.0.
-   */
-  readonly connectionLimit?: number;
 }
 
 // The first versions with FOR UPDATE SKIP LOCKED, which the purge needs.
@@ -58,7 +56,7 @@ const STRICT_SESSION =
  *
  * const store = await openMysqlStore<{ receipt: number }>('mysql://root@127.0.0.1:3306/app');
  * try {
- *   await store.reserve('order-42', 'digest', Date.now() / 1000 + 86_400);
+ *   await store.reserve('order-42', 'fingerprint', Date.now() / 1000 + 86_400);
  * } finally {
  *   await store.close();
  * }
@@ -71,13 +69,9 @@ export async function openMysqlStore<T = unknown>(
   source: string | Pool,
   options: OpenMysqlStoreOptions = {},
 ): Promise<MysqlIdempotencyStore<T>> {
-  const connectionLimit = options.poolSize ?? options.connectionLimit ?? 10;
-  assertIntegerOption(
-    connectionLimit,
-    options.poolSize === undefined ? 'connectionLimit' : 'poolSize',
-    1,
-    10_000,
-  );
+  const encryption = checkedEncryption(options);
+  const connectionLimit = options.poolSize ?? 10;
+  assertIntegerOption(connectionLimit, 'poolSize', 1, 10_000);
   if (typeof source === 'string' && source.length === 0) {
     throw new DatabaseOpenError('the connection string must not be empty');
   }
@@ -129,6 +123,7 @@ export async function openMysqlStore<T = unknown>(
     await applyMysqlMigrations(db, table);
     return new MysqlIdempotencyStore<T>(db, {
       ...table,
+      ...encryption,
       ...(ownsPool ? { onClose: () => pool.end() } : {}),
     });
   } catch (error) {

@@ -109,8 +109,8 @@ export function planetscaleTransaction(
               writeHeader(
                 await tx
                   .update(table)
-                  .set({ status: KeyStatus.done, response: record(result) })
-                  .where(ownerRow(table, owner.key, owner.digest, owner.attempt)),
+                  .set({ status: KeyStatus.done, response: await record(result) })
+                  .where(ownerRow(table, owner.key, owner.fingerprint, owner.fencingToken)),
               ).affectedRows,
           ),
         mysqlRollbackRetry(owner.key, DEFAULT_TRANSACTION_ATTEMPTS),

@@ -76,6 +76,9 @@ export function mysqlKeysTable<const N extends string = typeof DEFAULT_TABLE_NAM
       attempt: bigint('attempt', { mode: 'number' }).notNull().default(1),
       // The handler ran but its answer was not recorded: never retried automatically.
       unrecorded: boolean('unrecorded').notNull().default(false),
+      // The recorded steps of the key's handler (see docs/steps.md): a JSON object of step name
+      // to stored result, NULL until the first step. Kept in the key's row so it goes with the key.
+      steps: answerText('steps'),
     },
     (t) => [index(retentionIndexName(name)).on(t.status, t.expires, t.id)],
   );

@@ -1,6 +1,7 @@
-import { and, asc, eq, inArray, isNotNull, lte, type SQL, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, isNotNull, lte, type SQL, sql } from 'drizzle-orm';
 import { AsyncIdempotencyStore, type KeyStatements } from '../core/async-store.js';
 import type { DeploymentReport } from '../core/deployment.js';
+import type { EncryptionOption } from '../core/encryption.js';
 import {
   expiredAnswer,
   expiredAnswerReplacement,
@@ -28,7 +29,7 @@ import {
 } from './schema.js';
 
 /** Options of {@link MysqlIdempotencyStore}. */
-export interface MysqlStoreOptions extends MysqlTableOptions {
+export interface MysqlStoreOptions extends MysqlTableOptions, EncryptionOption {
   /**
    * Called once by `close()`, e.g. to end a pool the store owns. By default `close()` leaves the
    * connection alone: a store built over your database never ends your pool.
@@ -240,12 +241,21 @@ interface MysqlContext {
 const RETENTION_RETRY = { attempts: 20, backoffMs: 5 };
 
 function deleteExpired(
-  { db, table: keys, retentionIndex, vitess }: MysqlContext,
+  context: MysqlContext,
   now: number,
   limit: number,
   order: 'id' | 'index',
 ): Promise<{ id: string }[]> {
-  const isExpiredAnswer = expiredAnswer(keys, now);
+  return deleteLocked(context, expiredAnswer(context.table, now), limit, order);
+}
+
+// The same transaction for any condition on done rows: an expiry, or a scope being erased.
+function deleteLocked(
+  { db, table: keys, retentionIndex, vitess }: MysqlContext,
+  condition: SQL,
+  limit: number,
+  order: 'id' | 'index',
+): Promise<{ id: string }[]> {
   const orderBy: SQL[] = order === 'id' ? [asc(keys.id)] : [asc(keys.expires), asc(keys.id)];
   return retryDeadlocks(
     () =>
@@ -256,13 +266,13 @@ function deleteExpired(
             // Index order reads the start of the retention index range and stops after `limit`
             // rows: no batch sorts the backlog, so a sweep stays linear in it.
             .from(keys, order === 'index' && !vitess ? { forceIndex: retentionIndex } : undefined)
-            .where(isExpiredAnswer)
+            .where(condition)
             .orderBy(...orderBy)
             .limit(limit)
             .for('update', vitess ? undefined : { skipLocked: true });
           if (candidates.length === 0) return candidates;
           const ids = candidates.map((row) => row.id);
-          const result = await tx.delete(keys).where(and(inArray(keys.id, ids), isExpiredAnswer));
+          const result = await tx.delete(keys).where(and(inArray(keys.id, ids), condition));
           if (affected(result) !== ids.length) {
             throw new Error(
               `purge locked ${ids.length} rows but deleted ${affected(result)}: rolled back`,
@@ -369,6 +379,31 @@ function mysqlStatements(
     expired: (now, limit) => queries.expired.execute({ now, limit }),
     purge: (now, limit) => deleteExpired(context, now, limit, 'id'),
     sweepBatch: async (now, limit) => (await deleteExpired(context, now, limit, 'index')).length,
+    eraseBatch: (prefix, limit) =>
+      deleteLocked(
+        context,
+        and(eq(keys.status, KeyStatus.done), idStartsWith(keys, prefix)) as SQL,
+        limit,
+        'id',
+      ),
+    answers: (after, limit) =>
+      db
+        .select({ id: keys.id, response: keys.response })
+        .from(keys)
+        .where(and(eq(keys.status, KeyStatus.done), gt(keys.id, after)))
+        .orderBy(asc(keys.id))
+        .limit(limit),
+    reseal: async (id, previous, response) =>
+      affected(
+        await retryDeadlocks(() =>
+          db
+            .update(keys)
+            .set({ response })
+            .where(
+              and(eq(keys.id, id), eq(keys.status, KeyStatus.done), eq(keys.response, previous)),
+            ),
+        ),
+      ),
     counts: () => queries.counts.execute(),
     stats: (now) => queries.stats.execute({ now }),
     close: () => context.onClose?.(),
@@ -417,8 +452,8 @@ function mysqlStatements(
  * await applyMysqlMigrations(db);
  * const store = new MysqlIdempotencyStore<{ receipt: number }>(db);
  * const now = Date.now() / 1000;
- * if (await store.reserve('order-42', 'digest', now + 86_400)) {
- *   await store.finish('order-42', 'digest', { receipt: 1 });
+ * if (await store.reserve('order-42', 'fingerprint', now + 86_400)) {
+ *   await store.finish('order-42', 'fingerprint', { receipt: 1 });
  * }
  * await store.fetch('order-42', now); // { receipt: 1 }
  * ```
@@ -445,7 +480,7 @@ export class MysqlIdempotencyStore<T = unknown>
       onClose: options.onClose,
       vitess: options.vitess === true,
     };
-    super(mysqlStatements(context, prepareQueries(db, table)));
+    super(mysqlStatements(context, prepareQueries(db, table)), options.encryption);
     this.#db = db;
     this.#table = table;
   }
@@ -496,9 +531,9 @@ export class MysqlIdempotencyStore<T = unknown>
    */
   override acquire(
     key: string,
-    digest: string,
+    fingerprint: string,
     options: AcquireOptions,
   ): Promise<AcquireResult<T>> {
-    return super.acquire(key, digest, options);
+    return super.acquire(key, fingerprint, options);
   }
 }

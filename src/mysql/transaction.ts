@@ -93,8 +93,8 @@ export function mysqlTransaction(
             async (tx, result) => {
               const [done] = await tx
                 .update(table)
-                .set({ status: KeyStatus.done, response: record(result) })
-                .where(ownerRow(table, owner.key, owner.digest, owner.attempt));
+                .set({ status: KeyStatus.done, response: await record(result) })
+                .where(ownerRow(table, owner.key, owner.fingerprint, owner.fencingToken));
               return done.affectedRows;
             },
           ),

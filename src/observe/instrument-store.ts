@@ -114,7 +114,7 @@ function resultAttributes(result: unknown): Attributes {
  * import { openSqliteStore } from 'drizzle-idempotency/sqlite';
  *
  * const store = instrumentStore(openSqliteStore('./idempotency.db'), { dialect: 'sqlite' });
- * store.reserve('order-1', 'digest', Date.now() / 1000 + 3600);
+ * store.reserve('order-1', 'fingerprint', Date.now() / 1000 + 3600);
  * ```
  * @throws {@link InvalidOptionError} for a missing `dialect` or a non-boolean `recordKeys`
  */

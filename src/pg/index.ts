@@ -2,7 +2,7 @@ export type { AnyPgDatabase } from './client.js';
 export type { PgDeploymentOptions } from './deployment.js';
 export { checkPgDeployment } from './deployment.js';
 export type { PgMigrationOptions } from './migrate.js';
-export { applyPgMigrations, assertAdoptablePgKeysTable } from './migrate.js';
+export { applyPgMigrations, assertAdoptablePgKeysTable, pgMigrationStatus } from './migrate.js';
 export type { NeonHttpHandlerBatch } from './neon-http.js';
 export { neonHttpTransaction } from './neon-http.js';
 export type { AnyNeonHttpDatabase } from './neon-migrate.js';
@@ -12,11 +12,11 @@ export { openPgStore } from './open.js';
 export { pgPushTables } from './push.js';
 export type {
   PgKeysTable,
-  PgKeysTableOptions,
   PgKeysTableSchemaOptions,
   PgTableOptions,
 } from './schema.js';
 export { DEFAULT_PG_SCHEMA, keys, pgKeysTable } from './schema.js';
+export { pgSteps } from './steps.js';
 export type { PgStoreOptions } from './store.js';
 export { PgIdempotencyStore } from './store.js';
 export type { PgHandlerTransaction, PgTransactionOptions } from './transaction.js';

@@ -7,7 +7,14 @@ import {
   DeploymentRefusedError,
 } from '../core/deployment.js';
 import { SchemaMismatchError } from '../core/errors.js';
-import { type MigrationSession, type MigrationStatements, migrateAsync } from '../core/migrator.js';
+import {
+  type MigrationSession,
+  type MigrationStatements,
+  type MigrationStatus,
+  migrateAsync,
+  migrationStatus,
+  runAsync,
+} from '../core/migrator.js';
 import { DEFAULT_TABLE_NAME } from '../core/table-name.js';
 import { pgMigrations } from '../generated/migrations.js';
 import { type AnyPgDatabase, queryRows } from './client.js';
@@ -28,6 +35,8 @@ const LEASE_COLUMNS: Record<string, ColumnType> = {
   lease_until: 'double precision',
   attempt: ['bigint', 'integer'],
   unrecorded: 'boolean',
+  // Added by the steps migration.
+  steps: 'text',
 };
 
 // No serial id, so no sequence: see pgPushTables, which describes this table to drizzle-kit.
@@ -243,5 +252,37 @@ export async function applyPgMigrations(
         }),
     },
     { table: name, migrations: pgMigrations, committed: pgMigrations },
+  );
+}
+
+/**
+ * Tells, without writing, whether the keys table exists and which of the library's migrations
+ * {@link applyPgMigrations} would apply, by the migrator's own decision (its journal in the
+ * store's schema, the records 0.1.0 left in drizzle's, the columns already there). A table made
+ * by the application's own drizzle-kit migrations has no missing columns: only the journal is
+ * behind, and the first migration run records it.
+ *
+ * @example
+ * ```ts
+ * const db = drizzle({ client: new Pool({ connectionString: process.env.DATABASE_URL }) });
+ * const { table, pending } = await pgMigrationStatus(db);
+ * ```
+ * @param db - a drizzle PostgreSQL database (node-postgres, postgres-js, PGlite)
+ * @param options - the keys table, when not the default
+ * @throws {@link SchemaMismatchError} when a foreign table of that name is in the way
+ */
+export async function pgMigrationStatus(
+  db: Pick<AnyPgDatabase, 'execute'>,
+  options: PgMigrationOptions = {},
+): Promise<MigrationStatus> {
+  const { name, schema } = resolvePgTable(options);
+  await assertAdoptablePgKeysTable(db, options);
+  return runAsync(
+    migrationStatus(pgMigrationStatements(schema), {
+      table: name,
+      migrations: pgMigrations,
+      committed: pgMigrations,
+    }),
+    sessionOf(db),
   );
 }

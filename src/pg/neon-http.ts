@@ -74,8 +74,8 @@ export function neonHttpTransaction(
       const result = await handler({ db, add: (...queries) => queued.push(...queries) });
       const answer = db
         .update(table)
-        .set({ status: KeyStatus.done, response: record(result) })
-        .where(ownerRow(table, owner.key, owner.digest, owner.attempt))
+        .set({ status: KeyStatus.done, response: await record(result) })
+        .where(ownerRow(table, owner.key, owner.fingerprint, owner.fencingToken))
         .returning({ id: table.id });
       // Division by zero (22012) when the UPDATE matched nothing: the batch rolls back whole.
       // drizzle puts the embedded UPDATE in parentheses itself.

@@ -1,6 +1,7 @@
 import type { Pool } from 'pg';
 import { assertBackedBy } from '../core/database-identity.js';
 import { type DeploymentWarningOptions, enforceDeployment } from '../core/deployment.js';
+import { checkedEncryption, type EncryptionOption } from '../core/encryption.js';
 import { DatabaseOpenError } from '../core/errors.js';
 import { assertIntegerOption } from '../core/validation.js';
 import { checkPgDeployment } from './deployment.js';
@@ -9,18 +10,15 @@ import { resolvePgTable } from './schema.js';
 import { PgIdempotencyStore } from './store.js';
 
 /** Options of {@link openPgStore}. */
-export interface OpenPgStoreOptions extends PgMigrationOptions, DeploymentWarningOptions {
+export interface OpenPgStoreOptions
+  extends PgMigrationOptions,
+    DeploymentWarningOptions,
+    EncryptionOption {
   /**
    * The most connections of the pool `openPgStore` creates from a URL. Default 10. Ignored when
    * you pass your own pool.
    */
   readonly poolSize?: number;
-  /**
-   * The pool size under node-postgres' name.
-   *
-   * @deprecated Use `poolSize`, the pool-size option of every `open*Store`. Removed in 1.0.
-   */
-  readonly max?: number;
   /**
    * `false` sends unnamed statements, for a transaction pooler (PgBouncer in transaction mode,
    * Supabase's and Neon's pooled endpoints). Default `true`. See `PgStoreOptions.prepare`.
@@ -47,7 +45,7 @@ export interface OpenPgStoreOptions extends PgMigrationOptions, DeploymentWarnin
  *   schema: 'idempotency',
  * });
  * try {
- *   await store.reserve('order-42', digest, now + 86_400);
+ *   await store.reserve('order-42', fingerprint, now + 86_400);
  * } finally {
  *   await store.close();
  * }
@@ -61,9 +59,10 @@ export async function openPgStore<T = unknown>(
   source: string | Pool,
   options: OpenPgStoreOptions = {},
 ): Promise<PgIdempotencyStore<T>> {
+  const encryption = checkedEncryption(options);
   const { table } = resolvePgTable(options);
-  const max = options.poolSize ?? options.max ?? 10;
-  assertIntegerOption(max, options.poolSize === undefined ? 'max' : 'poolSize', 1, 10_000);
+  const max = options.poolSize ?? 10;
+  assertIntegerOption(max, 'poolSize', 1, 10_000);
   if (typeof source === 'string' && source.length === 0) {
     throw new DatabaseOpenError('the connection string must not be empty');
   }
@@ -104,6 +103,7 @@ export async function openPgStore<T = unknown>(
     return new PgIdempotencyStore<T>(db, {
       table,
       prepare,
+      ...encryption,
       ...(ownsPool ? { onClose: () => pool.end() } : {}),
     });
   } catch (error) {

@@ -9,11 +9,10 @@ import {
 } from '../core/table-name.js';
 import { assertSchemaName } from './identifier.js';
 import {
+  assertPgTablePlace,
   DEFAULT_PG_SCHEMA,
-  type PgKeysTableOptions,
   type PgKeysTableSchemaOptions,
   pgKeysColumns,
-  pgTablePlace,
 } from './schema.js';
 
 /**
@@ -31,8 +30,7 @@ import {
  * For `drizzle-kit generate` keep exporting {@link pgKeysTable} (or `keys`), which describes the
  * exact DDL.
  *
- * @param name - the keys table's name, as given to the store; default `keys`. The deprecated
- *   object form `({ name, schema })` still works.
+ * @param name - the keys table's name, as given to the store; default `keys`
  * @param options - the keys table's schema; default `public`
  * @throws {@link InvalidOptionError} for a name or schema the library cannot use
  * @example
@@ -41,13 +39,10 @@ import {
  * export const { keys, journal } = pgPushTables();
  * ```
  */
-export function pgPushTables(
-  name?: string | PgKeysTableOptions,
-  options: PgKeysTableSchemaOptions = {},
-) {
-  const where = pgTablePlace('pgPushTables', name, options);
-  const tableName = where.name ?? DEFAULT_TABLE_NAME;
-  const schema = where.schema ?? DEFAULT_PG_SCHEMA;
+export function pgPushTables(name?: string, options: PgKeysTableSchemaOptions = {}) {
+  assertPgTablePlace('pgPushTables', name, options);
+  const tableName = name ?? DEFAULT_TABLE_NAME;
+  const schema = options.schema ?? DEFAULT_PG_SCHEMA;
   assertTableName(tableName);
   assertSchemaName(schema);
   // drizzle refuses pgSchema('public'), as in pgKeysTable.

@@ -47,6 +47,9 @@ export function pgKeysColumns() {
     // 2^52 and up.
     attempt: bigint('attempt', { mode: 'number' }).notNull().default(1),
     unrecorded: boolean('unrecorded').notNull().default(false),
+    // The recorded steps of the key's handler (see docs/steps.md): a JSON object of step name to
+    // stored result, NULL until the first step. Kept in the key's row so it goes with the key.
+    steps: text('steps'),
   };
 }
 
@@ -57,32 +60,23 @@ export interface PgKeysTableSchemaOptions {
 }
 
 /**
- * The keys table's name and schema in one object.
+ * Checks the arguments of {@link pgKeysTable} and `pgPushTables`, `(name, { schema })`, before
+ * either is read: a JavaScript caller can pass anything.
  *
- * @deprecated Pass the name first: `pgKeysTable(name, { schema })`, as `sqliteKeysTable(name)` and
- * `mysqlKeysTable(name)` take it. The object form is removed in 1.0.
+ * @throws {@link InvalidOptionError} for arguments of another form
  */
-export interface PgKeysTableOptions extends PgKeysTableSchemaOptions {
-  /** The table's name: letters, digits and underscores, at most 38. Default `keys`. */
-  readonly name?: string;
-}
-
-/**
- * Reads the arguments of {@link pgKeysTable} and `pgPushTables`: `(name, { schema })`, or the
- * deprecated `({ name, schema })`.
- *
- * @throws {@link InvalidOptionError} for arguments of neither form
- */
-export function pgTablePlace(
+export function assertPgTablePlace(
   caller: string,
-  name: string | PgKeysTableOptions | undefined,
-  options: PgKeysTableSchemaOptions,
-): PgKeysTableOptions {
-  const isObject = (value: unknown) => typeof value === 'object' && value !== null;
-  if (!isObject(options) || !(name === undefined || typeof name === 'string' || isObject(name))) {
+  name: unknown,
+  options: unknown,
+): asserts name is string | undefined {
+  if (
+    typeof options !== 'object' ||
+    options === null ||
+    !(name === undefined || typeof name === 'string')
+  ) {
     throw new InvalidOptionError(`${caller} takes (name, { schema })`);
   }
-  return typeof name === 'object' ? name : { schema: options.schema, name };
 }
 
 /**
@@ -91,8 +85,6 @@ export function pgTablePlace(
  * `(status, expires, id)`, named after the table (`<name>_status_expires_id_idx`) so two tables
  * never clash. Export it from your drizzle-kit schema if you keep your own migrations, and give it
  * to the store as `{ table }`.
- *
- * The deprecated object form `pgKeysTable({ name, schema })` still works.
  *
  * @param name - the table's name: letters, digits and underscores, at most 38; default `keys`
  * @param options - the schema holding it; default `public`
@@ -103,15 +95,10 @@ export function pgTablePlace(
  * export const idempotencyKeys = pgKeysTable('idempotency_keys', { schema: 'billing' });
  * ```
  */
-export function pgKeysTable(
-  name?: string | PgKeysTableOptions,
-  options: PgKeysTableSchemaOptions = {},
-) {
-  const { name: tableName = DEFAULT_TABLE_NAME, schema = DEFAULT_PG_SCHEMA } = pgTablePlace(
-    'pgKeysTable',
-    name,
-    options,
-  );
+export function pgKeysTable(name?: string, options: PgKeysTableSchemaOptions = {}) {
+  assertPgTablePlace('pgKeysTable', name, options);
+  const tableName = name ?? DEFAULT_TABLE_NAME;
+  const schema = options.schema ?? DEFAULT_PG_SCHEMA;
   assertTableName(tableName);
   assertSchemaName(schema);
   // drizzle refuses pgSchema('public'): tables of the default schema are built with pgTable.

@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
-import { and, asc, eq, type SQL, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, type SQL, sql } from 'drizzle-orm';
 import { AsyncIdempotencyStore, type KeyStatements } from '../core/async-store.js';
 import type { DeploymentReport } from '../core/deployment.js';
+import type { EncryptionOption } from '../core/encryption.js';
 import { InvalidOptionError } from '../core/errors.js';
 import {
   expiredAnswer,
@@ -30,7 +31,7 @@ import { checkPgDeployment } from './deployment.js';
 import { type PgKeysTable, type PgTableOptions, resolvePgTable } from './schema.js';
 
 /** Options of {@link PgIdempotencyStore}. */
-export interface PgStoreOptions extends PgTableOptions {
+export interface PgStoreOptions extends PgTableOptions, EncryptionOption {
   /**
    * Called once by `close()`, e.g. to end a pool the store owns. By default `close()` leaves the
    * connection alone: a store built over your database never ends your pool.
@@ -111,6 +112,7 @@ function prepareQueries(
     );
   const fetchWhere = liveAnswer(keys, p('id'), p('now'));
   const isPending = eq(keys.status, KeyStatus.pending);
+  const isDone = eq(keys.status, KeyStatus.done);
   const ownedBy = leaseHolderRow(keys, p('id'), p('fingerprint'), p('attempt'));
   // Under the columns' own names, so drizzle's path and the direct one give rows of one shape.
   const rowColumns = {
@@ -324,6 +326,44 @@ function prepareQueries(
       'sweep_batch',
       deleteExpired(lockExpired('batch', [asc(keys.expires), asc(keys.id)])),
     ),
+    // A scope's answers, lowest ids first, locked (SKIP LOCKED) and deleted by one statement; the
+    // condition is repeated on the current version of each row.
+    eraseBatch: prepare(
+      'erase_batch',
+      db
+        .delete(keys)
+        .where(
+          and(
+            sql`${keys.id} = any(array(${db
+              .select({ id: keys.id })
+              .from(keys)
+              .where(and(isDone, idStartsWith(keys, sql`${p('prefix')}::text`)))
+              .orderBy(asc(keys.id))
+              .limit(p('limit'))
+              .for('update', { skipLocked: true })}))`,
+            isDone,
+            idStartsWith(keys, sql`${p('prefix')}::text`),
+          ),
+        )
+        .returning({ id: keys.id }),
+    ),
+    answers: prepare(
+      'answers',
+      db
+        .select({ id: keys.id, response: keys.response })
+        .from(keys)
+        .where(and(isDone, gt(keys.id, sql`${p('after')}::text`)))
+        .orderBy(asc(keys.id))
+        .limit(p('limit')),
+    ),
+    reseal: prepare(
+      'reseal',
+      db
+        .update(keys)
+        .set({ response: sql<string>`${p('response')}::text` })
+        .where(and(eq(keys.id, p('id')), isDone, sql`${keys.response} = ${p('previous')}::text`))
+        .returning({ id: keys.id }),
+    ),
     counts: prepare(
       'counts',
       db
@@ -446,6 +486,10 @@ function pgStatements(
         : queries.purge.execute({ now, limit });
     },
     sweepBatch: async (now, limit) => (await queries.sweepBatch.execute({ now, limit })).length,
+    eraseBatch: (prefix, limit) => queries.eraseBatch.execute({ prefix, limit }),
+    answers: (after, limit) => queries.answers.execute({ after, limit }),
+    reseal: async (id, previous, response) =>
+      (await queries.reseal.execute({ id, previous, response })).length,
     counts: () => queries.counts.execute(),
     stats: (now) => queries.stats.execute({ now }),
     close: () => onClose?.(),
@@ -473,8 +517,8 @@ function pgStatements(
  * const db = drizzle({ client: new Pool({ connectionString: process.env.DATABASE_URL }) });
  * await applyPgMigrations(db);
  * const store = new PgIdempotencyStore<{ receipt: number }>(db);
- * if (await store.reserve('order-42', digest, now + 86_400)) {
- *   await store.finish('order-42', digest, { receipt: 1 });
+ * if (await store.reserve('order-42', fingerprint, now + 86_400)) {
+ *   await store.finish('order-42', fingerprint, { receipt: 1 });
  * }
  * await store.fetch('order-42', now); // { receipt: 1 }
  * ```
@@ -512,6 +556,7 @@ export class PgIdempotencyStore<T = unknown>
         : [];
     super(
       pgStatements(prepareQueries(primary, table, schema, name, mode), replicas, options.onClose),
+      options.encryption,
     );
     this.#db = primary;
     this.#table = table;

@@ -4,8 +4,10 @@ import { SchemaMismatchError } from '../core/errors.js';
 import {
   type BatchMigrationDialect,
   type MigrationSession,
+  type MigrationStatus,
   type MigrationSteps,
   migrateInBatch,
+  migrationStatus,
   read,
   runAsync,
 } from '../core/migrator.js';
@@ -37,6 +39,8 @@ const LEASE_COLUMNS: Record<string, string> = {
   lease_until: 'REAL',
   attempt: 'INTEGER',
   unrecorded: 'INTEGER',
+  // Added by the steps migration.
+  steps: 'TEXT',
 };
 
 /** The name of the table the options point at. */
@@ -176,4 +180,23 @@ export async function applySqliteMigrationsInBatch(
     { ...sqliteMigrationStatements, ...driver, unrecordedGuard: sqliteUnrecordedGuard },
     sqliteMigrationPlan(sqliteTableName(options)),
   );
+}
+
+/**
+ * `sqliteMigrationStatus` through an asynchronous SQLite driver (libSQL, D1, bun:sqlite).
+ *
+ * @param session - runs reads on the database
+ * @param options - the keys table, when not the default
+ * @throws {@link SchemaMismatchError} when a foreign table of that name is in the way
+ */
+export async function sqliteMigrationStatusAsync(
+  session: Pick<MigrationSession<SqliteStatement, false>, 'rows'>,
+  options: SqliteMigrationOptions = {},
+): Promise<MigrationStatus> {
+  await assertAdoptableSqliteTables(session, options);
+  const name = sqliteTableName(options);
+  return runAsync(migrationStatus(sqliteMigrationStatements, sqliteMigrationPlan(name)), {
+    ...session,
+    exec: async () => undefined,
+  });
 }

@@ -38,7 +38,7 @@ export function sqliteUnrecordedGuard(journal: string, migration: MigrationFile)
 
 /**
  * What the SQLite migrator applies for the keys table `table`: every committed migration, or the
- * subset `migrations` (a profile such as the seed's).
+ * subset `migrations` (a profile such as the one-shot file functions' five columns).
  */
 export function sqliteMigrationPlan(
   table: string = DEFAULT_TABLE_NAME,

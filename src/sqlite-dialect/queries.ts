@@ -1,4 +1,4 @@
-import { and, asc, eq, inArray, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, sql } from 'drizzle-orm';
 import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
 import {
   expiredAnswer,
@@ -27,6 +27,7 @@ function compileQueries(db: AnySqliteBuilder, keys: SqliteKeysTable) {
   const ownPending = ownerRow(keys, p('id'), p('fingerprint'));
   const ownedBy = leaseHolderRow(keys, p('id'), p('fingerprint'), p('attempt'));
   const isPending = eq(keys.status, KeyStatus.pending);
+  const isDone = eq(keys.status, KeyStatus.done);
   const pendingRows = (where: ReturnType<typeof and>) =>
     db.select().from(keys).where(where).orderBy(asc(keys.id)).limit(p('limit'));
   const expiredIds = (order: ReturnType<typeof asc>[]) =>
@@ -166,6 +167,44 @@ function compileQueries(db: AnySqliteBuilder, keys: SqliteKeysTable) {
     sweepBatch: compileSqliteStatement(
       db.delete(keys).where(inArray(keys.id, expiredIds([asc(keys.expires), asc(keys.id)]))),
       ['now', 'limit'],
+    ),
+    // A scope's answers, lowest ids first, chosen and deleted by one statement; the condition is
+    // repeated on each deleted row, so a row that became pending in between stays.
+    eraseBatch: compileSqliteStatement(
+      db
+        .delete(keys)
+        .where(
+          and(
+            inArray(
+              keys.id,
+              db
+                .select({ id: keys.id })
+                .from(keys)
+                .where(and(isDone, idStartsWith(keys, p('prefix'))))
+                .orderBy(asc(keys.id))
+                .limit(p('limit')),
+            ),
+            isDone,
+          ),
+        )
+        .returning({ id: keys.id }),
+      ['prefix', 'limit'],
+    ),
+    answers: compileSqliteStatement(
+      db
+        .select({ id: keys.id, response: keys.response })
+        .from(keys)
+        .where(and(isDone, gt(keys.id, p('after'))))
+        .orderBy(asc(keys.id))
+        .limit(p('limit')),
+      ['after', 'limit'],
+    ),
+    reseal: compileSqliteStatement(
+      db
+        .update(keys)
+        .set({ response: sql<string>`${p('response')}` })
+        .where(and(eq(keys.id, p('id')), isDone, eq(keys.response, p('previous')))),
+      ['id', 'previous', 'response'],
     ),
     counts: compileSqliteStatement(
       db

@@ -52,6 +52,9 @@ export function sqliteKeysColumns() {
     // INTEGER is 64-bit in SQLite, wide enough for tokens of 2^52 and up.
     attempt: integer('attempt').notNull().default(1),
     unrecorded: integer('unrecorded', { mode: 'boolean' }).notNull().default(false),
+    // The recorded steps of the key's handler (see docs/steps.md): a JSON object of step name to
+    // stored result, NULL until the first step. Kept in the key's row so it goes with the key.
+    steps: text('steps'),
   };
 }
 

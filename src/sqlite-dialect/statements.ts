@@ -1,4 +1,4 @@
-import type { Answer, KeyStatementsOf, Mode, StatsRow } from '../core/key-store.js';
+import type { KeyStatementsOf, Mode, ModeResult, StatsRow } from '../core/key-store.js';
 import type { KeyRow } from '../core/record.js';
 import type { MaybePromise } from '../core/store.js';
 import { andThen } from '../core/thenable.js';
@@ -24,17 +24,17 @@ import type { SqliteQueries } from './queries.js';
  */
 export interface SqliteDriver<M extends Mode> {
   /** Runs a read; its rows. */
-  read(statement: SqliteStatement): Answer<M, readonly unknown[]>;
+  read(statement: SqliteStatement): ModeResult<M, readonly unknown[]>;
   /**
    * Runs a read of one row by key; that row, or `undefined` (or `null`) when there is none. Where
    * absent, the first row of {@link SqliteDriver.read}: a synchronous driver asks for the one row
    * and builds no array of rows, a cost every replay's read would pay.
    */
-  readRow?(statement: SqliteStatement): Answer<M, unknown>;
+  readRow?(statement: SqliteStatement): ModeResult<M, unknown>;
   /** Runs a write with `RETURNING`; the rows it returned. */
-  returning(statement: SqliteStatement): Answer<M, readonly unknown[]>;
+  returning(statement: SqliteStatement): ModeResult<M, readonly unknown[]>;
   /** Runs a write; the number of rows it changed. */
-  changes(statement: SqliteStatement): Answer<M, number>;
+  changes(statement: SqliteStatement): ModeResult<M, number>;
   /**
    * Runs a write with `RETURNING`, then a read, as one atomic unit that holds the write lock from
    * the start (a `write` batch, a D1 `batch`, an `IMMEDIATE` transaction): the read sees the row
@@ -43,7 +43,7 @@ export interface SqliteDriver<M extends Mode> {
   writeThenRead(
     write: SqliteStatement,
     read: SqliteStatement,
-  ): Answer<M, readonly [readonly unknown[], readonly unknown[]]>;
+  ): ModeResult<M, readonly [readonly unknown[], readonly unknown[]]>;
   /**
    * Copies the write-ahead log back into the database, called after a sweep batch deleted rows.
    * A batch rewrites pages all over the file; left in the WAL, they would be copied back by
@@ -150,6 +150,16 @@ export function sqliteStatements<M extends Mode>(
           ? andThen(run.checkpoint(), () => deleted)
           : deleted,
       ),
+    eraseBatch: (prefix, limit) =>
+      run.returning(queries.eraseBatch.bind({ prefix, limit })) as MaybePromise<
+        readonly { id: string }[]
+      >,
+    answers: (after, limit) =>
+      run.read(queries.answers.bind({ after, limit })) as MaybePromise<
+        readonly { id: string; response: string | null }[]
+      >,
+    reseal: (id, previous, response) =>
+      run.changes(queries.reseal.bind({ id, previous, response })),
     counts: () =>
       run.read(queries.counts.bind({})) as MaybePromise<
         readonly { status: string; count: number }[]

@@ -26,8 +26,8 @@ import type { SqliteIdempotencyStore } from './store.js';
  * @example
  * ```ts
  * const store = new SqliteGroupCommitStore(openSqliteStore<Receipt>('./idempotency.db'));
- * if (await store.reserve(key, digest, expires)) {
- *   await store.finish(key, digest, await charge());
+ * if (await store.reserve(key, fingerprint, expires)) {
+ *   await store.finish(key, fingerprint, await charge());
  * }
  * ```
  */
@@ -55,28 +55,33 @@ export class SqliteGroupCommitStore<T = unknown> implements LeasedIdempotencySto
   }
 
   /** {@inheritDoc IdempotencyStore.reserve} */
-  reserve(key: string, digest: string, expires: number): Promise<boolean> {
-    return this.#group.run(() => this.#store.reserve(key, digest, expires));
+  reserve(key: string, fingerprint: string, expires: number): Promise<boolean> {
+    return this.#group.run(() => this.#store.reserve(key, fingerprint, expires));
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.finish} */
-  finish(key: string, digest: string, response: T, attempt?: number): Promise<boolean> {
-    return this.#group.run(() => this.#store.finish(key, digest, response, attempt));
+  finish(key: string, fingerprint: string, response: T, fencingToken?: number): Promise<boolean> {
+    return this.#group.run(() => this.#store.finish(key, fingerprint, response, fencingToken));
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.acquire} */
-  acquire(key: string, digest: string, options: AcquireOptions): Promise<AcquireResult<T>> {
-    return this.#group.run(() => this.#store.acquire(key, digest, options));
+  acquire(key: string, fingerprint: string, options: AcquireOptions): Promise<AcquireResult<T>> {
+    return this.#group.run(() => this.#store.acquire(key, fingerprint, options));
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.renew} */
-  renew(key: string, digest: string, attempt: number, leaseUntil: number): Promise<boolean> {
-    return this.#group.run(() => this.#store.renew(key, digest, attempt, leaseUntil));
+  renew(
+    key: string,
+    fingerprint: string,
+    fencingToken: number,
+    leaseUntil: number,
+  ): Promise<boolean> {
+    return this.#group.run(() => this.#store.renew(key, fingerprint, fencingToken, leaseUntil));
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.markUnrecorded} */
-  markUnrecorded(key: string, digest: string, attempt: number): Promise<boolean> {
-    return this.#group.run(() => this.#store.markUnrecorded(key, digest, attempt));
+  markUnrecorded(key: string, fingerprint: string, fencingToken: number): Promise<boolean> {
+    return this.#group.run(() => this.#store.markUnrecorded(key, fingerprint, fencingToken));
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.pendingKeys} */
@@ -120,8 +125,8 @@ export class SqliteGroupCommitStore<T = unknown> implements LeasedIdempotencySto
   }
 
   /** {@inheritDoc LeasedIdempotencyStore.release} */
-  release(key: string, digest: string, attempt?: number): Promise<boolean> {
-    return this.#group.run(() => this.#store.release(key, digest, attempt));
+  release(key: string, fingerprint: string, fencingToken?: number): Promise<boolean> {
+    return this.#group.run(() => this.#store.release(key, fingerprint, fencingToken));
   }
 
   /** {@inheritDoc IdempotencyStore.get} */

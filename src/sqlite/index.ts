@@ -7,11 +7,12 @@ export { checkSqliteDeployment } from './deployment.js';
 export { SqliteGroupCommitStore } from './group-commit-store.js';
 export {
   applySqliteMigrations,
-  assertAdoptableKeysTable,
   assertAdoptableSqliteKeysTable,
+  sqliteMigrationStatus,
 } from './migrate.js';
 export type { OpenSqliteStoreOptions, SqliteSynchronous } from './open.js';
 export { openSqliteStore } from './open.js';
+export { sqliteSteps } from './steps.js';
 export type { AnyBetterSqliteDatabase, SqliteStoreOptions } from './store.js';
 export { MAX_ANSWER_CACHE_SIZE, SqliteIdempotencyStore } from './store.js';
 export type { SqliteHandlerTransaction } from './transaction.js';

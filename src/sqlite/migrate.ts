@@ -1,6 +1,12 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import type { MigrationFile } from '../core/journal.js';
-import { type MigrationSession, migrateSync, runSync } from '../core/migrator.js';
+import {
+  type MigrationSession,
+  type MigrationStatus,
+  migrateSync,
+  migrationStatus,
+  runSync,
+} from '../core/migrator.js';
 import { sqliteMigrations } from '../generated/migrations.js';
 import type { SqliteStatement } from '../sqlite-dialect/compile.js';
 import {
@@ -39,14 +45,6 @@ export function assertAdoptableSqliteKeysTable(
 ): void {
   runSync(adoptableKeysTable(sqliteTableName(options)), sessionOf(client));
 }
-
-/**
- * The former name of {@link assertAdoptableSqliteKeysTable}, the same check.
- *
- * @deprecated Use `assertAdoptableSqliteKeysTable`: every dialect's check is named
- * `assertAdoptable<Dialect>KeysTable`. This name is removed in 1.0.
- */
-export const assertAdoptableKeysTable = assertAdoptableSqliteKeysTable;
 
 /**
  * Checks, without writing, that what the migrations record and create is free or already ours:
@@ -98,7 +96,7 @@ export function applySqliteMigrations(
 
 /**
  * {@link applySqliteMigrations} with a chosen subset of the committed migrations (a profile such
- * as the seed's): those left out stay pending in the journal.
+ * as the one-shot file functions'): those left out stay pending in the journal.
  *
  * @param db - a drizzle database over better-sqlite3
  * @param migrations - the migrations to apply, a subset of the committed ones, oldest first
@@ -122,4 +120,31 @@ export function applySqliteMigrationSet(
     },
     sqliteMigrationPlan(name, migrations),
   );
+}
+
+/**
+ * Tells, without writing, whether the keys table exists and which of the library's migrations
+ * the migrator would apply to it, by the migrator's own decision (its journal, the records a
+ * 0.1.0 file left in drizzle's, the columns already there). A table made by the application's own
+ * drizzle-kit migrations has no missing columns: only the journal is behind, and the first
+ * migration run records it.
+ *
+ * @example
+ * ```ts
+ * const status = sqliteMigrationStatus(drizzle({ client: new Database('app.db') }));
+ * if (status.missingColumns.length > 0) applySqliteMigrations(db);
+ * ```
+ * @param db - a drizzle database over better-sqlite3
+ * @param options - the keys table, when not the default
+ * @throws {@link SchemaMismatchError} when a foreign table of that name is in the way
+ */
+export function sqliteMigrationStatus(
+  db: AnyBetterSqliteDatabase,
+  options: SqliteMigrationOptions = {},
+): MigrationStatus {
+  const name = sqliteTableName(options);
+  const session = sessionOf(db.$client);
+  runSync(adoptableKeysTable(name), session);
+  runSync(adoptableBookkeeping(name), session);
+  return runSync(migrationStatus(sqliteMigrationStatements, sqliteMigrationPlan(name)), session);
 }

@@ -4,6 +4,7 @@ import Database from 'better-sqlite3';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { assertBackedBy } from '../core/database-identity.js';
 import { type DeploymentWarningOptions, enforceDeployment } from '../core/deployment.js';
+import { checkedEncryption, type EncryptionOption } from '../core/encryption.js';
 import { DatabaseOpenError, InvalidOptionError } from '../core/errors.js';
 import { assertIntegerOption } from '../core/validation.js';
 import type { SqliteMigrationOptions } from '../sqlite-dialect/migrate.js';
@@ -25,7 +26,10 @@ export type SqliteSynchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
 const SYNCHRONOUS_LEVELS: readonly SqliteSynchronous[] = ['OFF', 'NORMAL', 'FULL', 'EXTRA'];
 
 /** Options of {@link openSqliteStore}. */
-export interface OpenSqliteStoreOptions extends SqliteMigrationOptions, DeploymentWarningOptions {
+export interface OpenSqliteStoreOptions
+  extends SqliteMigrationOptions,
+    DeploymentWarningOptions,
+    EncryptionOption {
   /**
    * How long a write waits for another connection's write lock before failing, in milliseconds.
    * Default 5000.
@@ -152,7 +156,7 @@ export function openSqliteDatabase(
  * ```ts
  * const store = openSqliteStore<{ receipt: number }>('./idempotency.db');
  * try {
- *   store.reserve('order-42', digest, now + 86_400);
+ *   store.reserve('order-42', fingerprint, now + 86_400);
  * } finally {
  *   store.close();
  * }
@@ -165,6 +169,7 @@ export function openSqliteStore<T = unknown>(
   path: string,
   options: OpenSqliteStoreOptions = {},
 ): SqliteIdempotencyStore<T> {
+  const encryption = checkedEncryption(options);
   const answerCacheSize = options.answerCacheSize ?? 0;
   // Checked here too, so a bad value is refused before a file is created.
   assertIntegerOption(answerCacheSize, 'answerCacheSize', 0, MAX_ANSWER_CACHE_SIZE);
@@ -175,6 +180,7 @@ export function openSqliteStore<T = unknown>(
       onClose: () => db.$client.close(),
       answerCacheSize,
       ...table,
+      ...encryption,
     });
   } catch (error) {
     db.$client.close();

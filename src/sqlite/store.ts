@@ -3,9 +3,9 @@ import { and, asc, inArray, lte, sql } from 'drizzle-orm';
 import type { BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
 import { getTableConfig } from 'drizzle-orm/sqlite-core';
 import { AnswerCache } from '../core/answer-cache.js';
-import { closeHook } from '../core/close-option.js';
 import { drizzleClientOf } from '../core/database-identity.js';
 import type { DeploymentReport } from '../core/deployment.js';
+import type { EncryptionOption } from '../core/encryption.js';
 import { UnrecognisedDatabaseError } from '../core/errors.js';
 import { expiredAnswer, liveAnswer } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
@@ -32,20 +32,13 @@ export type AnyBetterSqliteDatabase = BetterSQLite3Database<any> & {
 };
 
 /** Options of {@link SqliteIdempotencyStore}. */
-export interface SqliteStoreOptions {
+export interface SqliteStoreOptions extends EncryptionOption {
   /**
    * Called once by `close()`, e.g. `() => db.$client.close()` to close a connection the store
    * owns. By default `close()` leaves the connection alone: a store built over your database
    * never closes it. `openSqliteStore` closes the connection it opened.
    */
   readonly onClose?: () => void;
-  /**
-   * `true` closes the better-sqlite3 connection on `close()`.
-   *
-   * @deprecated Use `onClose: () => db.$client.close()`, the close option of every store. Removed
-   * in 1.0.
-   */
-  readonly closeConnection?: boolean;
   /**
    * How many stored answers `fetch` keeps in memory (least recently used first out), so replays of
    * a key skip the database. Default 0: no cache. The cache is exact for every write made through
@@ -232,6 +225,12 @@ export function betterSqliteStatements(
       return row.response;
     },
     expired: candidates,
+    // An erased answer is gone before its deadline: the cache must not replay it.
+    eraseBatch: (prefix, limit) => {
+      const erased = family.eraseBatch(prefix, limit);
+      for (const row of erased) cache?.forget(row.id);
+      return erased;
+    },
     purge: (now, limit) => {
       cache?.retire(now);
       return purge.immediate(now, limit);
@@ -287,8 +286,8 @@ function assertBetterSqliteFile(db: unknown): void {
  * const db = drizzle({ client: new Database('app.db') });
  * applySqliteMigrations(db);
  * const store = new SqliteIdempotencyStore<{ receipt: number }>(db);
- * if (store.reserve('order-42', digest, now + 86_400)) {
- *   store.finish('order-42', digest, { receipt: 1 });
+ * if (store.reserve('order-42', fingerprint, now + 86_400)) {
+ *   store.finish('order-42', fingerprint, { receipt: 1 });
  * }
  * store.fetch('order-42', now); // { receipt: 1 }
  * ```
@@ -316,7 +315,7 @@ export class SqliteIdempotencyStore<T = unknown>
     const table = options.table ?? defaultKeys;
     const cache = cacheSize > 0 ? new AnswerCache(cacheSize) : undefined;
     const queries = sqliteQueries(db, table);
-    super(betterSqliteStatements(db, queries, table, cache, closeHook(db.$client, options)));
+    super(betterSqliteStatements(db, queries, table, cache, options.onClose), options.encryption);
     this.#db = db;
     this.#table = table;
   }

@@ -79,7 +79,12 @@ export function sqliteTransaction(
     .prepare();
   // Whether the answer landed on the owner's pending row.
   const recorded = (owner: KeyOwner, response: string): boolean => {
-    const values = { id: owner.key, fingerprint: owner.digest, response, attempt: owner.attempt };
+    const values = {
+      id: owner.key,
+      fingerprint: owner.fingerprint,
+      response,
+      attempt: owner.fencingToken,
+    };
     return recordAnswer.run(values).changes === 1;
   };
   return {

@@ -91,7 +91,7 @@ describe('keys in the output of idem', () => {
       ?.match(/ token (\d+) /)?.[1];
     expect(token).toMatch(/^\d+$/);
     expect(lines).toContain(
-      `--scope client-7 order-42  live  token ${token}  lease ends in 20s  expires in 890s`,
+      `--scope client-7 order-42  live  token ${token}  lease ends in 20s  expires in 14m 50s`,
     );
     expect(lines.map(keyWords)).toContain('plain-1');
     // Pasted after `idem show`, each names the same row: the shell unquotes, idem decodes.
@@ -147,7 +147,10 @@ describe('keys in the output of idem', () => {
     // Unscoped, the same key is another row: there is none.
     const unscoped = await idem(['show', 'order-42', '--db', path]);
     expect(unscoped.code).toBe(1);
-    expect(unscoped.stderr).toContain('no row with the key order-42');
+    expect(unscoped.stderr).toContain('no row with the key order-42 outside a scope');
+    expect(unscoped.stderr).toMatch(
+      /stored under the scope\(s\) client-\d, client-\d: type "idem show --scope client-\d order-42"/,
+    );
     const release = await idem([
       'release',
       'order-42',
@@ -195,8 +198,8 @@ describe('idem show', () => {
     const claim = (key: string, fingerprint: string, options = lease) => {
       const got = store.acquire(key, fingerprint, options);
       if (got.status !== 'acquired') throw new Error(`${key} not acquired: ${got.status}`);
-      tokens.set(key, got.attempt);
-      return got.attempt;
+      tokens.set(key, got.fencingToken);
+      return got.fencingToken;
     };
     store.finish(
       'http',
@@ -229,7 +232,7 @@ describe('idem show', () => {
     return path;
   }
 
-  it('prints the whole record: status, lease, attempt, fingerprint, retention and the answer', async () => {
+  it('prints the whole record: status, lease, fencing token, fingerprint, retention and the answer', async () => {
     const path = seededRecords();
     const [http, lapsed, value, huge, binary, unrecorded] = await Promise.all(
       ['http', 'lapsed', 'value', 'huge', 'binary', 'unrecorded'].map((key) =>
@@ -241,7 +244,7 @@ describe('idem show', () => {
         'key          http',
         'status       done',
         'lease        none',
-        `attempt      ${tokens.get('http')}`,
+        `token        ${tokens.get('http')}`,
         'fingerprint  fp-http',
         'retention    expired 13.5s ago (no longer replayed; a sweep deletes it)',
         'answer       HTTP 201, 26 bytes, application/json',
@@ -249,8 +252,8 @@ describe('idem show', () => {
       ].join('\n'),
     );
     expect(lapsed?.stdout).toContain('status       pending (lapsed)\n');
-    expect(lapsed?.stdout).toContain('lease        ended 881.5s ago\n');
-    expect(lapsed?.stdout).toContain(`attempt      ${tokens.get('lapsed')}\n`);
+    expect(lapsed?.stdout).toContain('lease        ended 14m 41s ago\n');
+    expect(lapsed?.stdout).toContain(`token        ${tokens.get('lapsed')}\n`);
     expect(lapsed?.stdout).toContain('answer       none yet (pending)\n');
     expect(lapsed?.stdout).not.toMatch(/-\d/);
     expect(value?.stdout).toContain(
@@ -280,7 +283,7 @@ describe('idem show', () => {
       fingerprint: 'fp-http',
       expires: 1000,
       leaseUntil: 130,
-      attempt: tokens.get('http'),
+      fencingToken: tokens.get('http'),
       unrecorded: false,
       answer: {
         kind: 'http',
@@ -302,7 +305,9 @@ describe('idem show', () => {
     ]);
     expect(missing.code).toBe(1);
     expect(missing.stdout).toBe('');
-    expect(missing.stderr).toBe('idem: no row with the key nope\n');
+    expect(missing.stderr).toBe(
+      'idem: no row with the key nope; list the keys in flight with "idem pending", or give the scope the key was stored under with --scope SCOPE\n',
+    );
     expect(none.code).toBe(2);
     expect(none.stderr).toContain('Usage: idem show');
   });
@@ -338,10 +343,10 @@ describe('idem release --json and deadlines', () => {
     const store = openSqliteStore(path);
     const claim = store.acquire('k', 'fp', { expires: 1000, now: 100, leaseSeconds: 30 });
     store.close();
-    const token = claim.status === 'acquired' ? claim.attempt : undefined;
+    const token = claim.status === 'acquired' ? claim.fencingToken : undefined;
     const result = await idem(['pending', '--db', path, '--now', '1013.5']);
     expect(result.stdout).toBe(
-      `k  lapsed  token ${token}  lease ended 883.5s ago  expired 13.5s ago\n`,
+      `k  lapsed  token ${token}  lease ended 14m 43s ago  expired 13.5s ago\n`,
     );
     const migrate = await idem(['migrate', '--db', path, '--json']);
     expect(jsonLine(migrate)).toEqual({ store: path, upToDate: true });

@@ -14,8 +14,10 @@ const tokens = new Map<string, number>();
 function seeded(): string {
   const path = freshDbPath(dir);
   const store = openSqliteStore(path);
-  const acquire = (key: string, digest: string, leaseSeconds: number) => {
-    const token = tokenOf(store.acquire(key, digest, { expires: 1000, now: 100, leaseSeconds }));
+  const acquire = (key: string, fingerprint: string, leaseSeconds: number) => {
+    const token = tokenOf(
+      store.acquire(key, fingerprint, { expires: 1000, now: 100, leaseSeconds }),
+    );
     tokens.set(`${path}:${key}`, token);
     return token;
   };
@@ -41,7 +43,7 @@ describe.concurrent('idem pending', () => {
         fingerprint: 'fa',
         expires: 1000,
         leaseUntil: 130,
-        attempt: tokenAt(path, 'a-live'),
+        fencingToken: tokenAt(path, 'a-live'),
         state: 'live',
       },
       {
@@ -49,7 +51,7 @@ describe.concurrent('idem pending', () => {
         fingerprint: 'fb',
         expires: 1000,
         leaseUntil: 101,
-        attempt: tokenAt(path, 'b-lapsed'),
+        fencingToken: tokenAt(path, 'b-lapsed'),
         state: 'lapsed',
       },
       {
@@ -57,7 +59,7 @@ describe.concurrent('idem pending', () => {
         fingerprint: 'fc',
         expires: 1000,
         leaseUntil: null,
-        attempt: tokenAt(path, 'c-unrecorded'),
+        fencingToken: tokenAt(path, 'c-unrecorded'),
         state: 'unrecorded',
       },
       {
@@ -65,7 +67,7 @@ describe.concurrent('idem pending', () => {
         fingerprint: 'fd',
         expires: 1000,
         leaseUntil: null,
-        attempt: 1,
+        fencingToken: 1,
         state: 'unleased',
       },
     ]);

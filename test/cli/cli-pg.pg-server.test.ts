@@ -252,11 +252,13 @@ describe.concurrent('idem on PostgreSQL', { timeout: 240_000 }, () => {
 });
 
 describe('the operator commands on PostgreSQL', () => {
-  it('read commands refuse a missing table or an outdated journal, creating nothing', async () => {
+  it('read commands refuse a missing table or one lacking columns, creating nothing', async () => {
     await withSchema(async (fresh) => {
       expect((await idem(['migrate', ...on(fresh)])).code).toBe(0);
-      // The journal dropped: the table is as an older version (or a hand-made one) left it.
+      // The journal dropped and a column of a later migration gone: the table is as an older
+      // version left it.
       await fresh.pool.query(`DROP TABLE "${fresh.schema}".__idempotency_migrations`);
+      await fresh.pool.query(`ALTER TABLE "${fresh.schema}".keys DROP COLUMN unrecorded`);
       const before = await inspectSchema(fresh.db, fresh.schema);
       const reads = [['stats'], ['expired'], ['pending'], ['show', 'k'], ['sweep', '--dry-run']];
       for (const flags of [[], ['--table', 'nope']]) {
@@ -270,6 +272,7 @@ describe('the operator commands on PostgreSQL', () => {
             result.stderr,
             `idem migrate --url URL --schema ${fresh.schema}${flags.length > 0 ? ' --table nope' : ''}`,
           );
+          if (flags.length === 0) expect(result.stderr).toContain('columns unrecorded');
         }
       }
       expect(await inspectSchema(fresh.db, fresh.schema)).toEqual(before);
@@ -292,21 +295,21 @@ describe('the operator commands on PostgreSQL', () => {
       const tokens = new Map<string, number>();
       for (const id of ids) {
         const claim = await store.acquire(id, 'fp', lease);
-        if (claim.status === 'acquired') tokens.set(id, claim.attempt);
+        if (claim.status === 'acquired') tokens.set(id, claim.fencingToken);
       }
       await store.close();
       const scoped = await idem(['pending', ...on(fresh), '--now', '110', '--scope', 'client-7']);
       expect(scoped.code).toBe(0);
       expect(scoped.stdout).toBe(
         [
-          `--scope client-7 '"esc\\u001b[2J"'  live  token ${tokens.get(storedId('client-7', 'esc\u001b[2J'))}  lease ends in 20s  expires in 890s`,
-          `--scope client-7 order-42  live  token ${tokens.get(storedId('client-7', 'order-42'))}  lease ends in 20s  expires in 890s`,
+          `--scope client-7 '"esc\\u001b[2J"'  live  token ${tokens.get(storedId('client-7', 'esc\u001b[2J'))}  lease ends in 20s  expires in 14m 50s`,
+          `--scope client-7 order-42  live  token ${tokens.get(storedId('client-7', 'order-42'))}  lease ends in 20s  expires in 14m 50s`,
           '',
         ].join('\n'),
       );
       const all = await idem(['pending', ...on(fresh), '--now', '1013.5']);
       expect(all.stdout).toContain(
-        `'"line\\u000aforged"'  lapsed  token ${tokens.get('line\nforged')}  lease ended 883.5s ago  expired 13.5s ago\n`,
+        `'"line\\u000aforged"'  lapsed  token ${tokens.get('line\nforged')}  lease ended 14m 43s ago  expired 13.5s ago\n`,
       );
       const words = (scoped.stdout.split('\n')[0] ?? '').split('  ')[0] ?? '';
       const location = `--url '${url}' --schema ${fresh.schema}`;
@@ -315,7 +318,7 @@ describe('the operator commands on PostgreSQL', () => {
         key: storedId('client-7', 'esc\u001b[2J'),
         status: 'pending',
         leaseUntil: 130,
-        attempt: tokens.get(storedId('client-7', 'esc\u001b[2J')),
+        fencingToken: tokens.get(storedId('client-7', 'esc\u001b[2J')),
         answer: null,
       });
       const released = await idemInShell(`release ${words} --yes --json ${location}`);

@@ -34,7 +34,7 @@ describe('idem release on a request still running', () => {
       const refused = await idem(['release', 'pay-1', '--yes', '--db', path]);
       expect(refused.code).toBe(1);
       expect(refused.stderr).toContain('live lease');
-      expect(refused.stderr).toContain(`token ${before?.attempt}`);
+      expect(refused.stderr).toContain(`token ${before?.fencingToken}`);
       expect(refused.stderr).toMatch(/ends in \d+(\.\d)?s/);
       expect(refused.stderr).toContain('--force');
       expect(store.get('pay-1')).toEqual(before);
@@ -44,7 +44,7 @@ describe('idem release on a request still running', () => {
         key: 'pay-1',
         result: 'live',
         leaseUntil: before?.leaseUntil,
-        attempt: before?.attempt,
+        fencingToken: before?.fencingToken,
       });
 
       gate.resolve();

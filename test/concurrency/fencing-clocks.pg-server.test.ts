@@ -7,7 +7,7 @@ const url = serverUrl() as string;
 
 describeFencingClocks('PostgreSQL server', async () => {
   const database = await freshServerDatabase(url);
-  const store = await openPgStore(database.url, { max: 1 });
+  const store = await openPgStore(database.url, { poolSize: 1 });
   return {
     target: database.url,
     store,

@@ -15,7 +15,7 @@ describe('lease takeovers across processes (SQLite)', () => {
     const claimed = new Map<string, number>();
     for (let i = 0; i < KEYS; i++) {
       const got = setup.acquire(`key-${i}`, 'd', { expires: 1000, now: 100, leaseSeconds: 30 });
-      if (got.status === 'acquired') claimed.set(`key-${i}`, got.attempt);
+      if (got.status === 'acquired') claimed.set(`key-${i}`, got.fencingToken);
     }
     setup.close();
     const reports = await runContenders<{ won: [string, number][]; errors: string[] }>(
@@ -27,16 +27,16 @@ describe('lease takeovers across processes (SQLite)', () => {
     );
     const winners = new Map<string, number>();
     for (const { won } of reports) {
-      for (const [key, attempt] of won) {
+      for (const [key, token] of won) {
         expect(winners.has(key)).toBe(false);
-        expect(attempt).toBeGreaterThan(claimed.get(key) ?? Infinity);
-        winners.set(key, attempt);
+        expect(token).toBeGreaterThan(claimed.get(key) ?? Infinity);
+        winners.set(key, token);
       }
     }
     expect(winners.size).toBe(KEYS);
     const store = openSqliteStore(path);
     for (const row of store.pendingKeys({ now: 200, limit: KEYS })) {
-      expect(row.attempt).toBe(winners.get(row.key));
+      expect(row.fencingToken).toBe(winners.get(row.key));
     }
     store.close();
   });

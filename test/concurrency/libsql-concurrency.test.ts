@@ -87,7 +87,7 @@ describe('libSQL store across processes', () => {
         now: 0,
         leaseSeconds: 30,
       });
-      claimed.push(got.status === 'acquired' ? got.attempt : Infinity);
+      claimed.push(got.status === 'acquired' ? got.fencingToken : Infinity);
     }
     const reports = await runContenders<{ won: string[]; errors: string[] }>(
       Array.from({ length: PROCESSES }, () => ({
@@ -102,7 +102,7 @@ describe('libSQL store across processes', () => {
     for (let i = 0; i < 50; i++) {
       const row = await store.get(`key-${i}`);
       expect(row).toMatchObject({ leaseUntil: 130 });
-      expect(row?.attempt).toBeGreaterThan(claimed[i] ?? Infinity);
+      expect(row?.fencingToken).toBeGreaterThan(claimed[i] ?? Infinity);
     }
     await store.close();
   }, 120_000);

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   type AcquireResult,
-  InvalidDigestError,
+  InvalidFingerprintError,
   InvalidKeyError,
   InvalidLimitError,
   InvalidOptionError,
@@ -18,7 +18,7 @@ export function tokenOf(result: AcquireResult<unknown> | undefined): number {
   if (result?.status !== 'acquired') {
     throw new Error(`expected an acquired key, got ${JSON.stringify(result)}`);
   }
-  return result.attempt;
+  return result.fencingToken;
 }
 
 /**
@@ -69,7 +69,7 @@ export function describeLeaseContract(dialect: string, makeHarness: HarnessFacto
       ).rejects.toBeInstanceOf(InvalidKeyError);
       await expect(
         Promise.resolve().then(() => store.acquire('k', over, LEASE)),
-      ).rejects.toBeInstanceOf(InvalidDigestError);
+      ).rejects.toBeInstanceOf(InvalidFingerprintError);
       await expect(
         Promise.resolve().then(() => store.renew(over, 'd', 1, 200)),
       ).rejects.toBeInstanceOf(InvalidKeyError);
@@ -86,7 +86,7 @@ export function describeLeaseContract(dialect: string, makeHarness: HarnessFacto
       const a = await store.acquire('k', 'd', LEASE);
       expect(a).toEqual({
         status: 'acquired',
-        attempt: expect.any(Number),
+        fencingToken: expect.any(Number),
         leaseUntil: 130,
         takenOver: false,
       });
@@ -96,7 +96,7 @@ export function describeLeaseContract(dialect: string, makeHarness: HarnessFacto
         status: 'pending',
         expires: 1000,
         leaseUntil: 130,
-        attempt: token,
+        fencingToken: token,
         unrecorded: false,
       });
     });
@@ -117,11 +117,11 @@ export function describeLeaseContract(dialect: string, makeHarness: HarnessFacto
       const token = tokenOf(await store.acquire('k', 'd', LEASE));
       expect(await store.acquire('k', 'd', { ...LEASE, now: 129.5 })).toEqual({
         status: 'inProgress',
-        attempt: token,
+        fencingToken: token,
         leaseUntil: 130,
         unrecorded: false,
       });
-      expect(await store.get('k')).toMatchObject({ attempt: token, leaseUntil: 130 });
+      expect(await store.get('k')).toMatchObject({ fencingToken: token, leaseUntil: 130 });
     });
 
     it('takes over a lapsed lease of the same fingerprint at lease_until <= now, raising the token', async () => {
@@ -129,7 +129,7 @@ export function describeLeaseContract(dialect: string, makeHarness: HarnessFacto
       const taken = await store.acquire('k', 'd', { expires: 2000, now: 130, leaseSeconds: 10 });
       expect(taken).toEqual({
         status: 'acquired',
-        attempt: expect.any(Number),
+        fencingToken: expect.any(Number),
         leaseUntil: 140,
         takenOver: true,
       });
@@ -139,12 +139,12 @@ export function describeLeaseContract(dialect: string, makeHarness: HarnessFacto
         status: 'pending',
         expires: 2000,
         leaseUntil: 140,
-        attempt: second,
+        fencingToken: second,
       });
       const third = await store.acquire('k', 'd', { ...LEASE, now: 500 });
       expect(third).toMatchObject({ status: 'acquired', takenOver: true });
       expect(tokenOf(third)).toBeGreaterThan(second);
-      expect((await store.get('k'))?.attempt).toBe(tokenOf(third));
+      expect((await store.get('k'))?.fencingToken).toBe(tokenOf(third));
     });
 
     it('never lets another fingerprint take over: mismatch, row unchanged', async () => {
@@ -152,11 +152,11 @@ export function describeLeaseContract(dialect: string, makeHarness: HarnessFacto
       const other = await store.acquire('k', 'other', { ...LEASE, now: 500 });
       expect(other).toMatchObject({
         status: 'mismatch',
-        record: { fingerprint: 'd', attempt: token },
+        record: { fingerprint: 'd', fencingToken: token },
       });
       expect(await store.get('k')).toMatchObject({
         fingerprint: 'd',
-        attempt: token,
+        fencingToken: token,
         leaseUntil: 130,
       });
     });
@@ -166,7 +166,7 @@ export function describeLeaseContract(dialect: string, makeHarness: HarnessFacto
       expect(await store.finish('k', 'd', { r: 1 }, token)).toBe(true);
       expect(await store.acquire('k', 'd', { ...LEASE, now: 500 })).toMatchObject({
         status: 'done',
-        record: { status: 'done', response: { r: 1 }, attempt: token },
+        record: { status: 'done', response: { r: 1 }, fencingToken: token },
       });
       expect(await store.acquire('k', 'x', LEASE)).toMatchObject({ status: 'mismatch' });
     });
@@ -175,7 +175,7 @@ export function describeLeaseContract(dialect: string, makeHarness: HarnessFacto
       await store.reserve('k', 'd', 1000);
       expect(await store.acquire('k', 'd', { ...LEASE, now: 10_000 })).toEqual({
         status: 'inProgress',
-        attempt: 1,
+        fencingToken: 1,
         leaseUntil: null,
         unrecorded: false,
       });
@@ -228,14 +228,14 @@ export function describeLeaseContract(dialect: string, makeHarness: HarnessFacto
       }
       expect(await store.get('k')).toMatchObject({
         status: 'pending',
-        attempt: c,
+        fencingToken: c,
         leaseUntil: 161,
         unrecorded: false,
       });
       // A duplicate D while C runs finds the key in progress; C's answer is the one stored.
       expect(await store.acquire('k', 'd', { ...LEASE, now: 140 })).toMatchObject({
         status: 'inProgress',
-        attempt: c,
+        fencingToken: c,
       });
       expect(await store.finish('k', 'd', { by: 'c' }, c)).toBe(true);
       expect(await store.fetch('k', 140)).toEqual({ by: 'c' });
@@ -256,7 +256,7 @@ export function describeLeaseContract(dialect: string, makeHarness: HarnessFacto
         expect(await store.finish('k', 'd', { by: 'stale' }, stale)).toBe(false);
         expect(await store.release('k', 'd', stale)).toBe(false);
       }
-      expect(await store.get('k')).toMatchObject({ status: 'pending', attempt: e });
+      expect(await store.get('k')).toMatchObject({ status: 'pending', fencingToken: e });
       expect(await store.finish('k', 'd', { by: 'e' }, e)).toBe(true);
       expect(await store.fetch('k', 110)).toEqual({ by: 'e' });
     });
@@ -288,7 +288,7 @@ export function describeLeaseContract(dialect: string, makeHarness: HarnessFacto
       expect(await store.markUnrecorded('k', 'd', token)).toBe(true);
       expect(await store.acquire('k', 'd', { ...LEASE, now: 10_000 })).toEqual({
         status: 'inProgress',
-        attempt: token,
+        fencingToken: token,
         leaseUntil: null,
         unrecorded: true,
       });
@@ -300,7 +300,7 @@ export function describeLeaseContract(dialect: string, makeHarness: HarnessFacto
           fingerprint: 'd',
           expires: 1000,
           leaseUntil: null,
-          attempt: token,
+          fencingToken: token,
           state: 'unrecorded',
         },
       ]);
@@ -369,7 +369,7 @@ export function describeLeaseContract(dialect: string, makeHarness: HarnessFacto
         fingerprint: 'd',
         expires: 1000,
         leaseUntil: 101,
-        attempt: lapsed,
+        fencingToken: lapsed,
         state: 'lapsed',
       });
       expect((await store.pendingKeys({ now: 110, stale: true })).map((row) => row.key)).toEqual([
@@ -457,7 +457,7 @@ export function describeLeaseContract(dialect: string, makeHarness: HarnessFacto
       );
       const won = results.filter((result) => result.status === 'acquired');
       expect(won).toEqual([
-        { status: 'acquired', attempt: expect.any(Number), leaseUntil: 230, takenOver: true },
+        { status: 'acquired', fencingToken: expect.any(Number), leaseUntil: 230, takenOver: true },
       ]);
       expect(tokenOf(won[0])).toBeGreaterThan(first);
       expect(results.filter((result) => result.status === 'inProgress')).toHaveLength(11);

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
-  InvalidDigestError,
+  InvalidFingerprintError,
   InvalidKeyError,
   InvalidLimitError,
   InvalidOptionError,
@@ -107,8 +107,8 @@ export function describeStoreContract(dialect: string, makeHarness: HarnessFacto
 
     describe('reserve', () => {
       it('inserts a missing key as pending with no response', async () => {
-        expect(await h.store.reserve('k1', 'digest-1', 100.5)).toBe(true);
-        expect(await h.rows()).toEqual([pending('k1', 100.5, 'digest-1')]);
+        expect(await h.store.reserve('k1', 'fingerprint-1', 100.5)).toBe(true);
+        expect(await h.rows()).toEqual([pending('k1', 100.5, 'fingerprint-1')]);
       });
 
       it('leaves an existing pending key unchanged and returns false', async () => {
@@ -505,7 +505,7 @@ export function describeStoreContract(dialect: string, makeHarness: HarnessFacto
           expires: 100,
           response: { a: [1] },
           leaseUntil: null,
-          attempt: 1,
+          fencingToken: 1,
           unrecorded: false,
         });
         expect(await h.store.get('p')).toEqual({
@@ -515,7 +515,7 @@ export function describeStoreContract(dialect: string, makeHarness: HarnessFacto
           expires: 7.5,
           response: null,
           leaseUntil: null,
-          attempt: 1,
+          fencingToken: 1,
           unrecorded: false,
         });
         expect(await h.store.get('missing')).toBeNull();
@@ -569,7 +569,7 @@ export function describeStoreContract(dialect: string, makeHarness: HarnessFacto
         await expectRefused(() => retentionCycle(h.store, k), InvalidKeyError);
       });
 
-      it('keeps keys and digests of MAX_KEY_BYTES UTF-8 bytes and refuses one byte more', async () => {
+      it('keeps keys and fingerprints of MAX_KEY_BYTES UTF-8 bytes and refuses one byte more', async () => {
         // Two-byte and four-byte characters: the limit counts the bytes the databases keep.
         const longest = [`${'é'.repeat((MAX_KEY_BYTES - 2) / 2)}ab`, '\u{1F600}'.repeat(256)];
         for (const key of longest) {
@@ -581,9 +581,9 @@ export function describeStoreContract(dialect: string, makeHarness: HarnessFacto
           await expectRefused(() => h.store.release(over, 'd'), InvalidKeyError);
           await expectRefused(() => h.store.get(over), InvalidKeyError);
           await expectRefused(() => retentionCycle(h.store, over), InvalidKeyError);
-          await expectRefused(() => h.store.reserve('k', over, 10), InvalidDigestError);
-          await expectRefused(() => h.store.finish('k', over, { r: 1 }), InvalidDigestError);
-          await expectRefused(() => h.store.release('k', over), InvalidDigestError);
+          await expectRefused(() => h.store.reserve('k', over, 10), InvalidFingerprintError);
+          await expectRefused(() => h.store.finish('k', over, { r: 1 }), InvalidFingerprintError);
+          await expectRefused(() => h.store.release('k', over), InvalidFingerprintError);
         }
         const before = (await h.rows()).map((row) => row.id);
         for (const key of longest) {
@@ -597,11 +597,11 @@ export function describeStoreContract(dialect: string, makeHarness: HarnessFacto
         );
       });
 
-      it.each(BAD_TEXTS)('refuses the digest %s', async (digest) => {
-        const d = digest as string;
-        await expectRefused(() => h.store.reserve('new', d, 10), InvalidDigestError);
-        await expectRefused(() => h.store.finish('p', d, { r: 1 }), InvalidDigestError);
-        await expectRefused(() => h.store.release('p', d), InvalidDigestError);
+      it.each(BAD_TEXTS)('refuses the fingerprint %s', async (fingerprint) => {
+        const d = fingerprint as string;
+        await expectRefused(() => h.store.reserve('new', d, 10), InvalidFingerprintError);
+        await expectRefused(() => h.store.finish('p', d, { r: 1 }), InvalidFingerprintError);
+        await expectRefused(() => h.store.release('p', d), InvalidFingerprintError);
       });
 
       it.each(BAD_RESPONSES)(

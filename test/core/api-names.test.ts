@@ -1,5 +1,4 @@
-// The option and function names that are the same on every dialect, and the former names that
-// still work beside them until 1.0.
+// The option and function names that are the same on every dialect; the former names are gone.
 import { createClient } from '@libsql/client';
 import Database from 'better-sqlite3';
 import { getTableName } from 'drizzle-orm';
@@ -8,20 +7,14 @@ import { drizzle as libsqlDrizzle } from 'drizzle-orm/libsql';
 import { getTableConfig } from 'drizzle-orm/pg-core';
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionError } from '../../src/index.js';
-import {
-  applyLibsqlMigrations,
-  assertAdoptableLibsqlKeysTable,
-  assertAdoptableLibsqlTables,
-  LibsqlIdempotencyStore,
-} from '../../src/libsql/index.js';
+import * as libsqlEntry from '../../src/libsql/index.js';
+import { applyLibsqlMigrations, LibsqlIdempotencyStore } from '../../src/libsql/index.js';
 import { openMysqlStore } from '../../src/mysql/index.js';
 import { openPgStore, pgKeysTable, pgPushTables } from '../../src/pg/index.js';
-import {
-  applySqliteMigrations,
-  assertAdoptableKeysTable,
-  assertAdoptableSqliteKeysTable,
-  SqliteIdempotencyStore,
-} from '../../src/sqlite/index.js';
+import * as formerFileEntry from '../../src/service.js';
+import * as sqliteEntry from '../../src/sqlite/index.js';
+import { applySqliteMigrations, SqliteIdempotencyStore } from '../../src/sqlite/index.js';
+import * as fileEntry from '../../src/sqlite-file.js';
 
 function sqliteDb() {
   const db = drizzle({ client: new Database(':memory:') });
@@ -43,13 +36,7 @@ describe('the close option: onClose on every store', () => {
     db.$client.close();
   });
 
-  it('SQLite: the deprecated closeConnection: true still closes the connection', () => {
-    const db = sqliteDb();
-    new SqliteIdempotencyStore(db, { closeConnection: true }).close();
-    expect(db.$client.open).toBe(false);
-  });
-
-  it('libSQL: onClose runs once; the deprecated closeConnection: true closes the client', async () => {
+  it('libSQL: onClose runs once, and the client stays open without it', async () => {
     const client = createClient({ url: ':memory:' });
     const db = libsqlDrizzle({ client });
     await applyLibsqlMigrations(db);
@@ -59,8 +46,9 @@ describe('the close option: onClose on every store', () => {
     await store.close();
     expect(calls).toBe(1);
     expect(client.closed).toBe(false);
-    await new LibsqlIdempotencyStore(db, { closeConnection: true }).close();
-    expect(client.closed).toBe(true);
+    await new LibsqlIdempotencyStore(db).close();
+    expect(client.closed).toBe(false);
+    client.close();
   });
 });
 
@@ -68,35 +56,25 @@ describe('the pool-size option: poolSize on every open*Store', () => {
   // An address nothing listens on: a refused size is refused before any connection is tried.
   const nowhere = { pg: 'postgres://127.0.0.1:1/none', mysql: 'mysql://root@127.0.0.1:1/none' };
 
-  it.each([
-    { name: 'poolSize', options: { poolSize: 0 } },
-    { name: 'max', options: { max: 0 } },
-  ])(
-    'openPgStore refuses $name 0 with InvalidOptionError, naming it',
-    async ({ name, options }) => {
-      const opening = openPgStore(nowhere.pg, options);
-      await expect(opening).rejects.toBeInstanceOf(InvalidOptionError);
-      await expect(opening).rejects.toThrow(name);
-    },
-  );
+  it('openPgStore refuses poolSize 0 with InvalidOptionError, naming it', async () => {
+    const opening = openPgStore(nowhere.pg, { poolSize: 0 });
+    await expect(opening).rejects.toBeInstanceOf(InvalidOptionError);
+    await expect(opening).rejects.toThrow('poolSize');
+  });
 
-  it.each([
-    { name: 'poolSize', options: { poolSize: 0 } },
-    { name: 'connectionLimit', options: { connectionLimit: 0 } },
-  ])(
-    'openMysqlStore refuses $name 0 with InvalidOptionError, naming it',
-    async ({ name, options }) => {
-      const opening = openMysqlStore(nowhere.mysql, options);
-      await expect(opening).rejects.toBeInstanceOf(InvalidOptionError);
-      await expect(opening).rejects.toThrow(name);
-    },
-  );
+  it('openMysqlStore refuses poolSize 0 with InvalidOptionError, naming it', async () => {
+    const opening = openMysqlStore(nowhere.mysql, { poolSize: 0 });
+    await expect(opening).rejects.toBeInstanceOf(InvalidOptionError);
+    await expect(opening).rejects.toThrow('poolSize');
+  });
 });
 
 describe('the adoption check: assertAdoptable<Dialect>KeysTable', () => {
-  it('keeps the former SQLite and libSQL names as the same functions', () => {
-    expect(assertAdoptableKeysTable).toBe(assertAdoptableSqliteKeysTable);
-    expect(assertAdoptableLibsqlTables).toBe(assertAdoptableLibsqlKeysTable);
+  it('exports the SQLite and libSQL checks under that name only', () => {
+    expect(typeof sqliteEntry.assertAdoptableSqliteKeysTable).toBe('function');
+    expect(typeof libsqlEntry.assertAdoptableLibsqlKeysTable).toBe('function');
+    expect(Object.keys(sqliteEntry)).not.toContain('assertAdoptableKeysTable');
+    expect(Object.keys(libsqlEntry)).not.toContain('assertAdoptableLibsqlTables');
   });
 });
 
@@ -106,30 +84,27 @@ describe('pgKeysTable(name, { schema }), as sqliteKeysTable(name) and mysqlKeysT
     return { name: config.name, schema: config.schema ?? 'public' };
   };
 
-  it('takes the name first, the schema in options, and keeps the deprecated object form', () => {
+  it('takes the name first and the schema in options', () => {
     expect(place(pgKeysTable())).toEqual({ name: 'keys', schema: 'public' });
     expect(place(pgKeysTable('idem'))).toEqual({ name: 'idem', schema: 'public' });
     expect(place(pgKeysTable('idem', { schema: 'billing' }))).toEqual({
       name: 'idem',
       schema: 'billing',
     });
-    expect(place(pgKeysTable({ name: 'idem', schema: 'billing' }))).toEqual({
-      name: 'idem',
-      schema: 'billing',
-    });
-    expect(place(pgKeysTable({ schema: 'billing' }))).toEqual({ name: 'keys', schema: 'billing' });
   });
 
   it('pgPushTables takes the same arguments', () => {
-    expect(getTableName(pgPushTables('idem', { schema: 'billing' }).keys)).toBe('idem');
-    expect(getTableConfig(pgPushTables({ name: 'idem', schema: 'billing' }).keys).schema).toBe(
-      'billing',
-    );
+    const { keys } = pgPushTables('idem', { schema: 'billing' });
+    expect(getTableName(keys)).toBe('idem');
+    expect(getTableConfig(keys).schema).toBe('billing');
   });
 
   it.each([
     [42, {}],
     [null, {}],
+    // The object form of 0.1.0, removed.
+    [{ name: 'idem', schema: 'billing' }, {}],
+    [{ schema: 'billing' }, undefined],
     ['idem', null],
     ['idem', 'billing'],
   ])('refuses pgKeysTable(%j, %j) with InvalidOptionError', (name, options) => {
@@ -138,5 +113,12 @@ describe('pgKeysTable(name, { schema }), as sqliteKeysTable(name) and mysqlKeysT
     expect(() => pgPushTables(name as string, options as { schema: string })).toThrow(
       InvalidOptionError,
     );
+  });
+});
+
+describe('the one-shot SQLite file functions: drizzle-idempotency/sqlite-file', () => {
+  it('keeps the former ./service subpath as an alias of the same functions', () => {
+    expect(Object.entries(formerFileEntry).sort()).toEqual(Object.entries(fileEntry).sort());
+    expect(formerFileEntry.reserve).toBe(fileEntry.reserve);
   });
 });

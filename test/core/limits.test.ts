@@ -98,7 +98,7 @@ describe('the lease of the HTTP layer and makeIdempotent', () => {
     const claim = async (id: string, leaseSeconds: number): Promise<number> => {
       const got = await store.acquire(id, 'd', { expires: now() + 3600, now: now(), leaseSeconds });
       if (got.status !== 'acquired') throw new Error(`${id} not acquired: ${got.status}`);
-      return got.attempt;
+      return got.fencingToken;
     };
     // A lease too long for the option (which refuses it) still reaches the heartbeat safely.
     const tooLong = 10_000_000;

@@ -17,13 +17,13 @@ describe('releaseStuckKey', () => {
     });
     if (live.status !== 'acquired' || unrecorded.status !== 'acquired')
       throw new Error('not acquired');
-    store.markUnrecorded('unrecorded', 'f', unrecorded.attempt);
+    store.markUnrecorded('unrecorded', 'f', unrecorded.fencingToken);
     store.reserve('unleased', 'f', 1000);
 
     expect(await releaseStuckKey(store, 'live', { now: 110 })).toEqual({
       result: 'live',
       leaseUntil: 130,
-      attempt: live.attempt,
+      fencingToken: live.fencingToken,
     });
     expect(store.get('live')?.status).toBe('pending');
     for (const key of ['lapsed', 'unrecorded', 'unleased']) {
@@ -50,7 +50,7 @@ describe('releaseStuckKey', () => {
         const record = store.get(key);
         if (taken === undefined) {
           const takeover = store.acquire('k', 'f', { now: 110, expires: 1000, leaseSeconds: 30 });
-          if (takeover.status === 'acquired') taken = takeover.attempt;
+          if (takeover.status === 'acquired') taken = takeover.fencingToken;
         }
         return record;
       },
@@ -60,9 +60,9 @@ describe('releaseStuckKey', () => {
     expect(await releaseStuckKey(racing, 'k', { now: 110 })).toEqual({
       result: 'live',
       leaseUntil: 140,
-      attempt: taken,
+      fencingToken: taken,
     });
-    expect(store.get('k')?.attempt).toBe(taken);
+    expect(store.get('k')?.fencingToken).toBe(taken);
     store.close();
   });
 });

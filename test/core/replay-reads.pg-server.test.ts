@@ -50,7 +50,7 @@ describe('a replay reads, never writes, on the PostgreSQL server', () => {
       expect(again.status).toBe('inProgress');
     }
     expect(await version('k')).toEqual(live);
-    expect(await store.finish('k', REPLAY_DIGEST, { paid: true }, claim.attempt)).toBe(true);
+    expect(await store.finish('k', REPLAY_DIGEST, { paid: true }, claim.fencingToken)).toBe(true);
     const done = await version('k');
     await storeReplays(store, 'k');
     expect(await version('k')).toEqual(done);

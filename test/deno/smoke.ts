@@ -9,15 +9,15 @@ import { openPgStore } from '../../src/pg/index.js';
 async function exercise(store: LeasedIdempotencyStore<unknown>) {
   const first = await store.acquire('k', 'd', { expires: 100, now: 1, leaseSeconds: 5 });
   const second = await store.acquire('k', 'd', { expires: 100, now: 10, leaseSeconds: 5 });
-  const attempt = (outcome: typeof first) =>
-    outcome.status === 'acquired' ? outcome.attempt : undefined;
+  const tokenOf = (outcome: typeof first) =>
+    outcome.status === 'acquired' ? outcome.fencingToken : undefined;
   return {
     reserve: await store.reserve('r', 'd', 5),
     finish: await store.finish('r', 'd', { receipt: 1 }),
     fetch: await store.fetch('r', 4),
     purge: await store.purge(5),
-    staleFinish: await store.finish('k', 'd', { by: 1 }, attempt(first)),
-    currentFinish: await store.finish('k', 'd', { by: 2 }, attempt(second)),
+    staleFinish: await store.finish('k', 'd', { by: 1 }, tokenOf(first)),
+    currentFinish: await store.finish('k', 'd', { by: 2 }, tokenOf(second)),
     counts: await store.counts(),
   };
 }

@@ -137,7 +137,7 @@ export async function exerciseService(db: ServerDatabase): Promise<void> {
   expect(pending).toEqual([
     expect.objectContaining({
       key: 'order-3',
-      attempt: expect.any(Number),
+      fencingToken: expect.any(Number),
       leaseUntil: left?.leaseUntil,
     }),
   ]);

@@ -92,7 +92,7 @@ describe.each(storeFactories())('afterExpiry on $name', (factory) => {
         );
         const record = await leased.get(`race-${round}`);
         expect(record).toMatchObject({ status: 'pending', fingerprint: 'new', response: null });
-        expect(record?.attempt).toBe(won[0]?.status === 'acquired' ? won[0].attempt : -1);
+        expect(record?.fencingToken).toBe(won[0]?.status === 'acquired' ? won[0].fencingToken : -1);
       }
     } finally {
       await close();
@@ -105,7 +105,7 @@ describe.each(storeFactories())('afterExpiry on $name', (factory) => {
     try {
       const first = await leased.acquire('k', 'fp', { now: 100, expires: 110, leaseSeconds: 5 });
       if (first.status !== 'acquired') throw new Error('not acquired');
-      await leased.finish('k', 'fp', { n: 1 }, first.attempt);
+      await leased.finish('k', 'fp', { n: 1 }, first.fencingToken);
       const live = await leased.acquire('k', 'fp', {
         now: 105,
         expires: 200,
@@ -120,10 +120,10 @@ describe.each(storeFactories())('afterExpiry on $name', (factory) => {
         replaceExpired: true,
       });
       if (again.status !== 'acquired') throw new Error(`not acquired: ${again.status}`);
-      expect(again.attempt).toBeGreaterThan(first.attempt);
+      expect(again.fencingToken).toBeGreaterThan(first.fencingToken);
       expect(again.takenOver).toBe(false);
-      expect(await leased.finish('k', 'fp', { n: 'late' }, first.attempt)).toBe(false);
-      expect(await leased.finish('k', 'other', { n: 2 }, again.attempt)).toBe(true);
+      expect(await leased.finish('k', 'fp', { n: 'late' }, first.fencingToken)).toBe(false);
+      expect(await leased.finish('k', 'other', { n: 2 }, again.fencingToken)).toBe(true);
     } finally {
       await close();
     }

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { payloadFingerprint } from '../../src/function/index.js';
-import { InvalidDigestError } from '../../src/index.js';
+import { InvalidFingerprintError } from '../../src/index.js';
 
 describe('payloadFingerprint', () => {
-  it('gives the digest 0.1.0 gave (canonicalize package) for a plain payload', () => {
+  it('gives the fingerprint 0.1.0 gave (canonicalize package) for a plain payload', () => {
     // sha256 of the canonicalize package's output for this payload, as 0.1.0 computed it.
     const payload = { to: 'ada@example.com', amount: 12.5, when: new Date(0) };
     expect(payloadFingerprint(payload)).toBe(
@@ -20,7 +20,7 @@ describe('payloadFingerprint', () => {
     const cycle: Record<string, unknown> = {};
     cycle.self = cycle;
     for (const payload of [{ id: 1n }, { n: Number.NaN }, [Number.POSITIVE_INFINITY], cycle]) {
-      expect(() => payloadFingerprint(payload)).toThrow(InvalidDigestError);
+      expect(() => payloadFingerprint(payload)).toThrow(InvalidFingerprintError);
     }
     expect(payloadFingerprint({ id: String(2n ** 64n) })).not.toBe(
       payloadFingerprint({ id: String(2n ** 64n + 1n) }),

@@ -31,9 +31,13 @@ describe.each(storeFactories())('makeIdempotent with leases on $name', (factory)
 
   it('takes over the key of a call that died, once its lease lapsed', async () => {
     let clock = 1000;
-    const digest = payloadFingerprint(['k']);
+    const fingerprint = payloadFingerprint(['k']);
     // A call that claimed the key and died: its lease runs until 1010.
-    const dead = await store.acquire('k', digest, { expires: 9999, now: clock, leaseSeconds: 10 });
+    const dead = await store.acquire('k', fingerprint, {
+      expires: 9999,
+      now: clock,
+      leaseSeconds: 10,
+    });
     expect(dead.status).toBe('acquired');
     let runs = 0;
     const job = makeIdempotent(
@@ -53,7 +57,9 @@ describe.each(storeFactories())('makeIdempotent with leases on $name', (factory)
     expect(runs).toBe(1);
     const record = await store.get('k');
     expect(record?.status).toBe('done');
-    expect(record?.attempt).toBeGreaterThan(dead.status === 'acquired' ? dead.attempt : Infinity);
+    expect(record?.fencingToken).toBeGreaterThan(
+      dead.status === 'acquired' ? dead.fencingToken : Infinity,
+    );
   });
 
   it('refuses the result of a stalled call whose key was taken over: the answer is the new owner’s', async () => {
@@ -75,7 +81,7 @@ describe.each(storeFactories())('makeIdempotent with leases on $name', (factory)
     );
     const stalled = job('k').catch((e: unknown) => e);
     await started.promise;
-    const first = (await store.get('k'))?.attempt as number;
+    const first = (await store.get('k'))?.fencingToken as number;
     clock = 1020;
     expect(await job('k')).toBe('run 2');
     gate.resolve();
@@ -84,7 +90,7 @@ describe.each(storeFactories())('makeIdempotent with leases on $name', (factory)
     expect((error as ResultNotRecordedError).result).toBe('run 1');
     const record = await store.get('k');
     expect(record).toMatchObject({ status: 'done', response: { value: 'run 2' } });
-    expect(record?.attempt).toBeGreaterThan(first);
+    expect(record?.fencingToken).toBeGreaterThan(first);
     expect(await job('k')).toBe('run 2');
   });
 
@@ -118,11 +124,11 @@ describe.each(storeFactories())('makeIdempotent with leases on $name', (factory)
     expect(await store.get('k')).toBeNull();
     const c = job('k');
     await started.c.promise;
-    const token = (await store.get('k'))?.attempt;
+    const token = (await store.get('k'))?.fencingToken;
     gates.a.resolve();
     const lateA = await a;
     // A's fenced writes (its answer, or the release after its throw) leave C's row alone.
-    expect(await store.get('k')).toMatchObject({ status: 'pending', attempt: token });
+    expect(await store.get('k')).toMatchObject({ status: 'pending', fencingToken: token });
     // A duplicate D while C runs is told the call is in progress.
     await expect(job('k')).rejects.toBeInstanceOf(CallInProgressError);
     gates.c.resolve();
@@ -215,16 +221,16 @@ describe.each(storeFactories())('makeIdempotent with leases on $name', (factory)
     );
     const first = slow('k');
     await until(async () => (await store.get('k')) !== null);
-    const { leaseUntil: claimed, attempt: token } = (await store.get('k')) as {
+    const { leaseUntil: claimed, fencingToken: token } = (await store.get('k')) as {
       leaseUntil: number;
-      attempt: number;
+      fencingToken: number;
     };
     // Three renewals past the first deadline: the call has outlived its lease three times over.
     await until(async () => ((await store.get('k'))?.leaseUntil as number) > claimed + 0.9);
     await expect(slow('k')).rejects.toBeInstanceOf(CallInProgressError);
     gate.resolve();
     expect(await first).toBe('slow');
-    expect(await store.get('k')).toMatchObject({ status: 'done', attempt: token });
+    expect(await store.get('k')).toMatchObject({ status: 'done', fencingToken: token });
     expect(runs).toBe(1);
   });
 });
@@ -280,7 +286,7 @@ describe('transactional makeIdempotent with leases on SQLite', () => {
     );
     const stalled = job('k').catch((e: unknown) => e);
     await claimed;
-    const first = store.get('k')?.attempt as number;
+    const first = store.get('k')?.fencingToken as number;
     clock = 1020;
     expect(await job('k')).toBe(1);
     release();
@@ -292,7 +298,7 @@ describe('transactional makeIdempotent with leases on SQLite', () => {
       { run: 1, key: 'k' },
     ]);
     expect(store.get('k')).toMatchObject({ status: 'done', response: { value: 1 } });
-    expect(store.get('k')?.attempt).toBeGreaterThan(first);
+    expect(store.get('k')?.fencingToken).toBeGreaterThan(first);
     store.close();
   });
 
@@ -317,7 +323,7 @@ describe('transactional makeIdempotent with leases on SQLite', () => {
     );
     const stalled = job('k').catch((e: unknown) => e);
     await claimed;
-    const first = (await store.get('k'))?.attempt as number;
+    const first = (await store.get('k'))?.fencingToken as number;
     clock = 1020;
     expect(await job('k')).toBe(1);
     release();
@@ -327,7 +333,7 @@ describe('transactional makeIdempotent with leases on SQLite', () => {
     ]);
     const record = await store.get('k');
     expect(record).toMatchObject({ status: 'done', response: { value: 1 } });
-    expect(record?.attempt).toBeGreaterThan(first);
+    expect(record?.fencingToken).toBeGreaterThan(first);
     await store.close();
   });
 
@@ -343,7 +349,7 @@ describe('transactional makeIdempotent with leases on SQLite', () => {
         if (property === 'acquire') {
           return async (...args: Parameters<typeof store.acquire>) => {
             const result = await store.acquire(...args);
-            if (result.status === 'acquired') tokens.push(result.attempt);
+            if (result.status === 'acquired') tokens.push(result.fencingToken);
             return result;
           };
         }
@@ -378,7 +384,7 @@ describe('transactional makeIdempotent with leases on SQLite', () => {
     expect(await store.get('k')).toMatchObject({
       status: 'done',
       response: { value: 'ran' },
-      attempt: tokens[0],
+      fencingToken: tokens[0],
     });
     await store.close();
   });

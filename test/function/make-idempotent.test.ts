@@ -1,8 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   CallInProgressError,
+  KeyReusedError,
   makeIdempotent,
-  PayloadMismatchError,
   ResultExpiredError,
   ResultNotRecordedError,
   ResultNotStorableError,
@@ -88,9 +88,9 @@ describe.each(factories)('makeIdempotent on $name', (factory) => {
     );
     await charge({ id: 'o1', amount: 5 });
     const error = await charge({ id: 'o1', amount: 6 }).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(PayloadMismatchError);
-    expect((error as PayloadMismatchError).code).toBe('IDEMPOTENCY_KEY_REUSED');
-    expect((error as PayloadMismatchError).record.status).toBe('done');
+    expect(error).toBeInstanceOf(KeyReusedError);
+    expect((error as KeyReusedError).code).toBe('IDEMPOTENCY_KEY_REUSED');
+    expect((error as KeyReusedError).record.status).toBe('done');
     expect(runs).toBe(1);
   });
 

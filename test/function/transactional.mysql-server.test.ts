@@ -194,7 +194,7 @@ describe('transactional makeIdempotent on the MySQL server', () => {
     );
     const stalled = job('k').catch((e: unknown) => e);
     await wrote.promise;
-    const first = (await store.get('k'))?.attempt as number;
+    const first = (await store.get('k'))?.fencingToken as number;
     clock = 1020;
     expect(await job('k')).toBe(2);
     gate.resolve();
@@ -203,6 +203,6 @@ describe('transactional makeIdempotent on the MySQL server', () => {
     expect(rows).toEqual([{ run: 2 }]);
     const record = await store.get('k');
     expect(record).toMatchObject({ status: 'done', response: { value: 2 } });
-    expect(record?.attempt).toBeGreaterThan(first);
+    expect(record?.fencingToken).toBeGreaterThan(first);
   });
 });

@@ -118,7 +118,7 @@ describe('storedId', () => {
 });
 
 describe('requestFingerprint', () => {
-  it('is a SHA-256 hex digest that ignores key order and number spelling', () => {
+  it('is a SHA-256 hex fingerprint that ignores key order and number spelling', () => {
     const a = requestFingerprint(request({ amount: 1, nested: { x: [1, { b: 2, a: 1 }] } }));
     const b = requestFingerprint(request({ nested: { x: [1.0, { a: 1, b: 2 }] }, amount: 1 }));
     expect(a).toMatch(/^[0-9a-f]{64}$/);
@@ -138,13 +138,13 @@ describe('requestFingerprint', () => {
     expect(() => requestFingerprint(request({ amount: Number.NaN }))).toThrow(BodyRefusedError);
   });
 
-  it('gives a JSON body, as text or parsed, the digest 0.1.0 gave', () => {
+  it('gives a JSON body, as text or parsed, the fingerprint 0.1.0 gave', () => {
     // sha256 of the canonicalize package's output for { method, path, body }, as 0.1.0 computed it.
-    const digest = '0842de6cab301fe2617a94f7661f79121f119b834513785dc6f72690b0b303f3';
+    const fingerprint = '0842de6cab301fe2617a94f7661f79121f119b834513785dc6f72690b0b303f3';
     const body = { amount: 1000, currency: 'EUR', meta: { b: [1, 2.5], a: 'x' } };
-    expect(requestFingerprint(request(body))).toBe(digest);
-    expect(requestFingerprint(request(JSON.stringify(body, null, 2)))).toBe(digest);
-    expect(requestFingerprint(request(Buffer.from(JSON.stringify(body))))).toBe(digest);
+    expect(requestFingerprint(request(body))).toBe(fingerprint);
+    expect(requestFingerprint(request(JSON.stringify(body, null, 2)))).toBe(fingerprint);
+    expect(requestFingerprint(request(Buffer.from(JSON.stringify(body))))).toBe(fingerprint);
   });
 
   it('reads JSON text as written: numbers with every digit, every member, 1e400', () => {
@@ -155,7 +155,7 @@ describe('requestFingerprint', () => {
     expect(of('{"a":1e400}')).toBe(of('{"a":1E+400}'));
     expect(of('{"a":1e400}')).not.toBe(of('{"a":1e401}'));
     expect(of('\ufeff{"a":1}')).toBe(of('{"a":1}'));
-    // Not JSON: its exact bytes, never a JSON body's digest.
+    // Not JSON: its exact bytes, never a JSON body's fingerprint.
     expect(of('{"a":1')).not.toBe(of('{"a":1}'));
   });
 

@@ -65,13 +65,13 @@ function describeLeases(factory: StoreFactory): void {
       const layer = idempotent(store, { now, leaseSeconds: 30, onOutcome });
       const first = await layer.begin(request);
       if (first.action !== 'run') throw new Error(`expected to run, got ${first.action}`);
-      const a = (await store.get('k1'))?.attempt ?? 0;
+      const a = (await store.get('k1'))?.fencingToken ?? 0;
 
       // The first owner freezes past its lease (no renewal: the beat runs every 10 s of real time).
       clock += 31;
       const second = await layer.begin(request);
       if (second.action !== 'run') throw new Error(`expected a takeover, got ${second.action}`);
-      const b = (await store.get('k1'))?.attempt ?? 0;
+      const b = (await store.get('k1'))?.fencingToken ?? 0;
       expect(b).toBeGreaterThan(a);
 
       const stalled = await first.execution.complete({ status: 201, body: { by: 'first' } });
@@ -79,17 +79,17 @@ function describeLeases(factory: StoreFactory): void {
       if (stalled.outcome !== 'problem') return;
       expect(stalled.problem).toBeInstanceOf(RequestSupersededError);
       expect(stalled.response.status).toBe(409);
-      expect(await store.get('k1')).toMatchObject({ status: 'pending', attempt: b });
+      expect(await store.get('k1')).toMatchObject({ status: 'pending', fencingToken: b });
       // Nor can the stalled owner release the new owner's key.
       await first.execution.fail(new Error('late'));
-      expect(await store.get('k1')).toMatchObject({ status: 'pending', attempt: b });
+      expect(await store.get('k1')).toMatchObject({ status: 'pending', fencingToken: b });
 
       const taken = await second.execution.complete({ status: 201, body: { by: 'second' } });
       expect(taken.outcome).toBe('executed');
       const replay = await layer.handle(request, () => ({ status: 500 }));
       expect(replay.outcome).toBe('replayed');
       expect(Buffer.from(replay.response.body as Uint8Array).toString()).toBe('{"by":"second"}');
-      expect(events.map((event) => [event.outcome, event.attempt, event.takenOver])).toEqual([
+      expect(events.map((event) => [event.outcome, event.fencingToken, event.takenOver])).toEqual([
         ['superseded', a, false],
         ['failed', a, false],
         ['executed', b, true],
@@ -141,9 +141,9 @@ function describeLeases(factory: StoreFactory): void {
     it("keeps C's key when A throws late: a duplicate D while C runs gets 409, C's answer is stored (ABA)", async () => {
       const layer = idempotent(store, { now, leaseSeconds: 30 });
       const { a, c } = await abaUntilC(layer);
-      const token = (await store.get('k1'))?.attempt;
+      const token = (await store.get('k1'))?.fencingToken;
       await a.fail(new Error('A wakes up and throws'));
-      expect(await store.get('k1')).toMatchObject({ status: 'pending', attempt: token });
+      expect(await store.get('k1')).toMatchObject({ status: 'pending', fencingToken: token });
       let runs = 0;
       const d = await layer.handle(request, () => {
         runs += 1;
@@ -224,13 +224,13 @@ function describeLeases(factory: StoreFactory): void {
       const layer = idempotent(store, { now, leaseSeconds: 30 });
       const first = await layer.begin(request);
       expect(first.action).toBe('run');
-      const token = (await store.get('k1'))?.attempt;
+      const token = (await store.get('k1'))?.fencingToken;
       clock += 10.5;
       const busy = await layer.handle(request, () => ({ status: 201 }));
       expect(busy.outcome).toBe('problem');
       expect(busy.response.status).toBe(409);
       expect(busy.response.headers?.['retry-after']).toBe('20');
-      expect((await store.get('k1'))?.attempt).toBe(token);
+      expect((await store.get('k1'))?.fencingToken).toBe(token);
       if (first.action === 'run') await first.execution.fail(new Error('done with it'));
     });
 
@@ -300,8 +300,8 @@ function describeLeases(factory: StoreFactory): void {
       try {
         const slow = send();
         await until(async () => (await store.get('slow')) !== null);
-        const { attempt: token, leaseUntil: claimed } = (await store.get('slow')) as {
-          attempt: number;
+        const { fencingToken: token, leaseUntil: claimed } = (await store.get('slow')) as {
+          fencingToken: number;
           leaseUntil: number;
         };
         // A renewal sets the lease to its own time plus one lease: one past claimed + 3 leases
@@ -313,12 +313,12 @@ function describeLeases(factory: StoreFactory): void {
         const duplicate = await send();
         expect(duplicate.status).toBe(409);
         expect(Number(duplicate.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
-        expect(await store.get('slow')).toMatchObject({ status: 'pending', attempt: token });
+        expect(await store.get('slow')).toMatchObject({ status: 'pending', fencingToken: token });
 
         gate.resolve();
         const answer = await slow;
         expect(answer.status).toBe(201);
-        expect(await store.get('slow')).toMatchObject({ status: 'done', attempt: token });
+        expect(await store.get('slow')).toMatchObject({ status: 'done', fencingToken: token });
         const retry = await send();
         expect(retry.headers.get('idempotent-replayed')).toBe('true');
         expect(runs).toBe(1);

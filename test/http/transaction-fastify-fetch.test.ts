@@ -41,7 +41,7 @@ interface Database<TX> {
   /** Writes a payment in the transaction: synchronously on SQLite, a promise on PostgreSQL. */
   pay(tx: TX, run: number, amount: number): undefined | Promise<unknown>;
   runs(amount: number): Promise<number[]>;
-  keyRow(key: string): Promise<{ status: string; attempt: number } | null>;
+  keyRow(key: string): Promise<{ status: string; fencingToken: number } | null>;
   close(): Promise<void>;
 }
 
@@ -273,7 +273,7 @@ describe.each(adapters)('$name', ({ start }) => {
       await expect
         .poll(async () => (await database.keyRow('slow'))?.status, { timeout: 10_000 })
         .toBe('pending');
-      const first = Number((await database.keyRow('slow'))?.attempt);
+      const first = Number((await database.keyRow('slow'))?.fencingToken);
       control.clock += 31;
       const takeover = await post(base, 'slow', { amount: 9 });
       expect(takeover.status).toBe(201);
@@ -285,7 +285,7 @@ describe.each(adapters)('$name', ({ start }) => {
       expect(await database.runs(9)).toEqual([run]);
       const row = await database.keyRow('slow');
       expect(row?.status).toBe('done');
-      expect(Number(row?.attempt)).toBeGreaterThan(first);
+      expect(Number(row?.fencingToken)).toBeGreaterThan(first);
     });
   });
 });

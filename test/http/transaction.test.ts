@@ -106,7 +106,7 @@ describe('expressTransaction on SQLite: the writes and the answer commit togethe
     stall = gate.promise;
     const stalled = post(url, 'slow', { amount: 9 });
     await expect.poll(() => store.get('slow')?.status, { timeout: 10_000 }).toBe('pending');
-    const first = store.get('slow')?.attempt as number;
+    const first = store.get('slow')?.fencingToken as number;
     stall = undefined;
     clock += 31;
     const takeover = await post(url, 'slow', { amount: 9 });
@@ -116,7 +116,7 @@ describe('expressTransaction on SQLite: the writes and the answer commit togethe
     expect(late.status).toBe(409);
     expect(((await late.json()) as { type: string }).type).toMatch(/request-superseded$/);
     expect(payments().filter((row) => row.amount === 9)).toEqual([{ amount: 9 }]);
-    expect(store.get('slow')?.attempt).toBeGreaterThan(first);
+    expect(store.get('slow')?.fencingToken).toBeGreaterThan(first);
   });
 
   it('a concurrent duplicate gets 409 while the owner works, without waiting on a lock', async () => {
@@ -220,7 +220,7 @@ describe('honoTransaction on libSQL: the transaction holds the write lock, write
         if (property === 'acquire') {
           return async (...args: Parameters<typeof store.acquire>) => {
             const result = await store.acquire(...args);
-            if (result.status === 'acquired') claims.push(result.attempt);
+            if (result.status === 'acquired') claims.push(result.fencingToken);
             return result;
           };
         }
@@ -261,7 +261,7 @@ describe('honoTransaction on libSQL: the transaction holds the write lock, write
       expect(failed).toBe(0);
       // Claimed once and never taken over: a takeover would have raised the token past the claim's.
       expect(claims).toHaveLength(1);
-      expect(await store.get('locked')).toMatchObject({ status: 'done', attempt: claims[0] });
+      expect(await store.get('locked')).toMatchObject({ status: 'done', fencingToken: claims[0] });
     } finally {
       server.close();
       await store.close();

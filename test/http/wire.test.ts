@@ -302,10 +302,10 @@ describe('one table of bodies through Express, Hono and handle()', () => {
   it('gives the same fingerprint for the same bytes on every adapter', async () => {
     const seen: Record<string, string[]> = {};
     const record = (adapter: string) => (request: Parameters<typeof requestFingerprint>[0]) => {
-      const digest = requestFingerprint(request);
+      const fingerprint = requestFingerprint(request);
       const name = request.headers['x-body'] as string;
-      seen[name] = [...(seen[name] ?? []), `${adapter}:${digest}`];
-      return digest;
+      seen[name] = [...(seen[name] ?? []), `${adapter}:${fingerprint}`];
+      return fingerprint;
     };
     // The local SQLite file: better-sqlite3 under Node, bun:sqlite under Bun.
     const [sqlite] = factories;
@@ -357,7 +357,7 @@ describe('one table of bodies through Express, Hono and handle()', () => {
       for (const server of servers) await server.close();
       await close();
     }
-    const digest = (name: string) => {
+    const fingerprint = (name: string) => {
       const all = new Set(seen[name]?.map((entry) => entry.split(':')[1]));
       expect(seen[name]).toHaveLength(3);
       expect(all.size).toBe(1);
@@ -365,10 +365,10 @@ describe('one table of bodies through Express, Hono and handle()', () => {
     };
     const expected = (bytes: Uint8Array) =>
       requestFingerprint({ method: 'POST', path: '/run', headers: {}, body: bytes });
-    for (const [name, , bytes] of BODIES) expect(digest(name)).toBe(expected(bytes));
-    expect(digest('a JSON object')).toBe(digest('the same object reordered'));
-    expect(digest('a JSON object')).toBe(digest('JSON sent as text'));
-    expect(digest('binary')).not.toBe(digest('other binary'));
-    expect(digest('text')).not.toBe(digest('a JSON object'));
+    for (const [name, , bytes] of BODIES) expect(fingerprint(name)).toBe(expected(bytes));
+    expect(fingerprint('a JSON object')).toBe(fingerprint('the same object reordered'));
+    expect(fingerprint('a JSON object')).toBe(fingerprint('JSON sent as text'));
+    expect(fingerprint('binary')).not.toBe(fingerprint('other binary'));
+    expect(fingerprint('text')).not.toBe(fingerprint('a JSON object'));
   });
 });

@@ -60,7 +60,7 @@ describe("the library's own migrations journal (SQLite)", () => {
         expect(
           journal(client, '__drizzle_migrations').map((row) => Number(row.created_at)),
         ).toEqual([when]);
-        expect(journal(client, '__idempotency_migrations')).toHaveLength(3);
+        expect(journal(client, '__idempotency_migrations')).toHaveLength(4);
         const store = new SqliteIdempotencyStore(db);
         expect(store.reserve('k', 'd', 10)).toBe(true);
         client.prepare('INSERT INTO orders (id) VALUES (1)').run();
@@ -87,7 +87,7 @@ describe("the library's own migrations journal (SQLite)", () => {
       // The lease columns arrived: the old pending row has no lease and is never taken over.
       expect(store.get('pending-1')).toMatchObject({
         leaseUntil: null,
-        attempt: 1,
+        fencingToken: 1,
         unrecorded: false,
       });
       expect(
@@ -126,7 +126,7 @@ describe("the library's own migrations journal (SQLite)", () => {
     expect(store.acquire('k', 'd', { expires: 10, now: 1, leaseSeconds: 5 })).toMatchObject({
       status: 'acquired',
     });
-    expect(journal(client, '__idempotency_migrations')).toHaveLength(3);
+    expect(journal(client, '__idempotency_migrations')).toHaveLength(4);
     client.close();
   });
 

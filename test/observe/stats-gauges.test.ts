@@ -47,7 +47,7 @@ describe('observeStoreStats', () => {
     const gauges = observeStoreStats(store, { meterProvider: harness.meterProvider });
     const owned = store.acquire('k', 'fp', { now, expires: now + 3600, leaseSeconds: 30 });
     if (owned.status !== 'acquired') throw new Error('not acquired');
-    store.markUnrecorded('k', 'fp', owned.attempt);
+    store.markUnrecorded('k', 'fp', owned.fencingToken);
     expect(await gauge(harness, 'unrecorded_keys')).toBe(1);
     expect(await gauge(harness, 'lapsed_pending_keys')).toBe(0);
     gauges.stop();

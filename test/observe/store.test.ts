@@ -164,14 +164,14 @@ describe('instrumentStore', () => {
       });
       expect(await store.reserve('k1', 'd1', 100)).toBe(true);
       expect(await store.get('k1')).toMatchObject({ status: 'pending' });
-      await expect(store.finish('k1', '', 1)).rejects.toThrow(/digest/);
+      await expect(store.finish('k1', '', 1)).rejects.toThrow(/fingerprint/);
       const spans = otel.spans();
       expect(spans.map((span) => span.name)).toEqual([
         'idempotency.store.reserve',
         'idempotency.store.get',
         'idempotency.store.finish',
       ]);
-      expect(spans[2]?.attributes['error.type']).toBe('IDEMPOTENCY_INVALID_DIGEST');
+      expect(spans[2]?.attributes['error.type']).toBe('IDEMPOTENCY_INVALID_FINGERPRINT');
       const points = (await otel.metrics()).get(StoreMetric.duration);
       expect(histogramCount(points, 'get')).toBe(1);
       expect(points?.[0]?.attributes['idempotency.dialect']).toBe('postgresql');

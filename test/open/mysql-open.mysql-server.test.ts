@@ -26,7 +26,7 @@ const mysqlMigrationsFolder = fileURLToPath(new URL('../../drizzle/mysql', impor
 const url = mysqlUrl() as string;
 
 // The committed migrations: the keys table, then the fencing token widened to bigint.
-const MIGRATIONS = 2;
+const MIGRATIONS = 3;
 
 let target: MysqlDatabase;
 afterEach(async () => {
@@ -97,18 +97,21 @@ describe('openMysqlStore and applyMysqlMigrations', () => {
     const store = await openMysqlStore(target.url);
     try {
       expect(await attemptType(target)).toBe('bigint');
-      expect(await store.get('held')).toMatchObject({ status: 'pending', attempt: 2 });
+      expect(await store.get('held')).toMatchObject({ status: 'pending', fencingToken: 2 });
       const taken = await store.acquire('held', 'd', { expires: 1000, now: 100, leaseSeconds: 30 });
       expect(taken).toMatchObject({ status: 'acquired', takenOver: true });
-      const token = taken.status === 'acquired' ? taken.attempt : 0;
+      const token = taken.status === 'acquired' ? taken.fencingToken : 0;
       expect(token).toBeGreaterThan(2 ** 31);
       expect(await store.finish('held', 'd', { by: 'old' }, 2)).toBe(false);
       expect(await store.finish('held', 'd', { by: 'new' }, token)).toBe(true);
-      expect(await store.get('held')).toMatchObject({ attempt: token, response: { by: 'new' } });
+      expect(await store.get('held')).toMatchObject({
+        fencingToken: token,
+        response: { by: 'new' },
+      });
       const fresh = await store.acquire('new', 'd', { expires: 1000, now: 100, leaseSeconds: 30 });
       expect(fresh).toMatchObject({ status: 'acquired', takenOver: false });
-      expect((await store.get('new'))?.attempt).toBe(
-        fresh.status === 'acquired' ? fresh.attempt : 0,
+      expect((await store.get('new'))?.fencingToken).toBe(
+        fresh.status === 'acquired' ? fresh.fencingToken : 0,
       );
     } finally {
       await store.close();

@@ -219,7 +219,7 @@ describe('the per-request statements sent straight to node-postgres', () => {
         expires: 10.5,
         response: { receipt: 7 },
         leaseUntil: null,
-        attempt: 1,
+        fencingToken: 1,
         unrecorded: false,
       });
       expect(await store.reserve('p', 'd', 10)).toBe(true);

@@ -63,7 +63,7 @@ describe('applyPgMigrations (PGlite)', () => {
       expires: 10.5,
       response: { receipt: 2 },
       leaseUntil: null,
-      attempt: 1,
+      fencingToken: 1,
       unrecorded: false,
     });
   });

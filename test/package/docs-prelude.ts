@@ -17,8 +17,8 @@ declare global {
   }
   /** The idempotency key of the request at hand. */
   const key: string;
-  /** The digest of the request's payload. */
-  const digest: string;
+  /** The fingerprint of the request's payload. */
+  const fingerprint: string;
   /** The retention deadline of the request at hand, in seconds on the application's clock. */
   const expires: number;
   /** The current time in seconds on the application's clock. */

@@ -17,7 +17,7 @@ const now = Date.now() / 1000;
 
 Object.assign(globalThis, {
   key: 'order-42',
-  digest: 'digest-of-order-42',
+  fingerprint: 'fingerprint-of-order-42',
   now,
   expires: now + 24 * 3600,
   charge: () => {

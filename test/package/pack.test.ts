@@ -218,13 +218,13 @@ const table = sqliteKeysTable(name);
 const db = drizzle({ client: new Database(file) });
 migrate(db, { migrationsFolder });
 const store = new SqliteIdempotencyStore(db, { table });
-const reserved = store.reserve('order-1', 'digest-1', 100);
-const finished = store.finish('order-1', 'digest-1', { charged: 5 });
+const reserved = store.reserve('order-1', 'fingerprint-1', 100);
+const finished = store.finish('order-1', 'fingerprint-1', { charged: 5 });
 const row = db.select().from(table).where(eq(table.id, 'order-1')).get();
 db.$client.close();
 const opened = openSqliteStore(file, { table });
 const replayed = opened.fetch('order-1', 50);
-const again = opened.reserve('order-1', 'digest-1', 100);
+const again = opened.reserve('order-1', 'fingerprint-1', 100);
 opened.close();
 console.log(JSON.stringify({ reserved, finished, row, replayed, again }));
 `;
@@ -244,11 +244,11 @@ const db = drizzle({ client });
 await migrate(db, { migrationsFolder });
 await applyPgMigrations(db, { table });
 const store = new PgIdempotencyStore(db, { table });
-const reserved = await store.reserve('order-1', 'digest-1', 100);
-const finished = await store.finish('order-1', 'digest-1', { charged: 5 });
+const reserved = await store.reserve('order-1', 'fingerprint-1', 100);
+const finished = await store.finish('order-1', 'fingerprint-1', { charged: 5 });
 const [row] = await db.select().from(table).where(eq(table.id, 'order-1'));
 const replayed = await store.fetch('order-1', 50);
-const again = await store.reserve('order-1', 'digest-1', 100);
+const again = await store.reserve('order-1', 'fingerprint-1', 100);
 await store.close();
 await client.close();
 console.log(JSON.stringify({ reserved, finished, row, replayed, again }));
@@ -259,7 +259,7 @@ const EXPECTED_FLOW = {
   finished: true,
   row: {
     id: 'order-1',
-    fingerprint: 'digest-1',
+    fingerprint: 'fingerprint-1',
     status: 'done',
     response: '{"charged":5}',
     expires: 100,
@@ -336,13 +336,13 @@ const pool = new pg.Pool({ connectionString: url, max: 2 });
 const db = drizzle({ client: pool });
 await migrate(db, { migrationsFolder });
 const store = new PgIdempotencyStore(db);
-const reserved = await store.reserve('order-1', 'digest-1', 100);
-const finished = await store.finish('order-1', 'digest-1', { charged: 5 });
+const reserved = await store.reserve('order-1', 'fingerprint-1', 100);
+const finished = await store.finish('order-1', 'fingerprint-1', { charged: 5 });
 const [row] = await db.select().from(keys).where(eq(keys.id, 'order-1'));
 await pool.end();
 const opened = await openPgStore(url, { poolSize: 1 });
 const replayed = await opened.fetch('order-1', 50);
-const again = await opened.reserve('order-1', 'digest-1', 100);
+const again = await opened.reserve('order-1', 'fingerprint-1', 100);
 await opened.close();
 console.log(JSON.stringify({ reserved, finished, row, replayed, again }));
 `;
@@ -360,11 +360,11 @@ const [url, migrationsFolder] = process.argv.slice(2);
   await migrate(db, { migrationsFolder });
   await applyPgMigrations(db);
   const store = new PgIdempotencyStore(db);
-  const reserved = await store.reserve('order-1', 'digest-1', 100);
-  const finished = await store.finish('order-1', 'digest-1', { charged: 5 });
+  const reserved = await store.reserve('order-1', 'fingerprint-1', 100);
+  const finished = await store.finish('order-1', 'fingerprint-1', { charged: 5 });
   const [row] = await db.select().from(keys).where(eq(keys.id, 'order-1'));
   const replayed = await store.fetch('order-1', 50);
-  const again = await store.reserve('order-1', 'digest-1', 100);
+  const again = await store.reserve('order-1', 'fingerprint-1', 100);
   await client.end();
   console.log(JSON.stringify({ reserved, finished, row, replayed, again }));
 })();

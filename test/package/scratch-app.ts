@@ -165,15 +165,29 @@ export async function packedTarball(): Promise<string> {
 /**
  * Makes an application folder with the tarball installed the way npm would place it
  * (node_modules/drizzle-idempotency) and every other package linked from the dev tree, so no
- * registry is needed.
+ * registry is needed. The packages named in `omit` are left out, as an application that never
+ * installed them.
  */
-export async function scratchApp(dir: string, tarball: string): Promise<string> {
+export async function scratchApp(
+  dir: string,
+  tarball: string,
+  omit: readonly string[] = [],
+): Promise<string> {
   const modules = join(dir, 'node_modules');
   const installed = join(modules, 'drizzle-idempotency');
   mkdirSync(installed, { recursive: true });
   await run('tar', ['-xzf', tarball, '-C', installed, '--strip-components=1']);
   for (const name of readdirSync(devModules)) {
-    if (name === 'drizzle-idempotency' || name.startsWith('.')) continue;
+    if (name === 'drizzle-idempotency' || name.startsWith('.') || omit.includes(name)) continue;
+    if (name.startsWith('@')) {
+      // A scope folder: its packages one by one, so one of them can be left out.
+      for (const inner of readdirSync(join(devModules, name))) {
+        if (omit.includes(`${name}/${inner}`)) continue;
+        mkdirSync(join(modules, name), { recursive: true });
+        symlinkSync(join(devModules, name, inner), join(modules, name, inner), 'dir');
+      }
+      continue;
+    }
     symlinkSync(join(devModules, name), join(modules, name), 'dir');
   }
   writeFileSync(

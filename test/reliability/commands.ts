@@ -5,7 +5,7 @@ import fc from 'fast-check';
 import { expect } from 'vitest';
 import type { TransactionRunner } from '../../src/core/transaction-runner.js';
 import {
-  InvalidDigestError,
+  InvalidFingerprintError,
   InvalidKeyError,
   InvalidLimitError,
   InvalidOptionError,
@@ -69,14 +69,14 @@ const key = fc.oneof(
   { arbitrary: fc.constantFrom('a', '\uFFFD', '😀'), weight: 4 },
   { arbitrary: fc.constantFrom(...KEYS), weight: 1 },
 );
-const digest = fc.constantFrom('d1', 'd2');
+const fingerprint = fc.constantFrom('d1', 'd2');
 // Few distinct times, so `now == expires` is common.
 const time = fc.constantFrom(-1, 0, 1, 2, 2.5, 3, 1e9);
 const limit = fc.oneof(fc.integer({ min: 1, max: 4 }), fc.constantFrom(100, undefined));
 const batchSize = fc.oneof(fc.integer({ min: 1, max: 4 }), fc.constant(10_000));
 const response = fc.jsonValue({ maxDepth: 2 });
 // A fencing token, picked when the command runs among those the key was given (see tokenOf).
-const attempt = fc.nat({ max: 4 });
+const fencingToken = fc.nat({ max: 4 });
 
 /**
  * The token a fenced write carries: most often the key's newest, else an older one (a stale
@@ -91,11 +91,11 @@ function tokenOf(ref: ReferenceModel, key: string, pick: number): number {
 async function acquireBoth(
   ref: ReferenceModel,
   store: LeasedIdempotencyStore,
-  call: { key: string; digest: string; expires: number; now: number; lease: number },
+  call: { key: string; fingerprint: string; expires: number; now: number; lease: number },
 ) {
-  const { key: k, digest: d, expires: e, now, lease } = call;
+  const { key: k, fingerprint: d, expires: e, now, lease } = call;
   const actual = await store.acquire(k, d, { expires: e, now, leaseSeconds: lease });
-  const token = actual.status === 'acquired' ? actual.attempt : undefined;
+  const token = actual.status === 'acquired' ? actual.fencingToken : undefined;
   if (token !== undefined) expect(ref.tokenRule(k, token), 'the fencing rule').toBeUndefined();
   const expected = ref.acquire(k, d, e, now, lease, token);
   if (expected.status === 'done' || expected.status === 'mismatch') {
@@ -142,7 +142,7 @@ async function refused(call: () => unknown, error: new (...args: never[]) => Err
 const good: fc.WeightedArbitrary<StoreCommand>[] = [
   {
     weight: 4,
-    arbitrary: fc.tuple(key, digest, time).map(
+    arbitrary: fc.tuple(key, fingerprint, time).map(
       ([k, d, e]) =>
         new StoreCommand(`reserve(${show(k)}, ${d}, ${e})`, async (ref, store) => {
           expect(await store.reserve(k, d, e)).toBe(ref.reserve(k, d, e));
@@ -151,7 +151,7 @@ const good: fc.WeightedArbitrary<StoreCommand>[] = [
   },
   {
     weight: 4,
-    arbitrary: fc.tuple(key, digest, response).map(
+    arbitrary: fc.tuple(key, fingerprint, response).map(
       ([k, d, r]) =>
         new StoreCommand(`finish(${show(k)}, ${d}, ${show(r)})`, async (ref, store) => {
           expect(await store.finish(k, d, r)).toBe(ref.finish(k, d, JSON.stringify(r)));
@@ -231,7 +231,7 @@ const good: fc.WeightedArbitrary<StoreCommand>[] = [
   },
   {
     weight: 1,
-    arbitrary: fc.tuple(key, digest).map(
+    arbitrary: fc.tuple(key, fingerprint).map(
       ([k, d]) =>
         new StoreCommand(`release(${show(k)}, ${d})`, async (ref, store) => {
           expect(await store.release(k, d)).toBe(ref.release(k, d));
@@ -266,12 +266,12 @@ const good: fc.WeightedArbitrary<StoreCommand>[] = [
 const leases: fc.WeightedArbitrary<StoreCommand>[] = [
   {
     weight: 4,
-    arbitrary: fc.tuple(key, digest, time, time, leaseSeconds).map(
+    arbitrary: fc.tuple(key, fingerprint, time, time, leaseSeconds).map(
       ([k, d, e, now, lease]) =>
         new StoreCommand(
           `acquire(${show(k)}, ${d}, { expires: ${e}, now: ${now}, leaseSeconds: ${lease} })`,
           async (ref, store) => {
-            await acquireBoth(ref, store, { key: k, digest: d, expires: e, now, lease });
+            await acquireBoth(ref, store, { key: k, fingerprint: d, expires: e, now, lease });
           },
         ),
     ),
@@ -280,7 +280,7 @@ const leases: fc.WeightedArbitrary<StoreCommand>[] = [
     // Release and reclaim (issue 26): the key is released (by an operator, or token-less), claimed
     // again, and every earlier owner of the key then writes with its stale token: all refused.
     weight: 2,
-    arbitrary: fc.tuple(key, digest, time, leaseSeconds, fc.boolean(), response).map(
+    arbitrary: fc.tuple(key, fingerprint, time, leaseSeconds, fc.boolean(), response).map(
       ([k, d, now, lease, operator, r]) =>
         new StoreCommand(
           `reclaim(${show(k)}, ${d}, now: ${now}, leaseSeconds: ${lease}, ${operator ? 'releasePending' : 'release'}) then stale writes`,
@@ -289,12 +289,12 @@ const leases: fc.WeightedArbitrary<StoreCommand>[] = [
             else expect(await store.release(k, d)).toBe(ref.release(k, d));
             const claimed = await acquireBoth(ref, store, {
               key: k,
-              digest: d,
+              fingerprint: d,
               expires: 1e9,
               now,
               lease,
             });
-            const current = claimed.status === 'acquired' ? claimed.attempt : undefined;
+            const current = claimed.status === 'acquired' ? claimed.fencingToken : undefined;
             for (const stale of ref.tokens(k).filter((token) => token !== current)) {
               const refusedWrites = [
                 [await store.renew(k, d, stale, 1e9), ref.renew(k, d, stale, 1e9)],
@@ -313,7 +313,7 @@ const leases: fc.WeightedArbitrary<StoreCommand>[] = [
   },
   {
     weight: 2,
-    arbitrary: fc.tuple(key, digest, attempt, time).map(
+    arbitrary: fc.tuple(key, fingerprint, fencingToken, time).map(
       ([k, d, pick, until]) =>
         new StoreCommand(`renew(${show(k)}, ${d}, token#${pick}, ${until})`, async (ref, store) => {
           const a = tokenOf(ref, k, pick);
@@ -323,7 +323,7 @@ const leases: fc.WeightedArbitrary<StoreCommand>[] = [
   },
   {
     weight: 3,
-    arbitrary: fc.tuple(key, digest, response, attempt).map(
+    arbitrary: fc.tuple(key, fingerprint, response, fencingToken).map(
       ([k, d, r, pick]) =>
         new StoreCommand(
           `finish(${show(k)}, ${d}, ${show(r)}, token#${pick})`,
@@ -336,7 +336,7 @@ const leases: fc.WeightedArbitrary<StoreCommand>[] = [
   },
   {
     weight: 1,
-    arbitrary: fc.tuple(key, digest, attempt).map(
+    arbitrary: fc.tuple(key, fingerprint, fencingToken).map(
       ([k, d, pick]) =>
         new StoreCommand(`release(${show(k)}, ${d}, token#${pick})`, async (ref, store) => {
           const a = tokenOf(ref, k, pick);
@@ -346,7 +346,7 @@ const leases: fc.WeightedArbitrary<StoreCommand>[] = [
   },
   {
     weight: 1,
-    arbitrary: fc.tuple(key, digest, attempt).map(
+    arbitrary: fc.tuple(key, fingerprint, fencingToken).map(
       ([k, d, pick]) =>
         new StoreCommand(`markUnrecorded(${show(k)}, ${d}, token#${pick})`, async (ref, store) => {
           const a = tokenOf(ref, k, pick);
@@ -356,7 +356,7 @@ const leases: fc.WeightedArbitrary<StoreCommand>[] = [
   },
   {
     weight: 1,
-    arbitrary: fc.tuple(key, fc.option(digest, { nil: undefined })).map(
+    arbitrary: fc.tuple(key, fc.option(fingerprint, { nil: undefined })).map(
       ([k, f]) =>
         new StoreCommand(`releasePending(${show(k)}, ${f})`, async (ref, store) => {
           expect(await store.releasePending(k, f)).toBe(ref.releasePending(k, f));
@@ -382,7 +382,7 @@ const leases: fc.WeightedArbitrary<StoreCommand>[] = [
 // Bad input of every kind: the typed error, and (checked by StoreCommand) an unchanged table.
 const bad = fc.oneof(
   fc
-    .tuple(fc.constantFrom(...BAD_KEYS), digest, time)
+    .tuple(fc.constantFrom(...BAD_KEYS), fingerprint, time)
     .map(
       ([k, d, e]) =>
         new StoreCommand(`reserve(${show(k)}, ${d}, ${e}) refused`, (_, store) =>
@@ -394,11 +394,11 @@ const bad = fc.oneof(
     .map(
       ([k, d, e]) =>
         new StoreCommand(`reserve(${show(k)}, ${show(d)}, ${e}) refused`, (_, store) =>
-          refused(() => loose(store).reserve?.(k, d, e), InvalidDigestError),
+          refused(() => loose(store).reserve?.(k, d, e), InvalidFingerprintError),
         ),
     ),
   fc
-    .tuple(key, digest, fc.constantFrom(...BAD_TIMES))
+    .tuple(key, fingerprint, fc.constantFrom(...BAD_TIMES))
     .map(
       ([k, d, e]) =>
         new StoreCommand(`reserve(${show(k)}, ${d}, ${show(e)}) refused`, (_, store) =>
@@ -406,7 +406,7 @@ const bad = fc.oneof(
         ),
     ),
   fc
-    .tuple(key, digest, fc.constantFrom(...BAD_RESPONSES))
+    .tuple(key, fingerprint, fc.constantFrom(...BAD_RESPONSES))
     .map(
       ([k, d, [label, make]]) =>
         new StoreCommand(`finish(${show(k)}, ${d}, ${label}) refused`, (_, store) =>
@@ -446,7 +446,7 @@ const bad = fc.oneof(
         ),
     ),
   fc
-    .tuple(fc.constantFrom(...BAD_KEYS), digest)
+    .tuple(fc.constantFrom(...BAD_KEYS), fingerprint)
     .map(
       ([k, d]) =>
         new StoreCommand(`release(${show(k)}, ${d}) refused`, (_, store) =>
@@ -483,7 +483,7 @@ export const storeCommands = fc.commands(
 // The transactional path: a handler that returns (its answer recorded by the runner's fenced
 // UPDATE, as `finish` would) or throws (everything rolled back, the table unchanged).
 const transactional = fc
-  .tuple(key, digest, response, attempt, fc.boolean())
+  .tuple(key, fingerprint, response, fencingToken, fc.boolean())
   .map(([k, d, r, pick, fail]) => {
     const label = `transaction(${show(k)}, ${d}, token#${pick}, ${fail ? 'throws' : show(r)})`;
     return {
@@ -494,7 +494,7 @@ const transactional = fc
         const text = JSON.stringify(r);
         const outcome = target.transaction
           .run(
-            { key: k, digest: d, attempt: a },
+            { key: k, fingerprint: d, fencingToken: a },
             () => {
               if (fail) throw new Error('handler failed');
               return r;

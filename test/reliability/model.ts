@@ -11,15 +11,15 @@ export interface ModelRow {
   expires: number;
   leaseUntil: number | null;
   /** The fencing token of the row's ownership; 1 on a row made by `reserve`. */
-  attempt: number;
+  fencingToken: number;
   unrecorded: boolean;
 }
 
 /** What `acquire` answers, with a record reduced to the fields the model keeps. */
 export type ModelAcquire =
-  | { status: 'acquired'; attempt: number; leaseUntil: number; takenOver: boolean }
+  | { status: 'acquired'; fencingToken: number; leaseUntil: number; takenOver: boolean }
   | { status: 'done' | 'mismatch'; record: ModelRow & { key: string } }
-  | { status: 'inProgress'; attempt: number; leaseUntil: number | null; unrecorded: boolean };
+  | { status: 'inProgress'; fencingToken: number; leaseUntil: number | null; unrecorded: boolean };
 
 /** Ids compared as the contract orders them: by their UTF-8 bytes. */
 export function byteOrder(a: string, b: string): number {
@@ -56,20 +56,20 @@ export class ReferenceModel {
       return `token ${token} is not a safe integer above 1`;
     if (this.tokens(key).includes(token)) return `token ${token} was issued before`;
     const row = this.rows.get(key);
-    if (row !== undefined && token <= row.attempt)
-      return `token ${token} is not above the row's ${row.attempt}`;
+    if (row !== undefined && token <= row.fencingToken)
+      return `token ${token} is not above the row's ${row.fencingToken}`;
     return undefined;
   }
 
-  reserve(key: string, digest: string, expires: number): boolean {
+  reserve(key: string, fingerprint: string, expires: number): boolean {
     if (this.rows.has(key)) return false;
     this.rows.set(key, {
-      fingerprint: digest,
+      fingerprint: fingerprint,
       status: 'pending',
       response: null,
       expires,
       leaseUntil: null,
-      attempt: 1,
+      fencingToken: 1,
       unrecorded: false,
     });
     return true;
@@ -82,7 +82,7 @@ export class ReferenceModel {
    */
   acquire(
     key: string,
-    digest: string,
+    fingerprint: string,
     expires: number,
     now: number,
     lease: number,
@@ -96,71 +96,71 @@ export class ReferenceModel {
       return issued;
     };
     if (row === undefined) {
-      const attempt = issue();
+      const fencingToken = issue();
       this.rows.set(key, {
-        fingerprint: digest,
+        fingerprint: fingerprint,
         status: 'pending',
         response: null,
         expires,
         leaseUntil,
-        attempt,
+        fencingToken,
         unrecorded: false,
       });
-      return { status: 'acquired', attempt, leaseUntil, takenOver: false };
+      return { status: 'acquired', fencingToken, leaseUntil, takenOver: false };
     }
-    if (row.fingerprint !== digest) return { status: 'mismatch', record: { key, ...row } };
+    if (row.fingerprint !== fingerprint) return { status: 'mismatch', record: { key, ...row } };
     if (row.status === 'done') return { status: 'done', record: { key, ...row } };
     if (!row.unrecorded && row.leaseUntil !== null && row.leaseUntil <= now) {
-      row.attempt = issue();
+      row.fencingToken = issue();
       row.leaseUntil = leaseUntil;
       row.expires = expires;
-      return { status: 'acquired', attempt: row.attempt, leaseUntil, takenOver: true };
+      return { status: 'acquired', fencingToken: row.fencingToken, leaseUntil, takenOver: true };
     }
-    const { attempt, unrecorded } = row;
-    return { status: 'inProgress', attempt, leaseUntil: row.leaseUntil, unrecorded };
+    const { fencingToken, unrecorded } = row;
+    return { status: 'inProgress', fencingToken, leaseUntil: row.leaseUntil, unrecorded };
   }
 
-  // The pending row `attempt` owns (any attempt when none is given, as the token-less calls).
-  #owned(key: string, digest: string, attempt?: number): ModelRow | undefined {
+  // The pending row `fencingToken` owns (any fencingToken when none is given, as the token-less calls).
+  #owned(key: string, fingerprint: string, fencingToken?: number): ModelRow | undefined {
     const row = this.rows.get(key);
-    if (row?.status !== 'pending' || row.fingerprint !== digest) return undefined;
-    return attempt === undefined || row.attempt === attempt ? row : undefined;
+    if (row?.status !== 'pending' || row.fingerprint !== fingerprint) return undefined;
+    return fencingToken === undefined || row.fencingToken === fencingToken ? row : undefined;
   }
 
   /**
    * What a transactional runner's fenced UPDATE does: only the owner's pending row takes the
    * answer. Never more: a handler that ran again must not commit beside an answer already there.
    */
-  record(key: string, digest: string, responseText: string, attempt?: number): boolean {
-    const row = this.#owned(key, digest, attempt);
+  record(key: string, fingerprint: string, responseText: string, fencingToken?: number): boolean {
+    const row = this.#owned(key, fingerprint, fencingToken);
     if (row === undefined) return false;
     row.status = 'done';
     row.response = responseText;
     return true;
   }
 
-  finish(key: string, digest: string, responseText: string, attempt?: number): boolean {
-    if (this.record(key, digest, responseText, attempt)) return true;
+  finish(key: string, fingerprint: string, responseText: string, fencingToken?: number): boolean {
+    if (this.record(key, fingerprint, responseText, fencingToken)) return true;
     // A fenced finish repeated after it landed: the owner's own answer is there, so it is told so.
     const done = this.rows.get(key);
     return (
-      attempt !== undefined &&
+      fencingToken !== undefined &&
       done?.status === 'done' &&
-      done.fingerprint === digest &&
-      done.attempt === attempt &&
+      done.fingerprint === fingerprint &&
+      done.fencingToken === fencingToken &&
       done.response === responseText
     );
   }
 
-  renew(key: string, digest: string, attempt: number, leaseUntil: number): boolean {
-    const row = this.#owned(key, digest, attempt);
+  renew(key: string, fingerprint: string, fencingToken: number, leaseUntil: number): boolean {
+    const row = this.#owned(key, fingerprint, fencingToken);
     if (row === undefined || row.unrecorded) return false;
     row.leaseUntil = leaseUntil;
     return true;
   }
 
-  markUnrecorded(key: string, digest: string, attempt: number): boolean {
-    const row = this.#owned(key, digest, attempt);
+  markUnrecorded(key: string, fingerprint: string, fencingToken: number): boolean {
+    const row = this.#owned(key, fingerprint, fencingToken);
     if (row === undefined) return false;
     row.unrecorded = true;
     row.leaseUntil = null;
@@ -187,8 +187,8 @@ export class ReferenceModel {
             : row.leaseUntil <= now
               ? 'lapsed'
               : 'live';
-        const { fingerprint, expires, leaseUntil, attempt } = row;
-        return { key, fingerprint, expires, leaseUntil, attempt, state };
+        const { fingerprint, expires, leaseUntil, fencingToken } = row;
+        return { key, fingerprint, expires, leaseUntil, fencingToken, state };
       })
       .filter(
         (row) =>
@@ -283,10 +283,10 @@ export class ReferenceModel {
     return { ...this.counts(), expired, stalePending, lapsed, unrecorded };
   }
 
-  /** Without `attempt`, the 0.1.0 release; with it, only the owner of that attempt, not unrecorded. */
-  release(key: string, digest: string, attempt?: number): boolean {
-    const row = this.#owned(key, digest, attempt);
-    if (row === undefined || (attempt !== undefined && row.unrecorded)) return false;
+  /** Without `fencingToken`, the 0.1.0 release; with it, only the owner of that fencingToken, not unrecorded. */
+  release(key: string, fingerprint: string, fencingToken?: number): boolean {
+    const row = this.#owned(key, fingerprint, fencingToken);
+    if (row === undefined || (fencingToken !== undefined && row.unrecorded)) return false;
     this.rows.delete(key);
     return true;
   }

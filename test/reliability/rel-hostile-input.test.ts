@@ -4,7 +4,7 @@ import {
   DatabaseOpenError,
   type IdempotencyError,
   type IdempotencyStore,
-  InvalidDigestError,
+  InvalidFingerprintError,
   InvalidKeyError,
   InvalidLimitError,
   InvalidOptionError,
@@ -13,8 +13,8 @@ import {
   UnserializableResponseError,
 } from '../../src/index.js';
 import { openPgStore } from '../../src/pg/index.js';
-import * as service from '../../src/service.js';
 import { openSqliteStore } from '../../src/sqlite/index.js';
+import * as service from '../../src/sqlite-file.js';
 import { readRows } from '../support/sqlite-harness.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
 
@@ -57,8 +57,12 @@ const STORE_CASES: [string, (store: Loose) => unknown, ErrorClass][] = [
   ['reserve: key as a Buffer', (s) => s.reserve?.(Buffer.from('k'), 'd', 1), InvalidKeyError],
   ['reserve: key as a String object', (s) => s.reserve?.(new String('k'), 'd', 1), InvalidKeyError],
   ['reserve: key as a number', (s) => s.reserve?.(42, 'd', 1), InvalidKeyError],
-  ['reserve: empty digest', (s) => s.reserve?.('k', '', 1), InvalidDigestError],
-  ['reserve: digest as an object', (s) => s.reserve?.('k', { sha: 1 }, 1), InvalidDigestError],
+  ['reserve: empty fingerprint', (s) => s.reserve?.('k', '', 1), InvalidFingerprintError],
+  [
+    'reserve: fingerprint as an object',
+    (s) => s.reserve?.('k', { sha: 1 }, 1),
+    InvalidFingerprintError,
+  ],
   ['reserve: expires NaN', (s) => s.reserve?.('k', 'd', Number.NaN), InvalidTimeError],
   ['reserve: expires Infinity', (s) => s.reserve?.('k', 'd', Infinity), InvalidTimeError],
   ['reserve: expires as a string', (s) => s.reserve?.('k', 'd', '100'), InvalidTimeError],
@@ -109,9 +113,9 @@ const STORE_CASES: [string, (store: Loose) => unknown, ErrorClass][] = [
     UnserializableResponseError,
   ],
   [
-    'finish: bad digest on a pending row',
+    'finish: bad fingerprint on a pending row',
     (s) => s.finish?.('pending', '', { ok: 1 }),
-    InvalidDigestError,
+    InvalidFingerprintError,
   ],
   ['fetch: now NaN', (s) => s.fetch?.('done', Number.NaN), InvalidTimeError],
   ['fetch: now as a string', (s) => s.fetch?.('done', '0'), InvalidTimeError],
@@ -134,7 +138,7 @@ const STORE_CASES: [string, (store: Loose) => unknown, ErrorClass][] = [
   ['sweepBatch: now as a string', (s) => s.sweepBatch?.('10', 5), InvalidTimeError],
   ['stats: now null', (s) => s.stats?.(null), InvalidTimeError],
   ['release: empty key', (s) => s.release?.('', 'd'), InvalidKeyError],
-  ['release: digest as a number', (s) => s.release?.('pending', 5), InvalidDigestError],
+  ['release: fingerprint as a number', (s) => s.release?.('pending', 5), InvalidFingerprintError],
   ['get: key undefined', (s) => s.get?.(undefined), InvalidKeyError],
 ];
 
@@ -211,7 +215,7 @@ const PG_OPEN_CASES: [string, () => Promise<unknown>, ErrorClass][] = [
     () => openPgStore(NOWHERE, { schema: 'a\u0000b' }),
     InvalidOptionError,
   ],
-  ['openPgStore: a pool of 0', () => openPgStore(NOWHERE, { max: 0 }), InvalidOptionError],
+  ['openPgStore: a pool of 0', () => openPgStore(NOWHERE, { poolSize: 0 }), InvalidOptionError],
   ['openPgStore: an empty connection string', () => openPgStore(''), DatabaseOpenError],
 ];
 

@@ -152,7 +152,7 @@ describe('neonHttpTransaction', () => {
       leaseSeconds: 30,
     });
     if (acquired.status !== 'acquired') throw new Error(`not acquired: ${acquired.status}`);
-    return { key, digest: 'd', attempt: acquired.attempt };
+    return { key, fingerprint: 'd', fencingToken: acquired.fencingToken };
   };
   const credit = (id: string, amount: number) =>
     db.execute(sql`INSERT INTO ${sql.raw(effects)} (id, amount) VALUES (${id}, ${amount})`);

@@ -235,7 +235,7 @@ describe('planetscaleTransaction', () => {
       leaseSeconds: 30,
     });
     if (acquired.status !== 'acquired') throw new Error(`not acquired: ${acquired.status}`);
-    return { key, digest: 'd', attempt: acquired.attempt };
+    return { key, fingerprint: 'd', fencingToken: acquired.fencingToken };
   };
 
   beforeAll(async () => {

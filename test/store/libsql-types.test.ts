@@ -1,6 +1,8 @@
 // Pins the public types of the libSQL store: the `expectTypeOf` assertions are checked by the
 // compiler (`npm run typecheck`); the runtime assertions check that the values agree with them.
+
 import { describe, expect, expectTypeOf, it } from 'vitest';
+import type { Keyring } from '../../src/core/encryption.js';
 import type {
   AcquireResult,
   IdempotencyRecord,
@@ -29,6 +31,7 @@ describe('the libSQL store types', () => {
       readonly busyTimeoutMs?: number;
       readonly authToken?: string;
       readonly table?: SqliteKeysTable;
+      readonly encryption?: Keyring;
     }>();
     const store = await openLibsqlStore<Receipt>(fileUrl(freshDbPath(dir)));
     expectTypeOf(store).toEqualTypeOf<LibsqlIdempotencyStore<Receipt>>();
@@ -51,7 +54,7 @@ describe('the libSQL store types', () => {
     expectTypeOf(acquired).toEqualTypeOf<Promise<AcquireResult<Receipt>>>();
     expect(await acquired).toEqual({
       status: 'acquired',
-      attempt: expect.any(Number),
+      fencingToken: expect.any(Number),
       leaseUntil: 30,
       takenOver: false,
     });

@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/mysql2';
 import mysql from 'mysql2/promise';
 import { afterEach, describe, expect, it } from 'vitest';
-import { InvalidDigestError, InvalidKeyError } from '../../src/index.js';
+import { InvalidFingerprintError, InvalidKeyError } from '../../src/index.js';
 import { ER_LOCK_DEADLOCK, mysqlErrno } from '../../src/mysql/errors.js';
 import {
   applyMysqlMigrations,
@@ -111,7 +111,7 @@ describe('MySQL isolation traps', () => {
     );
   });
 
-  it('never truncates a key or a digest, even on a session without strict sql_mode', async () => {
+  it('never truncates a key or a fingerprint, even on a session without strict sql_mode', async () => {
     target = await migrated();
     const lax = new MysqlIdempotencyStore(drizzle({ client: pool("SET SESSION sql_mode = ''") }));
     const [mode] = (await lax.db.execute(sql`SELECT @@SESSION.sql_mode AS mode`)) as unknown as [
@@ -123,7 +123,9 @@ describe('MySQL isolation traps', () => {
     expect(Buffer.byteLength(longest)).toBe(MYSQL_MAX_TEXT_BYTES);
     expect(Buffer.byteLength(tooLong)).toBe(MYSQL_MAX_TEXT_BYTES + 2);
     await expect(lax.reserve(tooLong, 'd', 10)).rejects.toBeInstanceOf(InvalidKeyError);
-    await expect(lax.reserve('k', `d${tooLong}`, 10)).rejects.toBeInstanceOf(InvalidDigestError);
+    await expect(lax.reserve('k', `d${tooLong}`, 10)).rejects.toBeInstanceOf(
+      InvalidFingerprintError,
+    );
     await expect(lax.finish(tooLong, 'd', 1)).rejects.toBeInstanceOf(InvalidKeyError);
     await expect(lax.get(tooLong)).rejects.toBeInstanceOf(InvalidKeyError);
     expect(await readMysqlRows(target.db)).toEqual([]);

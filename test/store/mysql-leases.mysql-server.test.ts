@@ -30,13 +30,13 @@ describe('MySQL fenced leases', () => {
     const first = await store.acquire('k', 'd', lease(0));
     expect(first).toEqual({
       status: 'acquired',
-      attempt: expect.any(Number),
+      fencingToken: expect.any(Number),
       leaseUntil: 30,
       takenOver: false,
     });
     expect(await store.acquire('k', 'd', lease(29.9))).toEqual({
       status: 'inProgress',
-      attempt: tokenOf(first),
+      fencingToken: tokenOf(first),
       leaseUntil: 30,
       unrecorded: false,
     });
@@ -47,17 +47,21 @@ describe('MySQL fenced leases', () => {
     const taken = await store.acquire('k', 'd', { expires: 2000, now: 30, leaseSeconds: 10 });
     expect(taken).toEqual({
       status: 'acquired',
-      attempt: expect.any(Number),
+      fencingToken: expect.any(Number),
       leaseUntil: 40,
       takenOver: true,
     });
     const second = tokenOf(taken);
     expect(second).toBeGreaterThan(tokenOf(first));
-    expect(await store.get('k')).toMatchObject({ attempt: second, leaseUntil: 40, expires: 2000 });
+    expect(await store.get('k')).toMatchObject({
+      fencingToken: second,
+      leaseUntil: 40,
+      expires: 2000,
+    });
     expect(await store.finish('k', 'd', { r: 1 }, second)).toBe(true);
     expect(await store.acquire('k', 'd', lease(50))).toMatchObject({
       status: 'done',
-      record: { response: { r: 1 }, attempt: second },
+      record: { response: { r: 1 }, fencingToken: second },
     });
   });
 
@@ -82,7 +86,7 @@ describe('MySQL fenced leases', () => {
     await store.reserve('seed', 'd', 1);
     expect(await store.acquire('seed', 'd', lease(100))).toEqual({
       status: 'inProgress',
-      attempt: 1,
+      fencingToken: 1,
       leaseUntil: null,
       unrecorded: false,
     });
@@ -91,7 +95,7 @@ describe('MySQL fenced leases', () => {
     expect(await store.markUnrecorded('u', 'd', u)).toBe(true);
     expect(await store.acquire('u', 'd', lease(100))).toEqual({
       status: 'inProgress',
-      attempt: u,
+      fencingToken: u,
       leaseUntil: null,
       unrecorded: true,
     });
@@ -122,7 +126,7 @@ describe('MySQL fenced leases', () => {
       fingerprint: 'd',
       expires: 1000,
       leaseUntil: 5,
-      attempt: lapsed,
+      fencingToken: lapsed,
       state: 'lapsed',
     });
     const stale = await store.pendingKeys({ now: 10, stale: true, limit: 2 });
@@ -166,7 +170,7 @@ describe('MySQL fenced leases', () => {
     expect(await store.get('x')).toBeNull();
     expect(await store.get('k')).toMatchObject({
       status: 'pending',
-      attempt: token,
+      fencingToken: token,
       leaseUntil: 30,
     });
   });
@@ -186,7 +190,7 @@ describe('MySQL fenced leases', () => {
       );
       const winners = results.filter((result) => result.status === 'acquired');
       expect(winners).toEqual([
-        { status: 'acquired', attempt: expect.any(Number), leaseUntil: 40, takenOver: true },
+        { status: 'acquired', fencingToken: expect.any(Number), leaseUntil: 40, takenOver: true },
       ]);
       const won = tokenOf(winners[0]);
       expect(won).toBeGreaterThan(first);
@@ -194,7 +198,7 @@ describe('MySQL fenced leases', () => {
         if (result.status !== 'acquired') {
           expect(result).toEqual({
             status: 'inProgress',
-            attempt: won,
+            fencingToken: won,
             leaseUntil: 40,
             unrecorded: false,
           });

@@ -7,7 +7,7 @@ const url = mysqlUrl() as string;
 
 describeOwnedPoolClose('MySQL server', async () => {
   const database = await freshMysqlDatabase(url, 1);
-  const store = await openMysqlStore(database.url, { connectionLimit: 4 });
+  const store = await openMysqlStore(database.url, { poolSize: 4 });
   return {
     store,
     rows: () => readMysqlRows(database.db),

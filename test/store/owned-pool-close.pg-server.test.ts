@@ -9,7 +9,7 @@ const url = serverUrl() as string;
 
 describeOwnedPoolClose('PostgreSQL server', async () => {
   const database = await freshServerDatabase(url);
-  const store = await openPgStore(database.url, { max: 4 });
+  const store = await openPgStore(database.url, { poolSize: 4 });
   return {
     store,
     rows: async () => {

@@ -4,12 +4,13 @@ import Database from 'better-sqlite3';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import {
-  InvalidDigestError,
+  InvalidFingerprintError,
   InvalidKeyError,
   InvalidLimitError,
   InvalidTimeError,
   UnserializableResponseError,
 } from '../../src/index.js';
+import { applySqliteMigrations, openSqliteStore } from '../../src/sqlite/index.js';
 import {
   counts,
   expired,
@@ -19,8 +20,7 @@ import {
   purge,
   reserve,
   retentionCycle,
-} from '../../src/service.js';
-import { applySqliteMigrations, openSqliteStore } from '../../src/sqlite/index.js';
+} from '../../src/sqlite-file.js';
 import { readRows } from '../support/sqlite-harness.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
 
@@ -82,7 +82,7 @@ describe('seed-shaped functions', () => {
   it('refuse bad input without creating or changing the file', () => {
     const fresh = freshDbPath(dir);
     expect(() => reserve(fresh, '', 'd', 1)).toThrow(InvalidKeyError);
-    expect(() => reserve(fresh, 'k', 7 as unknown as string, 1)).toThrow(InvalidDigestError);
+    expect(() => reserve(fresh, 'k', 7 as unknown as string, 1)).toThrow(InvalidFingerprintError);
     expect(() => reserve(fresh, 'k', 'd', Number.NaN)).toThrow(InvalidTimeError);
     expect(() => finish(fresh, 'k', 'd', { n: 1n })).toThrow(UnserializableResponseError);
     expect(() => fetch(fresh, 'k', Infinity)).toThrow(InvalidTimeError);
@@ -228,7 +228,7 @@ describe('seed-shaped functions', () => {
             status: 'pending',
             fingerprint: 'v2',
             leaseUntil: null,
-            attempt: 1,
+            fencingToken: 1,
             unrecorded: false,
           });
         } finally {
@@ -251,7 +251,7 @@ describe('seed-shaped functions', () => {
         expect(store.get('pending-1')).toMatchObject({
           status: 'pending',
           leaseUntil: null,
-          attempt: 1,
+          fencingToken: 1,
           unrecorded: false,
         });
         // A pending row from before the leases has no lease, so it is never taken over.

@@ -50,7 +50,7 @@ describe('an answer cache over a file another store writes', () => {
     expect(claim).toMatchObject({ status: 'acquired', takenOver: false });
     expect(cached.fetch('k', 5)).toBeNull();
     if (claim.status !== 'acquired') throw new Error('expected the key acquired');
-    expect(cached.finish('k', 'v2', { receipt: 2 }, claim.attempt)).toBe(true);
+    expect(cached.finish('k', 'v2', { receipt: 2 }, claim.fencingToken)).toBe(true);
     expect(cached.fetch('k', 5)).toEqual({ receipt: 2 });
   });
 

@@ -117,7 +117,7 @@ export function describeConcurrency(dialect: ConcurrencyDialect): void {
         const claimed = new Map<string, number>();
         for (const key of keys) {
           const got = await first?.acquire(key, 'd', { expires: 1000, now: 100, leaseSeconds: 30 });
-          if (got?.status === 'acquired') claimed.set(key, got.attempt);
+          if (got?.status === 'acquired') claimed.set(key, got.fencingToken);
         }
         expect(claimed.size).toBe(keys.length);
         const winners = new Map<string, number>();
@@ -132,8 +132,8 @@ export function describeConcurrency(dialect: ConcurrencyDialect): void {
               });
               if (result.status === 'acquired') {
                 expect(result).toMatchObject({ leaseUntil: 230, takenOver: true });
-                expect(result.attempt).toBeGreaterThan(claimed.get(key) ?? Infinity);
-                winners.set(key, result.attempt);
+                expect(result.fencingToken).toBeGreaterThan(claimed.get(key) ?? Infinity);
+                winners.set(key, result.fencingToken);
                 won.push(key);
               } else expect(result).toMatchObject({ status: 'inProgress', leaseUntil: 230 });
             }
@@ -143,7 +143,7 @@ export function describeConcurrency(dialect: ConcurrencyDialect): void {
         expect(results.flat().sort()).toEqual(keys);
         // Every loser saw the winner's token, and the rows keep it.
         for (const key of keys) {
-          expect((await first?.get(key))?.attempt).toBe(winners.get(key));
+          expect((await first?.get(key))?.fencingToken).toBe(winners.get(key));
         }
       });
     });

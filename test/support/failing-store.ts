@@ -15,12 +15,13 @@ export class FinishFailedError extends Error {
  */
 export function failingFinish<T>(store: LeasedIdempotencyStore<T>): LeasedIdempotencyStore<T> {
   return {
-    acquire: (key, digest, options) => store.acquire(key, digest, options),
-    renew: (key, digest, attempt, leaseUntil) => store.renew(key, digest, attempt, leaseUntil),
-    markUnrecorded: (key, digest, attempt) => store.markUnrecorded(key, digest, attempt),
+    acquire: (key, fingerprint, options) => store.acquire(key, fingerprint, options),
+    renew: (key, fingerprint, attempt, leaseUntil) =>
+      store.renew(key, fingerprint, attempt, leaseUntil),
+    markUnrecorded: (key, fingerprint, attempt) => store.markUnrecorded(key, fingerprint, attempt),
     pendingKeys: (options) => store.pendingKeys(options),
     releasePending: (key, fingerprint) => store.releasePending(key, fingerprint),
-    reserve: (key, digest, expires) => store.reserve(key, digest, expires),
+    reserve: (key, fingerprint, expires) => store.reserve(key, fingerprint, expires),
     finish: async () => {
       throw new FinishFailedError();
     },
@@ -30,7 +31,7 @@ export function failingFinish<T>(store: LeasedIdempotencyStore<T>): LeasedIdempo
     counts: () => store.counts(),
     sweepBatch: (now, batchSize) => store.sweepBatch(now, batchSize),
     stats: (now) => store.stats(now),
-    release: (key, digest, attempt) => store.release(key, digest, attempt),
+    release: (key, fingerprint, attempt) => store.release(key, fingerprint, attempt),
     get: (key) => store.get(key),
     close: () => store.close(),
   };

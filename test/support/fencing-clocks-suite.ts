@@ -78,7 +78,7 @@ export function describeFencingClocks(dialect: string, open: () => Promise<Fenci
         expect(own.landed).toBe(true);
         expect(await store.get(key)).toMatchObject({
           status: 'done',
-          attempt: kept,
+          fencingToken: kept,
           response: { clock: second },
         });
       } finally {

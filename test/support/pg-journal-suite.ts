@@ -163,7 +163,7 @@ export function describePgJournal(name: string, fresh: () => Promise<JournalTarg
           expect(await store.counts()).toEqual({ pending: 1, done: 2 });
           expect(await store.get('pending-1')).toMatchObject({
             leaseUntil: null,
-            attempt: 1,
+            fencingToken: 1,
             unrecorded: false,
           });
           expect(
@@ -238,9 +238,9 @@ export function describePgJournal(name: string, fresh: () => Promise<JournalTarg
         );
         await applyPgMigrations(db, { schema });
         expect(await attemptType(db, schema)).toBe('bigint');
-        expect(await journal(db, schema, '__idempotency_migrations')).toHaveLength(4);
+        expect(await journal(db, schema, '__idempotency_migrations')).toHaveLength(5);
         const store = new PgIdempotencyStore(db, { schema });
-        expect(await store.get('held')).toMatchObject({ status: 'pending', attempt: 2 });
+        expect(await store.get('held')).toMatchObject({ status: 'pending', fencingToken: 2 });
         expect(await store.fetch('done', 100)).toEqual({ r: 1 });
         // The takeover raises the old token past a real-clock one; the old owner is refused.
         const taken = await store.acquire('held', 'd', {
@@ -249,11 +249,14 @@ export function describePgJournal(name: string, fresh: () => Promise<JournalTarg
           leaseSeconds: 30,
         });
         expect(taken).toMatchObject({ status: 'acquired', takenOver: true });
-        const token = taken.status === 'acquired' ? taken.attempt : 0;
+        const token = taken.status === 'acquired' ? taken.fencingToken : 0;
         expect(token).toBeGreaterThan(2 ** 31);
         expect(await store.finish('held', 'd', { by: 'old' }, 2)).toBe(false);
         expect(await store.finish('held', 'd', { by: 'new' }, token)).toBe(true);
-        expect(await store.get('held')).toMatchObject({ attempt: token, response: { by: 'new' } });
+        expect(await store.get('held')).toMatchObject({
+          fencingToken: token,
+          response: { by: 'new' },
+        });
         // A fresh claim's token, far past integer's range, is stored and read back exactly.
         const fresh = await store.acquire('new', 'd', {
           expires: 1000,
@@ -261,8 +264,8 @@ export function describePgJournal(name: string, fresh: () => Promise<JournalTarg
           leaseSeconds: 30,
         });
         expect(fresh).toMatchObject({ status: 'acquired', takenOver: false });
-        expect((await store.get('new'))?.attempt).toBe(
-          fresh.status === 'acquired' ? fresh.attempt : 0,
+        expect((await store.get('new'))?.fencingToken).toBe(
+          fresh.status === 'acquired' ? fresh.fencingToken : 0,
         );
       } finally {
         await target.close();
@@ -287,7 +290,7 @@ export function describePgJournal(name: string, fresh: () => Promise<JournalTarg
         ).toMatchObject({
           status: 'acquired',
         });
-        expect(await journal(db, schema, '__idempotency_migrations')).toHaveLength(4);
+        expect(await journal(db, schema, '__idempotency_migrations')).toHaveLength(5);
         expect(await attemptType(db, schema)).toBe('bigint');
       } finally {
         await target.close();

@@ -14,7 +14,7 @@ export async function finishedKey(
 ): Promise<void> {
   const claim = await store.acquire(key, REPLAY_DIGEST, { ...lease, now: 1 });
   if (claim.status !== 'acquired') throw new Error(`unexpected ${claim.status}`);
-  expect(await store.finish(key, REPLAY_DIGEST, { paid: true }, claim.attempt)).toBe(true);
+  expect(await store.finish(key, REPLAY_DIGEST, { paid: true }, claim.fencingToken)).toBe(true);
 }
 
 /** `acquire`s the finished `key` `times` times with its own and with another fingerprint. */

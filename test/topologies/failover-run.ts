@@ -20,7 +20,7 @@ export interface FailoverCounts {
 }
 
 const LEASE_SECONDS = 1;
-const digest = 'f'.repeat(64);
+const fingerprint = 'f'.repeat(64);
 const seconds = () => Date.now() / 1000;
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -75,7 +75,7 @@ export async function failoverRound(
       const { store } = current;
       try {
         const now = seconds();
-        const claim = await store.acquire(key, digest, {
+        const claim = await store.acquire(key, fingerprint, {
           expires: now + 3600,
           now,
           leaseSeconds: LEASE_SECONDS,
@@ -84,7 +84,7 @@ export async function failoverRound(
         if (claim.status === 'acquired') {
           runs.set(key, (runs.get(key) ?? 0) + 1);
           if (acknowledged.has(key)) ranTwice += 1;
-          if (await store.finish(key, digest, { key }, claim.attempt)) {
+          if (await store.finish(key, fingerprint, { key }, claim.fencingToken)) {
             acknowledged.add(key);
             if (!failover && acknowledged.size >= keys / 3) void failOver();
             return;

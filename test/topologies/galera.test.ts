@@ -17,7 +17,7 @@ if (unavailable !== undefined && process.env.CI) {
 }
 if (unavailable !== undefined) console.warn(`Galera tests skipped: ${unavailable}`);
 
-const digest = 'e'.repeat(64);
+const fingerprint = 'e'.repeat(64);
 
 describe.skipIf(unavailable !== undefined)('MariaDB Galera, three nodes', () => {
   let cluster: GaleraCluster;
@@ -52,7 +52,7 @@ describe.skipIf(unavailable !== undefined)('MariaDB Galera, three nodes', () => 
     );
     expect(results.filter((result) => result.status === 'rejected')).toEqual([]);
     const store = new MysqlIdempotencyStore(drizzle({ client: instances[2] as mysql.Pool }));
-    expect(await store.reserve('after-migration', digest, 10)).toBe(true);
+    expect(await store.reserve('after-migration', fingerprint, 10)).toBe(true);
   });
 
   it('six instances opened at once on three nodes record each migration once in the journal', async () => {
@@ -97,7 +97,7 @@ describe.skipIf(unavailable !== undefined)('MariaDB Galera, three nodes', () => 
         Array.from({ length: CONTENDERS_PER_NODE }, async () => {
           for (let n = 0; n < KEYS; n += 1) {
             const key = `contended-${n}`;
-            const claim = await store.acquire(key, digest, {
+            const claim = await store.acquire(key, fingerprint, {
               expires: 100,
               now: 1,
               leaseSeconds: 60,
@@ -121,9 +121,10 @@ describe.skipIf(unavailable !== undefined)('MariaDB Galera, three nodes', () => 
     const rows = Array.from({ length: EXPIRED }, (_, n) => n);
     await (instances[0] as mysql.Pool).query(
       'INSERT INTO `keys` (id, fingerprint, status, response, expires) VALUES ?',
-      [rows.map((n) => [`old-${n}`, digest, 'done', '{}', 5])],
+      [rows.map((n) => [`old-${n}`, fingerprint, 'done', '{}', 5])],
     );
-    for (let n = 0; n < 20; n += 1) expect(await seeder.reserve(`live-${n}`, digest, 5)).toBe(true);
+    for (let n = 0; n < 20; n += 1)
+      expect(await seeder.reserve(`live-${n}`, fingerprint, 5)).toBe(true);
     const deleted = await Promise.all(
       stores.map(async (store) => {
         let total = 0;

@@ -203,7 +203,7 @@ if (pgbouncerBinary() === undefined) {
                   });
                   if (claim.status !== 'acquired') continue;
                   won.push(key);
-                  expect(await store.finish(key, 'd', { by: c }, claim.attempt)).toBe(true);
+                  expect(await store.finish(key, 'd', { by: c }, claim.fencingToken)).toBe(true);
                 } catch (error) {
                   errors.push(error);
                 }

@@ -14,7 +14,7 @@ if (unavailable !== undefined && process.env.CI) {
 }
 if (unavailable !== undefined) console.warn(`replica tests skipped: ${unavailable}`);
 
-const digest = 'd'.repeat(64);
+const fingerprint = 'd'.repeat(64);
 const KEYS = 200;
 
 describe.skipIf(unavailable !== undefined)('a store over withReplicas', () => {
@@ -51,11 +51,19 @@ describe.skipIf(unavailable !== undefined)('a store over withReplicas', () => {
     const store = new PgIdempotencyStore<{ n: number }>(db);
     for (let n = 0; n < KEYS; n += 1) {
       const key = `decide-${n}`;
-      const claim = await store.acquire(key, digest, { expires: 100, now: 1, leaseSeconds: 30 });
+      const claim = await store.acquire(key, fingerprint, {
+        expires: 100,
+        now: 1,
+        leaseSeconds: 30,
+      });
       expect(claim.status).toBe('acquired');
       if (claim.status !== 'acquired') continue;
-      expect(await store.finish(key, digest, { n }, claim.attempt)).toBe(true);
-      const again = await store.acquire(key, digest, { expires: 100, now: 2, leaseSeconds: 30 });
+      expect(await store.finish(key, fingerprint, { n }, claim.fencingToken)).toBe(true);
+      const again = await store.acquire(key, fingerprint, {
+        expires: 100,
+        now: 2,
+        leaseSeconds: 30,
+      });
       expect(again.status).toBe('done');
       expect(await store.fetch(key, 2)).toEqual({ n });
     }
@@ -64,8 +72,8 @@ describe.skipIf(unavailable !== undefined)('a store over withReplicas', () => {
   it('purges and sweeps through withReplicas', async () => {
     const store = new PgIdempotencyStore<{ n: number }>(db);
     for (let n = 0; n < 20; n += 1) {
-      expect(await store.reserve(`old-${n}`, digest, 5)).toBe(true);
-      expect(await store.finish(`old-${n}`, digest, { n })).toBe(true);
+      expect(await store.reserve(`old-${n}`, fingerprint, 5)).toBe(true);
+      expect(await store.finish(`old-${n}`, fingerprint, { n })).toBe(true);
     }
     expect(await store.purge(10, 10)).toHaveLength(10);
     expect(await store.sweepBatch(10, 100)).toBe(10);
@@ -76,8 +84,8 @@ describe.skipIf(unavailable !== undefined)('a store over withReplicas', () => {
     const store = new PgIdempotencyStore<{ n: number }>(db, { replays: 'replica' });
     for (let n = 0; n < KEYS; n += 1) {
       const key = `replica-${n}`;
-      expect(await store.reserve(key, digest, 100)).toBe(true);
-      expect(await store.finish(key, digest, { n })).toBe(true);
+      expect(await store.reserve(key, fingerprint, 100)).toBe(true);
+      expect(await store.finish(key, fingerprint, { n })).toBe(true);
       expect(await store.fetch(key, 2)).toEqual({ n });
     }
   });
@@ -95,8 +103,8 @@ describe.skipIf(unavailable !== undefined)('a store over withReplicas', () => {
   it("with replays: 'replica', answers come from the replica while the primary is down", async () => {
     const store = new PgIdempotencyStore<{ n: number }>(db, { replays: 'replica' });
     const onPrimary = new PgIdempotencyStore<{ n: number }>(db);
-    expect(await store.reserve('kept', digest, 100)).toBe(true);
-    expect(await store.finish('kept', digest, { n: 7 })).toBe(true);
+    expect(await store.reserve('kept', fingerprint, 100)).toBe(true);
+    expect(await store.finish('kept', fingerprint, { n: 7 })).toBe(true);
     const standby = new PgIdempotencyStore<{ n: number }>(
       drizzle({ client: pool(cluster.standby.url) }),
     );
@@ -105,7 +113,7 @@ describe.skipIf(unavailable !== undefined)('a store over withReplicas', () => {
     expect(await store.fetch('kept', 2)).toEqual({ n: 7 });
     await expect(onPrimary.fetch('kept', 2)).rejects.toThrow();
     await expect(
-      store.acquire('new', digest, { expires: 100, now: 1, leaseSeconds: 30 }),
+      store.acquire('new', fingerprint, { expires: 100, now: 1, leaseSeconds: 30 }),
     ).rejects.toThrow();
   });
 

@@ -14,7 +14,7 @@ if (unavailable !== undefined && process.env.CI) {
 }
 if (unavailable !== undefined) console.warn(`synchronous-wait tests skipped: ${unavailable}`);
 
-const digest = 'c'.repeat(64);
+const fingerprint = 'c'.repeat(64);
 
 describe.skipIf(unavailable !== undefined)('a cancelled synchronous replication wait', () => {
   it('is not success: the finish rejects with ReplicationUnconfirmedError', async () => {
@@ -28,10 +28,14 @@ describe.skipIf(unavailable !== undefined)('a cancelled synchronous replication 
       // A synchronous standby confirms every commit: nothing for the deployment check to warn of.
       const codes = (await store.checkDeployment()).findings.map((finding) => finding.code);
       expect(codes).not.toContain('asynchronous-standby');
-      const claim = await store.acquire('k', digest, { expires: 100, now: 1, leaseSeconds: 60 });
+      const claim = await store.acquire('k', fingerprint, {
+        expires: 100,
+        now: 1,
+        leaseSeconds: 60,
+      });
       if (claim.status !== 'acquired') throw new Error(`unexpected ${claim.status}`);
       await cluster.standby.kill();
-      const finish = store.finish('k', digest, { receipt: 1 }, claim.attempt);
+      const finish = store.finish('k', fingerprint, { receipt: 1 }, claim.fencingToken);
       finish.catch(() => undefined);
       await admin.connect();
       const waiting = "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'";

@@ -53,6 +53,7 @@ interface KeyRow {
   leaseUntil: number | null;
   attempt: number;
   unrecorded: boolean;
+  steps: string | null;
 }
 
 describe('the public types', () => {
@@ -111,6 +112,7 @@ describe('the public types', () => {
         leaseUntil: null,
         attempt: 1,
         unrecorded: false,
+        steps: null,
       },
     ]);
     client.close();
@@ -134,8 +136,6 @@ describe('the public types', () => {
   it('store options accept their documented fields and refuse wrong ones', () => {
     expectTypeOf({ onClose: () => undefined, answerCacheSize: 100 }).toExtend<SqliteStoreOptions>();
     expectTypeOf<{ onClose: 'yes' }>().not.toExtend<SqliteStoreOptions>();
-    // The deprecated spelling still compiles.
-    expectTypeOf({ closeConnection: true }).toExtend<SqliteStoreOptions>();
     expectTypeOf<{ answerCacheSize: string }>().not.toExtend<SqliteStoreOptions>();
     expectTypeOf({
       busyTimeoutMs: 1000,
@@ -173,7 +173,7 @@ describe('the public types', () => {
         case 'acquired':
           expectTypeOf(result.leaseUntil).toEqualTypeOf<number>();
           expectTypeOf(result.takenOver).toEqualTypeOf<boolean>();
-          return `attempt ${result.attempt}`;
+          return `token ${result.fencingToken}`;
         case 'inProgress':
           expectTypeOf(result.leaseUntil).toEqualTypeOf<number | null>();
           return result.unrecorded ? 'unrecorded' : 'in progress';
@@ -184,8 +184,8 @@ describe('the public types', () => {
       }
     };
     expect(
-      describeAcquired({ status: 'acquired', attempt: 2, leaseUntil: 30, takenOver: true }),
-    ).toBe('attempt 2');
+      describeAcquired({ status: 'acquired', fencingToken: 2, leaseUntil: 30, takenOver: true }),
+    ).toBe('token 2');
     expect(
       describeResult({
         outcome: 'executed',

@@ -97,7 +97,7 @@ async function transactional(store: DurableSqliteIdempotencyStore, key: string) 
   const owner = await store.acquire(stale, 'd', { ...lease, now: 1 });
   const taker = await store.acquire(stale, 'd', { ...lease, now: 20 });
   const lost = await runner.run(
-    { key: stale, digest: 'd', attempt: attemptOf(owner) ?? -1 },
+    { key: stale, fingerprint: 'd', fencingToken: attemptOf(owner) ?? -1 },
     (tx) => {
       tx.run(insert(stale, 1));
       return 'stale';
@@ -110,7 +110,7 @@ async function transactional(store: DurableSqliteIdempotencyStore, key: string) 
   let thrown = 'nothing';
   try {
     await runner.run(
-      { key: failing, digest: 'd', attempt: attemptOf(claim) ?? -1 },
+      { key: failing, fingerprint: 'd', fencingToken: attemptOf(claim) ?? -1 },
       (tx) => {
         tx.run(insert(failing, 2));
         throw new Error('the handler failed');
@@ -124,7 +124,7 @@ async function transactional(store: DurableSqliteIdempotencyStore, key: string) 
   let asynchronous = 'accepted';
   try {
     await runner.run(
-      { key: failing, digest: 'd', attempt: attemptOf(claim) ?? -1 },
+      { key: failing, fingerprint: 'd', fencingToken: attemptOf(claim) ?? -1 },
       async (tx) => {
         tx.run(insert(`${failing}-async`, 3));
         return 'async';

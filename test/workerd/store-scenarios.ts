@@ -9,7 +9,7 @@ function nameOf(error: unknown): string {
 
 /** The attempt of an acquired outcome; `undefined` otherwise. */
 export function attemptOf(outcome: AcquireResult<unknown>): number | undefined {
-  return outcome.status === 'acquired' ? outcome.attempt : undefined;
+  return outcome.status === 'acquired' ? outcome.fencingToken : undefined;
 }
 
 /** An acquire's outcome in one word: a takeover is not a fresh `acquired`. */

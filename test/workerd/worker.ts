@@ -132,7 +132,7 @@ async function fencing(env: Env, key: string) {
   const first = await store.acquire(key, 'd', { expires: 1000, now: 1, leaseSeconds: 10 });
   const second = await store.acquire(key, 'd', { expires: 1000, now: 20, leaseSeconds: 10 });
   const attempt = (outcome: typeof first) =>
-    outcome.status === 'acquired' ? outcome.attempt : undefined;
+    outcome.status === 'acquired' ? outcome.fencingToken : undefined;
   return {
     first: first.status,
     second: second.status,
@@ -154,7 +154,7 @@ async function leases(env: Env) {
   const lease = { expires: 1000, leaseSeconds: 10 };
   const seen: Record<string, unknown> = {};
   const claim = await store.acquire('l', 'd', { ...lease, now: 1 });
-  const token = claim.status === 'acquired' ? claim.attempt : 0;
+  const token = claim.status === 'acquired' ? claim.fencingToken : 0;
   seen.acquired = claim.status;
   seen.renew = await store.renew('l', 'd', token, 50);
   seen.renewWrongAttempt = await store.renew('l', 'd', token + 1, 60);
@@ -198,7 +198,11 @@ async function transactional(env: Env, key: string) {
   const owner = await store.acquire(stale, 'd', { expires: 1000, now: 1, leaseSeconds: 10 });
   const taker = await store.acquire(stale, 'd', { expires: 1000, now: 20, leaseSeconds: 10 });
   const lost = await runner.run(
-    { key: stale, digest: 'd', attempt: owner.status === 'acquired' ? owner.attempt : -1 },
+    {
+      key: stale,
+      fingerprint: 'd',
+      fencingToken: owner.status === 'acquired' ? owner.fencingToken : -1,
+    },
     (tx) => {
       tx.add(tx.db.run(sql`INSERT INTO ledger (id, amount) VALUES (${stale}, 1)`));
       return 'stale';

@@ -10,8 +10,8 @@
 // (a Map, a Set, a class instance, a function, a symbol, a cycle) has no faithful form here and is
 // refused with an UnserializableResponseError naming where it sits.
 
-import { UnserializableResponseError } from '../core/errors.js';
-import type { JsonValue } from '../core/json.js';
+import { UnserializableResponseError } from './errors.js';
+import type { JsonValue } from './json.js';
 
 const TAG = '$t';
 
