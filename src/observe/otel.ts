@@ -16,7 +16,10 @@ let loaded: OpenTelemetryApi | null | undefined;
 export function openTelemetryApi(): OpenTelemetryApi | null {
   if (loaded !== undefined) return loaded;
   try {
-    const load = typeof require === 'function' ? require : createRequire(import.meta.url);
+    // Resolved from this module's own URL (the CommonJS build shims it): the ES module build's
+    // `require` is a bundler stand-in that throws on every call, which read as "API absent" and
+    // silently turned every instrument into a no-op.
+    const load = typeof import.meta.url === 'string' ? createRequire(import.meta.url) : require;
     loaded = load('@opentelemetry/api') as OpenTelemetryApi;
   } catch {
     loaded = null;

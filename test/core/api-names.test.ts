@@ -38,7 +38,7 @@ describe('the close option: onClose on every store', () => {
 
   it('libSQL: onClose runs once, and the client stays open without it', async () => {
     const client = createClient({ url: ':memory:' });
-    const db = libsqlDrizzle(client);
+    const db = libsqlDrizzle({ client });
     await applyLibsqlMigrations(db);
     let calls = 0;
     const store = new LibsqlIdempotencyStore(db, { onClose: () => calls++ });

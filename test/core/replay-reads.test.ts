@@ -144,7 +144,7 @@ describe('a replay reads, never writes: PostgreSQL (PGlite)', () => {
   const schema = 'engine_replay';
   beforeAll(async () => {
     pglite = new PGlite();
-    const db = drizzlePglite(pglite);
+    const db = drizzlePglite({ client: pglite });
     await applyPgMigrations(db, { schema });
     store = new PgIdempotencyStore(db, { schema });
   }, 120_000);

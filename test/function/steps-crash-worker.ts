@@ -99,7 +99,7 @@ if (dialect === 'sqlite') {
     import('../../src/pg/index.js'),
   ]);
   const pool = new pg.default.Pool({ connectionString: url, max: 2 });
-  const store = new PgIdempotencyStore(drizzle(pool), { schema });
+  const store = new PgIdempotencyStore(drizzle({ client: pool }), { schema });
   const table = (name: string) => sql.raw(`"${schema}".${name}`);
   const pay = payment(pgSteps(store, { secret: SECRET }), {
     ledger: async (tx, key, id) => {

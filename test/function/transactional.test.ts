@@ -175,7 +175,7 @@ const dialects: { name: string; open: () => Promise<Dialect> }[] = [
     name: 'PGlite',
     open: async () => {
       const client = new PGlite();
-      return pgDialect(drizzlePglite(client), () => client.close(), undefined, true);
+      return pgDialect(drizzlePglite({ client }), () => client.close(), undefined, true);
     },
   },
   ...(url === undefined
@@ -185,7 +185,7 @@ const dialects: { name: string; open: () => Promise<Dialect> }[] = [
           name: 'PostgreSQL server (node-postgres)',
           open: async () => {
             const pool = new pg.Pool({ connectionString: url, max: 2 });
-            return pgDialect(drizzleNodePg(pool), () => pool.end());
+            return pgDialect(drizzleNodePg({ client: pool }), () => pool.end());
           },
         },
         {
@@ -194,12 +194,12 @@ const dialects: { name: string; open: () => Promise<Dialect> }[] = [
             const client = postgres(url, { max: 2, onnotice: () => undefined });
             const pool = new pg.Pool({ connectionString: url, max: 1 });
             return pgDialect(
-              drizzlePostgresJs(client),
+              drizzlePostgresJs({ client }),
               async () => {
                 await client.end();
                 await pool.end();
               },
-              drizzleNodePg(pool),
+              drizzleNodePg({ client: pool }),
             );
           },
         },

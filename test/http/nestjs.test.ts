@@ -396,7 +396,7 @@ class PgLedgerController {
 
 describe('NestJS on fastify: the transactional form over PostgreSQL (PGlite)', () => {
   const pglite = new PGlite();
-  const db = drizzlePglite(pglite);
+  const db = drizzlePglite({ client: pglite });
   let store: PgIdempotencyStore<unknown>;
   let nest: RunningNestApp;
 

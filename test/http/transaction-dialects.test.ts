@@ -121,7 +121,7 @@ const dialects: DialectFactory[] = [
     open: async () => {
       const client = new PGlite();
       const dialect = await pgDialect(
-        drizzlePglite(client),
+        drizzlePglite({ client }),
         uniqueName('http_tx'),
         () => client.close(),
         true,

@@ -71,7 +71,7 @@ function sqliteDatabase(): Database<SqliteHandlerTransaction> {
 
 function pgliteDatabase(): Database<PgHandlerTransaction> {
   const pglite = new PGlite();
-  const db = drizzlePglite(pglite);
+  const db = drizzlePglite({ client: pglite });
   const schema = 'http_tx_fx';
   const table = sql`${sql.identifier(schema)}.payments`;
   const store = new PgIdempotencyStore(db, { schema });

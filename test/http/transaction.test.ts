@@ -134,7 +134,7 @@ describe('expressTransaction on SQLite: the writes and the answer commit togethe
 
 describe('honoTransaction on PostgreSQL (PGlite): async handlers in one transaction', () => {
   const pglite = new PGlite();
-  const db = drizzlePglite(pglite);
+  const db = drizzlePglite({ client: pglite });
   const schema = 'http_tx';
   let ready: Promise<PgIdempotencyStore<unknown>> | undefined;
   const setup = () => {

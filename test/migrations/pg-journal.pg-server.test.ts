@@ -14,7 +14,7 @@ const url = serverUrl() ?? '';
 describePgJournal('node-postgres, public schema', async () => {
   const database = await freshServerDatabase(url);
   const pool = new pg.Pool({ connectionString: database.url, max: 2 });
-  const db = drizzleNodePg(pool);
+  const db = drizzleNodePg({ client: pool });
   return {
     db,
     schema: 'public',
@@ -30,7 +30,7 @@ describePgJournal('node-postgres, public schema', async () => {
 describePgJournal('postgres-js, public schema', async () => {
   const database = await freshServerDatabase(url);
   const client = postgres(database.url, { max: 2, onnotice: () => undefined });
-  const db = drizzlePostgresJs(client);
+  const db = drizzlePostgresJs({ client });
   return {
     db,
     schema: 'public',

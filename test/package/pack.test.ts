@@ -139,6 +139,34 @@ describe('the packed package installed in an application', () => {
     }
   });
 
+  it('records a store span through the installed /observe, under require and import', async () => {
+    // The ES module build once found the bundler's throwing stand-in for require, took the
+    // OpenTelemetry API for absent and recorded nothing; the sources never showed it.
+    const script = (load: string) => `${load}
+      const exporter = new InMemorySpanExporter();
+      const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+      const store = instrumentStore(openSqliteStore(':memory:'), { dialect: 'sqlite', tracerProvider });
+      store.get('k');
+      store.close();
+      console.log(exporter.getFinishedSpans().map((span) => span.name).join(','));`;
+    const required = await node(app, [
+      '-e',
+      script(`const { instrumentStore } = require('drizzle-idempotency/observe');
+        const { openSqliteStore } = require('drizzle-idempotency/sqlite');
+        const { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } = require('@opentelemetry/sdk-trace-base');`),
+    ]);
+    const imported = await node(app, [
+      '--input-type=module',
+      '-e',
+      script(`import { instrumentStore } from 'drizzle-idempotency/observe';
+        import { openSqliteStore } from 'drizzle-idempotency/sqlite';
+        import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';`),
+    ]);
+    for (const { stdout } of [required, imported]) {
+      expect(stdout.trim()).toBe('idempotency.store.get,idempotency.store.close');
+    }
+  });
+
   it('runs the idem executable and prints the package version', async () => {
     const manifest = installedManifest(app);
     const bin = manifest.bin.idem;

@@ -81,7 +81,7 @@ function planetscaleHarness(table: MysqlKeysTable = keys): HarnessFactory {
       return fresh;
     });
     const { db, direct } = await database;
-    const rows = drizzleMysql2(direct);
+    const rows = drizzleMysql2({ client: direct });
     await rows.execute(sql`DELETE FROM ${sql.identifier(name)}`);
     const store = new PlanetscaleIdempotencyStore(db, { table });
     return {
@@ -180,7 +180,7 @@ describe('applyPlanetscaleMigrations', () => {
       await applyPlanetscaleMigrations(s.db);
       expect(s.endpoint.statements.length - sent).toBe(2);
       expect(s.endpoint.statements.slice(sent).join(' ')).not.toMatch(/\b(create|insert|alter)\b/i);
-      await applyMysqlMigrations(drizzleMysql2(s.direct));
+      await applyMysqlMigrations(drizzleMysql2({ client: s.direct }));
       expect(await journal(s)).toEqual(first);
       expect(first.length).toBeGreaterThan(0);
     } finally {
@@ -194,7 +194,7 @@ describe('applyPlanetscaleMigrations', () => {
       const table = mysqlKeysTable('idem_keys');
       await Promise.all([1, 2, 3].map(() => applyPlanetscaleMigrations(s.db, { table })));
       const applied = new Set(await journal(s, '__idempotency_migrations_idem_keys'));
-      await applyMysqlMigrations(drizzleMysql2(s.direct), { table });
+      await applyMysqlMigrations(drizzleMysql2({ client: s.direct }), { table });
       expect(new Set(await journal(s, '__idempotency_migrations_idem_keys'))).toEqual(applied);
       const store = new PlanetscaleIdempotencyStore(s.db, { table });
       expect(await store.reserve('k', 'd', Date.now() / 1000 + 60)).toBe(true);

@@ -59,7 +59,7 @@ export async function freshServerSchema(url: string, max = 4): Promise<ServerSch
     url,
     schema,
     pool,
-    db: drizzleNodePg(pool),
+    db: drizzleNodePg({ client: pool }),
     drop: async () => {
       try {
         await pool.query(`DROP SCHEMA ${quoteIdentifier(schema)} CASCADE`);
@@ -208,7 +208,7 @@ export function sharedPglite(): () => Promise<AnyPgDatabase> {
     async () => new PGlite(),
     (pglite) => pglite.close(),
   );
-  return async () => drizzlePglite(await client());
+  return async () => drizzlePglite({ client: await client() });
 }
 
 /**
@@ -236,7 +236,7 @@ export function serverHarness(url: string, table = 'keys'): HarnessFactory {
     async () => new pg.Pool({ connectionString: url, max: 4 }),
     (value) => value.end(),
   );
-  return schemaHarness(async () => drizzleNodePg(await pool()), table);
+  return schemaHarness(async () => drizzleNodePg({ client: await pool() }), table);
 }
 
 /** A harness over the real server at `url` through postgres-js, one client per test file. */
@@ -245,5 +245,5 @@ export function postgresJsHarness(url: string): HarnessFactory {
     async () => postgres(url, { max: 4, onnotice: () => undefined }),
     (value) => value.end(),
   );
-  return schemaHarness(async () => drizzlePostgresJs(await client()));
+  return schemaHarness(async () => drizzlePostgresJs({ client: await client() }));
 }

@@ -14,4 +14,6 @@ describePgSweep('the PostgreSQL server', async () => drizzle({ client: pool }));
 const client = postgres(serverUrl() as string, { max: 2, onnotice: () => undefined });
 afterAll(() => client.end());
 
-describePgSweep('the PostgreSQL server through postgres-js', async () => drizzlePostgresJs(client));
+describePgSweep('the PostgreSQL server through postgres-js', async () =>
+  drizzlePostgresJs({ client }),
+);

@@ -79,11 +79,11 @@ if (pgbouncerBinary() === undefined) {
     if (driver === 'node-postgres') {
       const pool = new pg.Pool({ connectionString: target, max });
       closers.push(() => pool.end());
-      return drizzleNodePg(pool);
+      return drizzleNodePg({ client: pool });
     }
     const client = postgres(target, { max, onnotice: () => undefined });
     closers.push(() => client.end());
-    return drizzlePostgresJs(client);
+    return drizzlePostgresJs({ client });
   };
 
   for (const variant of VARIANTS) {
@@ -116,7 +116,7 @@ if (pgbouncerBinary() === undefined) {
                     const pool = new pg.Pool({ connectionString: target, max: 1 });
                     ends.push(() => pool.end());
                     await pool.query('SELECT 1');
-                    return new PgIdempotencyStore(drizzleNodePg(pool), {
+                    return new PgIdempotencyStore(drizzleNodePg({ client: pool }), {
                       schema: direct.schema,
                       prepare,
                     });
@@ -124,7 +124,7 @@ if (pgbouncerBinary() === undefined) {
                   const client = postgres(target, { max: 1, onnotice: () => undefined });
                   ends.push(() => client.end());
                   await client`SELECT 1`;
-                  return new PgIdempotencyStore(drizzlePostgresJs(client), {
+                  return new PgIdempotencyStore(drizzlePostgresJs({ client }), {
                     schema: direct.schema,
                     prepare,
                   });
