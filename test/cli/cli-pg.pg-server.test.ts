@@ -93,7 +93,7 @@ describe.concurrent('idem on PostgreSQL', { timeout: 240_000 }, () => {
           'keys_pkey',
           'keys_status_expires_id_idx',
         ],
-        migrations: 4,
+        migrations: 5,
       });
       expect(jsonLine(await idem(['stats', ...on(fresh), ...NOW, '--json']))).toEqual({
         pending: 0,

@@ -3,6 +3,7 @@ import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   CallInProgressError,
+  CallOutcomeUnknownError,
   CallSupersededError,
   makeIdempotent,
   payloadFingerprint,
@@ -204,7 +205,7 @@ describe.each(storeFactories())('makeIdempotent with leases on $name', (factory)
     await expect(job('k')).rejects.toBeInstanceOf(ResultNotRecordedError);
     expect(await store.get('k')).toMatchObject({ status: 'pending', unrecorded: true });
     clock = 5000;
-    await expect(job('k')).rejects.toBeInstanceOf(CallInProgressError);
+    await expect(job('k')).rejects.toBeInstanceOf(CallOutcomeUnknownError);
     expect(runs).toBe(1);
   });
 

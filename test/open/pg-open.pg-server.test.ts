@@ -40,7 +40,7 @@ const MIGRATED = {
     'keys_pkey',
     'keys_status_expires_id_idx',
   ],
-  migrations: 4,
+  migrations: 5,
 };
 
 describe('openPgStore on the real server', () => {

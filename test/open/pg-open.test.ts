@@ -18,7 +18,7 @@ const MIGRATED = {
     'keys_pkey',
     'keys_status_expires_id_idx',
   ],
-  migrations: 4,
+  migrations: 5,
 };
 
 async function createSchema(statements: (schema: string) => string[]): Promise<string> {
