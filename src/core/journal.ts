@@ -60,7 +60,8 @@ export function addedColumn(
   quote: string,
 ): { table: string; column: string } | undefined {
   const match = new RegExp(
-    `^\\s*ALTER TABLE ${quote}([^${quote}]+)${quote} ADD (?:COLUMN )?${quote}([^${quote}]+)${quote}`,
+    // Line comments may lead the statement (a migration file's note on why it exists).
+    `^(?:\\s*--[^\\n]*\\n)*\\s*ALTER TABLE ${quote}([^${quote}]+)${quote} ADD (?:COLUMN )?${quote}([^${quote}]+)${quote}`,
     'i',
   ).exec(statement);
   if (match?.[1] === undefined || match[2] === undefined) return undefined;

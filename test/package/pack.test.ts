@@ -301,9 +301,11 @@ const EXPECTED_FLOW = {
   again: false,
 };
 
+// drizzle-kit 0.31 writes `0000_name.sql` files; 1.0 a folder per migration holding its SQL.
 function generatedSql(dir: string): string {
-  return readdirSync(dir)
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' })
     .filter((file) => file.endsWith('.sql'))
+    .sort()
     .map((file) => readFileSync(join(dir, file), 'utf8'))
     .join('\n');
 }
