@@ -210,6 +210,7 @@ describe('seed-shaped functions', () => {
           'lease_until',
           'attempt',
           'unrecorded',
+          'steps',
         ]);
         const recorded = journalSize(path);
         initDb(path);
@@ -237,7 +238,7 @@ describe('seed-shaped functions', () => {
       }
     });
 
-    it('leave the lease migration pending, for the full store to apply without loss', () => {
+    it('leave the lease and steps migrations pending, for the full store to apply without loss', () => {
       const path = freshDbPath(dir);
       reserve(path, 'pending-1', 'fp', 100);
       reserve(path, 'done-1', 'fp', 100);
@@ -263,8 +264,9 @@ describe('seed-shaped functions', () => {
       } finally {
         store.close();
       }
-      expect(tableInfo(path)).toHaveLength(8);
-      expect(journalSize(path)).toBe(seedRecorded + 1);
+      expect(tableInfo(path)).toHaveLength(9);
+      // The lease columns and the steps column: the two migrations beyond the five columns.
+      expect(journalSize(path)).toBe(seedRecorded + 2);
       // And the seed functions go on working on the upgraded file.
       expect(fetch(path, 'done-1', 10)).toEqual({ receipt: 1 });
       expect(counts(path)).toEqual({ pending: 2, done: 1 });
