@@ -77,6 +77,7 @@ describe('in a SQLite Durable Object in workerd (Miniflare), bundled as wrangler
       'lease_until',
       'response',
       'status',
+      'steps',
       'unrecorded',
     ]);
     expect(foreign).toBe('SchemaMismatchError');

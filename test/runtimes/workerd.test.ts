@@ -78,6 +78,7 @@ describe('in workerd (Miniflare), bundled as wrangler bundles a Worker', () => {
       'lease_until',
       'response',
       'status',
+      'steps',
       'unrecorded',
     ]);
   });
