@@ -2,6 +2,7 @@ import { IdempotencyError, OutcomeUnknownError } from '../core/errors.js';
 import { serializeResponse } from '../core/json.js';
 import type { Ownership } from '../core/ownership.js';
 import { TransactionRolledBackError } from '../core/rolled-back.js';
+import type { Step, StepSession } from '../core/steps.js';
 import { isThenable } from '../core/thenable.js';
 import type { TransactionOutcome, TransactionRunner } from '../core/transaction-runner.js';
 import type { ResolvedOptions } from './options.js';
@@ -20,6 +21,11 @@ import { type HttpResponse, toStoredAnswer, toWire, type WireResponse } from './
  * called once the handler is done.
  */
 export interface Execution {
+  /**
+   * The step function of the handler, with the layer's `steps` option; `undefined` without it.
+   * Adapters hand it to the handler through `idempotencyStep(request)`.
+   */
+  readonly step: Step<unknown> | undefined;
   /**
    * Records the handler's answer: stores it (and returns `executed`) if its status is stored,
    * otherwise releases the key (`notStored`), since the handler failed. If a stored status cannot
@@ -72,11 +78,28 @@ class OwnedExecution implements Execution {
   readonly #ownership: Ownership;
   readonly #settings: ResolvedOptions;
   readonly #report: Report;
+  readonly #steps: StepSession<unknown> | undefined;
 
-  constructor(ownership: Ownership, settings: ResolvedOptions, report: Report) {
+  constructor(
+    ownership: Ownership,
+    settings: ResolvedOptions,
+    report: Report,
+    steps: StepSession<unknown> | undefined,
+  ) {
     this.#ownership = ownership;
     this.#settings = settings;
     this.#report = report;
+    this.#steps = steps;
+  }
+
+  get step(): Step<unknown> | undefined {
+    return this.#steps?.step;
+  }
+
+  // Steps were recorded, some of them effects outside the database: deleting the key would lose
+  // them, so a handler that failed ends its lease instead, and the next request goes on from them.
+  #keepsSteps(): boolean {
+    return this.#steps?.hasRecorded() ?? false;
   }
 
   // The handler ran but its answer is not recorded: the row is marked so no retry takes it over
@@ -92,7 +115,8 @@ class OwnedExecution implements Execution {
 
   async #notStored(response: WireResponse): Promise<IdempotentResult> {
     try {
-      await this.#ownership.release();
+      if (this.#keepsSteps()) await this.#ownership.lapse();
+      else await this.#ownership.release();
     } catch (error) {
       return problemResult(
         new AnswerNotRecordedError(
@@ -159,14 +183,28 @@ class OwnedExecution implements Execution {
 
   async fail(error: unknown): Promise<void> {
     try {
-      await this.#ownership.abandon(
-        error,
-        'the handler failed and releasing its idempotency key failed too',
-      );
+      if (this.#keepsSteps()) await this.#lapse(error);
+      else {
+        await this.#ownership.abandon(
+          error,
+          'the handler failed and releasing its idempotency key failed too',
+        );
+      }
     } finally {
       const outcome =
         error instanceof OutcomeUnknownError ? Outcome.outcomeUnknown : Outcome.failed;
       this.#report({ outcome, status: undefined, error });
+    }
+  }
+
+  async #lapse(error: unknown): Promise<void> {
+    try {
+      await this.#ownership.lapse();
+    } catch (lapseError) {
+      throw new AggregateError(
+        [error, lapseError],
+        'the handler failed and ending the lease of its idempotency key failed too',
+      );
     }
   }
 
@@ -269,6 +307,11 @@ class OwnedExecution implements Execution {
  * The {@link Execution} of a request that owns its key: the HTTP mapping of its {@link Ownership}'s
  * outcomes to results and problems.
  */
-export function owned(ownership: Ownership, settings: ResolvedOptions, report: Report): Execution {
-  return new OwnedExecution(ownership, settings, report);
+export function owned(
+  ownership: Ownership,
+  settings: ResolvedOptions,
+  report: Report,
+  steps?: StepSession<unknown>,
+): Execution {
+  return new OwnedExecution(ownership, settings, report, steps);
 }

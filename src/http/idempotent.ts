@@ -1,5 +1,11 @@
 import { type Claim, claim } from '../core/claim.js';
-import { AnswerUnreadableError, EncryptionKeyMissingError } from '../core/errors.js';
+import {
+  AnswerUnreadableError,
+  EncryptionKeyMissingError,
+  InvalidOptionError,
+} from '../core/errors.js';
+import type { Ownership } from '../core/ownership.js';
+import { type StepSession, startSteps } from '../core/steps.js';
 import type { IdempotencyRecord, LeasedIdempotencyStore } from '../core/store.js';
 import { MAX_KEY_BYTES } from '../core/validation.js';
 import { type Execution, owned } from './execution.js';
@@ -117,6 +123,21 @@ export function idempotent(
   options: IdempotentOptions = {},
 ): IdempotentExecutor {
   const settings = resolveOptions(options);
+  if (settings.steps !== undefined && settings.steps.store !== store) {
+    throw new InvalidOptionError("the `steps` log must be over the layer's store");
+  }
+
+  // The steps earlier owners recorded on the key, read before the handler runs. A failed read
+  // ends the lease rather than releasing the key: releasing would delete the recorded steps.
+  async function stepsOf(ownership: Ownership): Promise<StepSession<unknown> | undefined> {
+    if (settings.steps === undefined) return undefined;
+    try {
+      return await startSteps(settings.steps, ownership, undefined);
+    } catch (error) {
+      await ownership.lapse().catch(() => undefined);
+      throw error;
+    }
+  }
 
   async function decide(request: IdempotentRequest, started: number): Promise<Decision> {
     const unkeyed = reporter(settings, request, undefined, started);
@@ -177,6 +198,7 @@ export function idempotent(
           found.ownership,
           settings,
           reporter(settings, request, id, started, run),
+          await stepsOf(found.ownership),
         );
         return { action: 'run', execution };
       }
