@@ -5,7 +5,7 @@ import {
   InvalidOptionError,
 } from '../core/errors.js';
 import type { Ownership } from '../core/ownership.js';
-import { type StepSession, startSteps } from '../core/steps.js';
+import { type Step, type StepSession, startSteps } from '../core/steps.js';
 import type { IdempotencyRecord, LeasedIdempotencyStore } from '../core/store.js';
 import { MAX_KEY_BYTES } from '../core/validation.js';
 import { type Execution, owned } from './execution.js';
@@ -52,11 +52,13 @@ export interface IdempotentExecutor {
   begin(request: IdempotentRequest): Promise<Decision>;
   /**
    * Runs `handler` at most once per key within the retention period and returns the outcome with
-   * the response to send. A handler that throws releases the key and the error is rethrown.
+   * the response to send. A handler that throws releases the key (or, after a recorded step, ends
+   * its lease) and the error is rethrown. `handler` gets the step function with the `steps`
+   * option, `undefined` without it or for a request passed through.
    */
   handle(
     request: IdempotentRequest,
-    handler: () => HttpResponse | Promise<HttpResponse>,
+    handler: (step: Step<unknown> | undefined) => HttpResponse | Promise<HttpResponse>,
   ): Promise<IdempotentResult>;
 }
 
@@ -236,11 +238,11 @@ export function idempotent(
       const decision = await begin(request);
       if (decision.action === 'respond') return decision.result;
       if (decision.action === 'pass') {
-        return { outcome: Outcome.passedThrough, response: toWire(await handler()) };
+        return { outcome: Outcome.passedThrough, response: toWire(await handler(undefined)) };
       }
       let response: HttpResponse;
       try {
-        response = await handler();
+        response = await handler(decision.execution.step);
       } catch (error) {
         await decision.execution.fail(error);
         throw error;

@@ -49,6 +49,8 @@ import {
 } from './response.js';
 import { idempotencyStep } from './steps.js';
 
+export { idempotencyStep } from './steps.js';
+
 /**
  * What the layer reads of the request Nest hands over: Express's `Request` or Fastify's
  * `FastifyRequest`, depending on the platform. Anything a guard put on it (`request.user`) is there.
