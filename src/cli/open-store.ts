@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type BetterSqlite3 from 'better-sqlite3';
-import { type Column, type SQL, sql } from 'drizzle-orm';
+import { type Column, inArray, type SQL, sql } from 'drizzle-orm';
 import type { Pool as MysqlPool } from 'mysql2/promise';
 import type { Pool } from 'pg';
 import type { EncryptionOption } from '../core/encryption.js';
@@ -32,6 +32,11 @@ export interface CliStore {
    * key looked up without its scope can name them. Present on every store a read command opens.
    */
   readonly scopedIds?: (key: string) => Promise<string[]>;
+  /**
+   * The recorded steps' text (the `steps` column) of each of the rows `ids` that holds any, for
+   * `idem pending` to show each key's last recorded step. Present where `scopedIds` is.
+   */
+  readonly recordedSteps?: (ids: readonly string[]) => Promise<Map<string, string>>;
   /** Closes the store and its connections, so the process can exit. */
   close(): Promise<void>;
 }
@@ -47,6 +52,31 @@ function scopedIdPattern(key: string): string {
 // The ids a LIKE over-matched (SQLite's LIKE ignores ASCII case) are dropped by an exact check.
 function exactScopedIds(key: string, ids: readonly { id: string }[]): string[] {
   return ids.map((row) => row.id).filter((id) => splitStoredId(id)?.key === key);
+}
+
+/**
+ * Reads the `steps` column of the rows `ids`. A table whose steps migration has not run (a read
+ * leaves it as it is) has no such column, and its keys no steps: it reads as none.
+ */
+function recordedStepsOf(
+  read: (
+    ids: string[],
+  ) =>
+    | readonly { id: string; steps: string | null }[]
+    | Promise<readonly { id: string; steps: string | null }[]>,
+): (ids: readonly string[]) => Promise<Map<string, string>> {
+  return async (ids) => {
+    const found = new Map<string, string>();
+    if (ids.length === 0) return found;
+    let rows: readonly { id: string; steps: string | null }[];
+    try {
+      rows = await read([...ids]);
+    } catch {
+      return found;
+    }
+    for (const row of rows) if (row.steps !== null) found.set(row.id, row.steps);
+    return found;
+  };
 }
 
 /** The condition and limit of a scoped-id lookup on the keys table's `id` column. */
@@ -213,7 +243,14 @@ async function openBetterSqlite(
               .limit(MAX_SCOPES_LISTED)
               .all(),
           );
-        return { store, scopedIds, close: async () => store.close() };
+        const recordedSteps = recordedStepsOf((ids) =>
+          db
+            .select({ id: table.id, steps: table.steps })
+            .from(table)
+            .where(inArray(table.id, ids))
+            .all(),
+        );
+        return { store, scopedIds, recordedSteps, close: async () => store.close() };
       }
     } catch (error) {
       client.close();
@@ -264,7 +301,14 @@ async function openLibsqlFile(
               .limit(MAX_SCOPES_LISTED)
               .all(),
           );
-        return { store, scopedIds, close: async () => store.close() };
+        const recordedSteps = recordedStepsOf((ids) =>
+          db
+            .select({ id: table.id, steps: table.steps })
+            .from(table)
+            .where(inArray(table.id, ids))
+            .all(),
+        );
+        return { store, scopedIds, recordedSteps, close: async () => store.close() };
       }
     } catch (error) {
       client.close();
@@ -320,6 +364,12 @@ async function openPg(
           .where(scopedIdCondition(table.id, key))
           .limit(MAX_SCOPES_LISTED),
       );
+    const recordedSteps = recordedStepsOf((ids) =>
+      drizzle({ client: pool })
+        .select({ id: table.id, steps: table.steps })
+        .from(table)
+        .where(inArray(table.id, ids)),
+    );
     try {
       await pool.query('SELECT 1');
     } catch (error) {
@@ -339,6 +389,7 @@ async function openPg(
         return {
           store,
           scopedIds,
+          recordedSteps,
           close: async () => {
             await store.close();
             await pool.end();
@@ -351,6 +402,7 @@ async function openPg(
     return {
       store,
       scopedIds,
+      recordedSteps,
       close: async () => {
         await store.close();
         await pool.end();
@@ -442,6 +494,12 @@ async function openMysql(
           .where(scopedIdCondition(table.id, key))
           .limit(MAX_SCOPES_LISTED),
       );
+    const recordedSteps = recordedStepsOf((ids) =>
+      drizzle({ client: pool })
+        .select({ id: table.id, steps: table.steps })
+        .from(table)
+        .where(inArray(table.id, ids)),
+    );
     try {
       await pool.query('SELECT 1');
     } catch (error) {
@@ -459,6 +517,7 @@ async function openMysql(
         return {
           store,
           scopedIds,
+          recordedSteps,
           close: async () => {
             await store.close();
             await pool.end();
@@ -470,6 +529,7 @@ async function openMysql(
     return {
       store,
       scopedIds,
+      recordedSteps,
       close: async () => {
         await store.close();
         await pool.end();
