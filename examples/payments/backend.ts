@@ -97,7 +97,16 @@ function steppedPayment<TX>(
   };
   return (req, res, next) =>
     new Promise<void>((resolve) => {
-      res.once('close', () => resolve());
+      // The layer ends the response last, once it recorded the answer or let go of the key (even
+      // when the connection is already gone): the request's work is over then, not at the
+      // connection's close, so a graceful stop closes the store only after it.
+      const end = res.end;
+      res.end = function endThenSettle(this: Response, ...args: unknown[]): Response {
+        res.end = end;
+        (end as (this: Response, ...rest: unknown[]) => Response).apply(this, args);
+        resolve();
+        return this;
+      } as Response['end'];
       idempotency(req, res, (error?: unknown) => {
         if (error !== undefined) next(error);
         else pay(req, res).catch(next);
