@@ -28,7 +28,8 @@ export interface Execution {
   readonly step: Step<unknown> | undefined;
   /**
    * Records the handler's answer: stores it (and returns `executed`) if its status is stored,
-   * otherwise releases the key (`notStored`), since the handler failed. If a stored status cannot
+   * otherwise releases the key (`notStored`), since the handler failed (a key holding a recorded
+   * step has its lease ended instead, keeping the steps for the next request). If a stored status cannot
    * be recorded (the store refuses or fails), the key is **not** released: the handler's effect
    * happened, and a released key would let a retry run it again. It stays `pending` (retries get
    * 409; it is marked unrecorded, so no retry takes it over) and the result
@@ -41,7 +42,8 @@ export interface Execution {
   /**
    * The handler threw: releases the key this request reserved (its key, fingerprint and fencing
    * token checked), so a retry runs; an `OutcomeUnknownError` marks it unrecorded instead, so
-   * retries get 409 `outcome-unknown` until an operator settles it. Throws an `AggregateError` of `error` and the store's error if
+   * retries get 409 `outcome-unknown` until an operator settles it. A key holding a recorded step
+   * is not released but its lease ended, so the next request goes on from the steps. Throws an `AggregateError` of `error` and the store's error if
    * that fails.
    */
   fail(error: unknown): Promise<void>;
@@ -183,7 +185,8 @@ class OwnedExecution implements Execution {
 
   async fail(error: unknown): Promise<void> {
     try {
-      if (this.#keepsSteps()) await this.#lapse(error);
+      // An outcome the handler could not settle is held for an operator, steps or not.
+      if (this.#keepsSteps() && !(error instanceof OutcomeUnknownError)) await this.#lapse(error);
       else {
         await this.#ownership.abandon(
           error,
