@@ -37,7 +37,7 @@ export interface CliStore {
 }
 
 /** How many scoped ids of one key a lookup lists at most. */
-export const MAX_SCOPES_LISTED = 20;
+const MAX_SCOPES_LISTED = 20;
 
 // The LIKE pattern of the ids that end in the scope separator and `key`, `!` escaping.
 function scopedIdPattern(key: string): string {
@@ -81,7 +81,7 @@ function reason(error: unknown, url: string): string {
 }
 
 /** The command that creates or upgrades the store at `location`, for messages. */
-export function migrateHint(location: StoreLocation): string {
+function migrateHint(location: StoreLocation): string {
   const table = location.table === DEFAULT_TABLE_NAME ? '' : ` --table ${location.table}`;
   if (location.dialect === 'sqlite')
     return `idem migrate --db ${printableWord(location.path)}${table}`;
@@ -491,7 +491,7 @@ async function openMysql(
  * @throws {@link DatabaseOpenError} when the store is missing or outdated (and may not be
  * migrated), cannot be opened, or the server cannot be reached
  */
-export async function openCliStore(location: StoreLocation, mode: StoreMode): Promise<CliStore> {
+async function openCliStore(location: StoreLocation, mode: StoreMode): Promise<CliStore> {
   if (location.dialect === 'sqlite') return openSqlite(location, mode);
   return location.dialect === 'pg' ? openPg(location, mode) : openMysql(location, mode);
 }

@@ -71,7 +71,7 @@ export interface MigrationPlan {
 }
 
 /** A step of a migration algorithm: a read whose rows it waits for, or a write. */
-export type MigrationStep<S> = { readonly read: S } | { readonly write: S };
+type MigrationStep<S> = { readonly read: S } | { readonly write: S };
 
 /**
  * An algorithm over a database written once as a generator of steps, so that synchronous and

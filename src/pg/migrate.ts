@@ -158,7 +158,7 @@ async function assertNotSchemaReading(
  *
  * @param schema - the store's schema
  */
-export function pgMigrationStatements(schema: string): MigrationStatements<SQL> {
+function pgMigrationStatements(schema: string): MigrationStatements<SQL> {
   const qualified = (table: string) => `${quoteIdentifier(schema)}.${quoteIdentifier(table)}`;
   return {
     quote: '"',
