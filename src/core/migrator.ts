@@ -237,6 +237,23 @@ export function* migrationStatus<S>(
   return { table, journal: journal !== undefined, pending, missingColumns };
 }
 
+/**
+ * The {@link MigrationStatus} of `plan` through an asynchronous driver's reads: what every
+ * asynchronous dialect's read-only migration status answers.
+ *
+ * @param dialect - the dialect's statements
+ * @param plan - the table and the migrations it should have
+ * @param session - runs reads on the database
+ */
+export function readMigrationStatus<S>(
+  dialect: MigrationStatements<S>,
+  plan: MigrationPlan,
+  session: Pick<MigrationSession<S, false>, 'rows'>,
+): Promise<MigrationStatus> {
+  // The status steps only read: no write ever reaches `exec`.
+  return runAsync(migrationStatus(dialect, plan), { ...session, exec: async () => undefined });
+}
+
 /** Runs `steps` on a synchronous session and answers what they return. */
 export function runSync<S, R>(steps: Steps<S, R>, session: MigrationSession<S, true>): R {
   let step = steps.next();

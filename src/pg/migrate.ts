@@ -12,8 +12,7 @@ import {
   type MigrationStatements,
   type MigrationStatus,
   migrateAsync,
-  migrationStatus,
-  runAsync,
+  readMigrationStatus,
 } from '../core/migrator.js';
 import { DEFAULT_TABLE_NAME } from '../core/table-name.js';
 import { pgMigrations } from '../generated/migrations.js';
@@ -277,12 +276,9 @@ export async function pgMigrationStatus(
 ): Promise<MigrationStatus> {
   const { name, schema } = resolvePgTable(options);
   await assertAdoptablePgKeysTable(db, options);
-  return runAsync(
-    migrationStatus(pgMigrationStatements(schema), {
-      table: name,
-      migrations: pgMigrations,
-      committed: pgMigrations,
-    }),
+  return readMigrationStatus(
+    pgMigrationStatements(schema),
+    { table: name, migrations: pgMigrations, committed: pgMigrations },
     sessionOf(db),
   );
 }

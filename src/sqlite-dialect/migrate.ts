@@ -7,8 +7,8 @@ import {
   type MigrationStatus,
   type MigrationSteps,
   migrateInBatch,
-  migrationStatus,
   read,
+  readMigrationStatus,
   runAsync,
 } from '../core/migrator.js';
 import { DEFAULT_TABLE_NAME, migrationsTableName, retentionIndexName } from '../core/table-name.js';
@@ -195,8 +195,5 @@ export async function sqliteMigrationStatusAsync(
 ): Promise<MigrationStatus> {
   await assertAdoptableSqliteTables(session, options);
   const name = sqliteTableName(options);
-  return runAsync(migrationStatus(sqliteMigrationStatements, sqliteMigrationPlan(name)), {
-    ...session,
-    exec: async () => undefined,
-  });
+  return readMigrationStatus(sqliteMigrationStatements, sqliteMigrationPlan(name), session);
 }
