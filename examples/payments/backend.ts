@@ -25,7 +25,7 @@ import {
 } from './schema.js';
 
 /** How `POST /payments` makes a payment, whatever the database. */
-export interface PaymentRoute {
+interface PaymentRoute {
   /** Builds the payment from the validated request, once its key is claimed. */
   readonly create: (req: Request) => Payment;
   /** Slow processing after the key is claimed (duplicates get 409 meanwhile), before any step. */
@@ -153,7 +153,7 @@ export function sqlitePayments(
 }
 
 /** The payments service on PostgreSQL: the `payments` table next to `keys`, one transaction for both. */
-export async function pgPaymentsBackend(
+async function pgPaymentsBackend(
   store: PgIdempotencyStore<unknown>,
   location = 'PostgreSQL',
 ): Promise<PaymentsBackend> {
@@ -188,7 +188,7 @@ export async function pgPaymentsBackend(
 }
 
 /** The payments service on MySQL or MariaDB: the `payments` table next to `keys`, one transaction for both. */
-export async function mysqlPaymentsBackend(
+async function mysqlPaymentsBackend(
   store: MysqlIdempotencyStore<unknown>,
   location = 'MySQL',
 ): Promise<PaymentsBackend> {

@@ -6,7 +6,7 @@ import { releaseStuckKey } from '../core/release-stuck.js';
 import { resolveUnknownOutcome } from '../core/resolve-unknown.js';
 import { decodeResult } from '../core/result-encoding.js';
 import { KeyStatus } from '../core/status.js';
-import { lastRecordedStep } from '../core/steps.js';
+import { parseStepRecord } from '../core/steps.js';
 import type { IdempotencyRecord } from '../core/store.js';
 import { fromStoredAnswer, omittedSize } from '../http/response.js';
 import { storedId } from '../http/scope.js';
@@ -126,7 +126,7 @@ const UNITS = [
  * one cut (not rounded) as a clock shows it: `14m 50s`, `2h 5m`, `2d 23h`; a zero smaller unit
  * is left out (`3d`).
  */
-export function humanDuration(value: number): string {
+function humanDuration(value: number): string {
   const tenths = Math.round(value * 10) / 10;
   if (tenths < 60) return `${tenths}s`;
   const total = Math.floor(value);
@@ -164,7 +164,7 @@ function expiresText(expires: number, now: number): string {
 function lastStepOf(text: string | undefined): string | null {
   if (text === undefined) return null;
   try {
-    return lastRecordedStep(text);
+    return parseStepRecord(text).steps.at(-1)?.[0] ?? null;
   } catch {
     return null;
   }
