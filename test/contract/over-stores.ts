@@ -1,7 +1,8 @@
 import { describe, it } from 'vitest';
 import { underBun } from '../support/bun-harness.js';
 import type { HarnessFactory } from './harness.js';
-import { STORES, type StoreEntry, type StoreGroup, VARIANTS, variantHarness } from './stores.js';
+import { NODE_STORES, type StoreEntry, type StoreGroup } from './stores.js';
+import { VARIANTS, variantHarness, variantName } from './variants.js';
 
 // Why `entry` cannot run in this process, or `undefined` when it can. bun:sqlite is left to
 // test/runtimes/bun-runtime.test.ts, which runs the suites again under Bun.
@@ -49,9 +50,9 @@ export function describeOverStores(
   group: StoreGroup,
   suite: (name: string, harness: HarnessFactory) => void,
 ): void {
-  for (const entry of reachableStores(STORES.filter((store) => store.group === group))) {
+  for (const entry of reachableStores(NODE_STORES.filter((store) => store.group === group))) {
     for (const { label, variant } of VARIANTS) {
-      suite(label === '' ? entry.name : `${entry.name}, ${label}`, variantHarness(entry, variant));
+      suite(variantName(entry.name, label), variantHarness(entry.harness(variant), variant));
     }
   }
 }

@@ -1,4 +1,3 @@
-import type { Keyring } from '../../src/index.js';
 import { mysqlKeysTable } from '../../src/mysql/index.js';
 import { sqliteKeysTable } from '../../src/sqlite-dialect/schema.js';
 import { bunSqliteHarness } from '../support/bun-harness.js';
@@ -10,13 +9,7 @@ import { planetscaleHarness } from '../support/planetscale-harness.js';
 import { groupCommitHarness, sqliteHarness, workerHarness } from '../support/sqlite-harness.js';
 import { tempDir } from '../support/temp.js';
 import type { HarnessFactory } from './harness.js';
-import { CONTRACT_KEYRING, sealedHarness } from './sealed-harness.js';
-
-/** How a store is opened for one run of a suite: its table's name and its keyring, if any. */
-export interface StoreVariant {
-  readonly table: string;
-  readonly encryption?: Keyring;
-}
+import type { StoreVariant } from './variants.js';
 
 /**
  * What a store needs beyond Node: a runtime that runs its driver, or a server whose URL is in an
@@ -27,7 +20,7 @@ export type StoreEnvironment = 'node' | 'bun' | 'DATABASE_URL' | 'MYSQL_URL';
 /** The test file that runs a store's contracts, so that files stay small and run side by side. */
 export type StoreGroup = 'sqlite' | 'sqlite-thread' | 'bun' | 'pg' | 'mysql';
 
-/** One store of the table: how to open it fresh, and where it can run. */
+/** One store of the table that Node (or Bun) opens: how to open it fresh, and where it can run. */
 export interface StoreEntry {
   readonly name: string;
   readonly group: StoreGroup;
@@ -44,12 +37,18 @@ export interface StoreEntry {
   harness(variant: StoreVariant): HarnessFactory;
 }
 
-/** The suites' variants: the default table, a renamed table, and answers sealed at rest. */
-export const VARIANTS: readonly { readonly label: string; readonly variant: StoreVariant }[] = [
-  { label: '', variant: { table: 'keys' } },
-  { label: 'table renamed', variant: { table: 'idem_keys' } },
-  { label: 'encryption on', variant: { table: 'keys', encryption: CONTRACT_KEYRING } },
-];
+/**
+ * One store of the table that only exists inside workerd: `test/workerd/contract-worker.ts` opens
+ * it there by `binding`, and `test/runtimes/workerd-contract.test.ts` runs the contracts over it.
+ */
+export interface WorkerdStoreEntry {
+  readonly name: string;
+  readonly needs: 'workerd';
+  readonly binding: WorkerdBinding;
+}
+
+/** What a workerd store keeps its rows in. */
+export type WorkerdBinding = 'd1' | 'durable-object';
 
 // The keys table `name` of the SQLite dialect, or the driver's default table for `keys`.
 const sqliteTable = (name: string) => (name === 'keys' ? {} : { table: sqliteKeysTable(name) });
@@ -66,7 +65,7 @@ const serverOf = (url: string | undefined) => url as string;
  * every entry and every variant; the HTTP and function suites over the entries marked `http`. A
  * store is one more entry.
  */
-export const STORES: readonly StoreEntry[] = [
+export const STORES: readonly (StoreEntry | WorkerdStoreEntry)[] = [
   {
     name: 'SQLite file',
     group: 'sqlite',
@@ -194,10 +193,16 @@ export const STORES: readonly StoreEntry[] = [
     harness: (variant) =>
       planetscaleHarness(serverOf(mysqlUrl()), mysqlKeysTable(variant.table), variant.encryption),
   },
+  { name: 'D1', needs: 'workerd', binding: 'd1' },
+  { name: 'Durable Object SQLite storage', needs: 'workerd', binding: 'durable-object' },
 ];
 
-/** The harness of `entry` as `variant` says, its rows seen unsealed when encryption is on. */
-export function variantHarness(entry: StoreEntry, variant: StoreVariant): HarnessFactory {
-  const harness = entry.harness(variant);
-  return variant.encryption === undefined ? harness : sealedHarness(harness);
-}
+/** The stores of the table that Node or Bun open themselves. */
+export const NODE_STORES: readonly StoreEntry[] = STORES.filter(
+  (entry): entry is StoreEntry => entry.needs !== 'workerd',
+);
+
+/** The stores of the table that only exist inside workerd. */
+export const WORKERD_STORES: readonly WorkerdStoreEntry[] = STORES.filter(
+  (entry): entry is WorkerdStoreEntry => entry.needs === 'workerd',
+);

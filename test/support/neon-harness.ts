@@ -42,12 +42,16 @@ export function neonConnection(url: string): NeonConnection {
   };
 }
 
+let shared: NeonConnection | undefined;
+
 /**
  * A harness over neon-http on the server at `url`: one migrated schema per test file, emptied
  * before each test and dropped when the file ends.
  */
 export function neonHarness(url: string, name = 'keys', encryption?: Keyring): HarnessFactory {
-  const connection = neonConnection(url);
+  // One endpoint for the file: the driver reaches it through a global setting.
+  shared ??= neonConnection(url);
+  const connection = shared;
   const schema = uniqueName('serverless_neon');
   const table = pgKeysTable(name, { schema });
   let migrated: Promise<AnyNeonHttpDatabase> | undefined;

@@ -1,6 +1,7 @@
 import type { LeasedIdempotencyStore } from '../../src/index.js';
 import { reachableStores } from '../contract/over-stores.js';
-import { STORES, VARIANTS } from '../contract/stores.js';
+import { NODE_STORES } from '../contract/stores.js';
+import { VARIANTS } from '../contract/variants.js';
 
 /** A fresh, empty store of one dialect, for the HTTP tests. */
 export interface StoreFactory {
@@ -19,7 +20,7 @@ export interface StoreFactory {
 export function storeFactories(suite: 'every' | 'behaviour' = 'every'): StoreFactory[] {
   const [plain] = VARIANTS;
   if (plain === undefined) throw new Error('the table of stores has no default variant');
-  const wanted = STORES.filter(
+  const wanted = NODE_STORES.filter(
     (entry) => entry.http === 'every' || (suite === 'behaviour' && entry.http === 'behaviour'),
   );
   return reachableStores(wanted).map((entry) => ({
