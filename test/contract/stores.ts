@@ -58,7 +58,16 @@ const sqliteOptions = (variant: StoreVariant) => ({
   ...sqliteTable(variant.table),
   ...encryptionOf(variant),
 });
+// A harness is only built once its environment was found, so the URL is set.
 const serverOf = (url: string | undefined) => url as string;
+// The MySQL store over mysql2 on the server, in one of its modes.
+const mysqlServer =
+  (mode: { readonly viaDrizzle?: boolean; readonly vitess?: boolean }) => (variant: StoreVariant) =>
+    mysqlHarness(serverOf(mysqlUrl()), {
+      table: mysqlKeysTable(variant.table),
+      ...mode,
+      ...encryptionOf(variant),
+    });
 
 /**
  * Every store the library ships, each with what it needs. The store and lease contracts run over
@@ -153,11 +162,7 @@ export const STORES: readonly (StoreEntry | WorkerdStoreEntry)[] = [
     group: 'mysql',
     needs: 'MYSQL_URL',
     http: 'every',
-    harness: (variant) =>
-      mysqlHarness(serverOf(mysqlUrl()), {
-        table: mysqlKeysTable(variant.table),
-        ...encryptionOf(variant),
-      }),
+    harness: mysqlServer({}),
   },
   {
     // With a logger on the database, the store runs every statement through drizzle.
@@ -165,12 +170,7 @@ export const STORES: readonly (StoreEntry | WorkerdStoreEntry)[] = [
     group: 'mysql',
     needs: 'MYSQL_URL',
     http: 'none',
-    harness: (variant) =>
-      mysqlHarness(serverOf(mysqlUrl()), {
-        table: mysqlKeysTable(variant.table),
-        viaDrizzle: true,
-        ...encryptionOf(variant),
-      }),
+    harness: mysqlServer({ viaDrizzle: true }),
   },
   {
     // The PlanetScale option over mysql2, as for a self-hosted Vitess.
@@ -178,12 +178,7 @@ export const STORES: readonly (StoreEntry | WorkerdStoreEntry)[] = [
     group: 'mysql',
     needs: 'MYSQL_URL',
     http: 'none',
-    harness: (variant) =>
-      mysqlHarness(serverOf(mysqlUrl()), {
-        table: mysqlKeysTable(variant.table),
-        vitess: true,
-        ...encryptionOf(variant),
-      }),
+    harness: mysqlServer({ vitess: true }),
   },
   {
     name: 'PlanetScale driver',
