@@ -15,7 +15,7 @@ import type { StoreVariant } from './variants.js';
  * What a store needs beyond Node: a runtime that runs its driver, or a server whose URL is in an
  * environment variable.
  */
-export type StoreEnvironment = 'node' | 'bun' | 'DATABASE_URL' | 'MYSQL_URL';
+type StoreEnvironment = 'node' | 'bun' | 'DATABASE_URL' | 'MYSQL_URL';
 
 /** The test file that runs a store's contracts, so that files stay small and run side by side. */
 export type StoreGroup = 'sqlite' | 'sqlite-thread' | 'bun' | 'pg' | 'mysql';
@@ -74,7 +74,7 @@ const mysqlServer =
  * every entry and every variant; the HTTP and function suites over the entries marked `http`. A
  * store is one more entry.
  */
-export const STORES: readonly (StoreEntry | WorkerdStoreEntry)[] = [
+const STORES: readonly (StoreEntry | WorkerdStoreEntry)[] = [
   {
     name: 'SQLite file',
     group: 'sqlite',
