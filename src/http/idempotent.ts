@@ -1,5 +1,6 @@
 import { type Claim, claim } from '../core/claim.js';
 import { AnswerUnreadableError, EncryptionKeyMissingError } from '../core/errors.js';
+import type { Fingerprint } from '../core/member-digests.js';
 import type { IdempotencyRecord, LeasedIdempotencyStore } from '../core/store.js';
 import { MAX_KEY_BYTES } from '../core/validation.js';
 import { type Execution, owned } from './execution.js';
@@ -153,7 +154,7 @@ export function idempotent(
       return respond(unkeyed, problemResult(new KeyMalformedError(reason)));
     }
     const report = reporter(settings, request, id, started);
-    let fingerprint: string;
+    let fingerprint: Fingerprint;
     try {
       fingerprint = await settings.fingerprint(request);
     } catch (error) {
@@ -181,7 +182,7 @@ export function idempotent(
         return { action: 'run', execution };
       }
       case 'mismatch':
-        return respond(report, problemResult(new KeyReusedError(found.record)));
+        return respond(report, problemResult(new KeyReusedError(found.record, found.members)));
       case 'expired':
         return respond(report, problemResult(new AnswerExpiredError(found.record)));
       case 'replay':
