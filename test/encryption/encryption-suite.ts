@@ -19,7 +19,7 @@ import {
 } from '../../src/index.js';
 
 /** A store that seals its answers and erases by scope, in either mode. */
-export interface SealingStore extends LeasedIdempotencyStore<unknown> {
+interface SealingStore extends LeasedIdempotencyStore<unknown> {
   erase(options: EraseOptions): MaybePromise<EraseResult>;
   rekey(options?: RekeyOptions): MaybePromise<RekeyResult>;
   sealingReport(options?: RekeyOptions): MaybePromise<SealingReport>;
