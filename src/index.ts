@@ -42,6 +42,7 @@ export {
   DEFAULT_PENDING_LIMIT,
   MAX_PENDING_LIMIT,
 } from './core/lease.js';
+export { MAX_MEMBER_DIGESTS, type MemberDifference } from './core/member-digests.js';
 export type { MigrationStatus } from './core/migrator.js';
 export type { ReleaseStuckKeyOptions, ReleaseStuckKeyResult } from './core/release-stuck.js';
 export { releaseStuckKey } from './core/release-stuck.js';

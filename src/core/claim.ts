@@ -1,5 +1,12 @@
 import type { ClaimSettings } from './claim-options.js';
-import { encryptionOf } from './encryption.js';
+import { type Encryption, encryptionOf, keyedFingerprintKeyId } from './encryption.js';
+import {
+  differentMembers,
+  type Fingerprint,
+  keptFingerprint,
+  type MemberDifference,
+  readKeptFingerprint,
+} from './member-digests.js';
 import { type Ownership, ownership } from './ownership.js';
 import type { IdempotencyRecord, LeasedIdempotencyStore } from './store.js';
 import { waitForOwner } from './wait.js';
@@ -11,7 +18,8 @@ import { waitForOwner } from './wait.js';
  * - `acquired`: the caller owns the key and runs the work under its {@link Ownership};
  * - `replay`: the key's answer is stored and within its retention: send it, run nothing;
  * - `expired`: the key's answer is past its retention but not purged: neither replayed nor run;
- * - `mismatch`: the key holds another fingerprint's row: nothing runs;
+ * - `mismatch`: the key holds another fingerprint's row: nothing runs; `members` names the
+ *   top-level members that differ, when both requests kept member digests;
  * - `outcomeUnknown`: the key is marked unrecorded (its work declared its outcome unknown, or ran
  *   without its answer being recorded): it waits for an operator, and nothing runs;
  * - `inProgress`: another owner still works on it once any wait ran out. `record` is the row as last seen (`null` when none was
@@ -21,7 +29,11 @@ export type Claim =
   | { readonly status: 'acquired'; readonly ownership: Ownership }
   | { readonly status: 'replay'; readonly record: IdempotencyRecord<unknown> }
   | { readonly status: 'expired'; readonly record: IdempotencyRecord<unknown> }
-  | { readonly status: 'mismatch'; readonly record: IdempotencyRecord<unknown> }
+  | {
+      readonly status: 'mismatch';
+      readonly record: IdempotencyRecord<unknown>;
+      readonly members?: MemberDifference;
+    }
   | { readonly status: 'outcomeUnknown' }
   | {
       readonly status: 'inProgress';
@@ -101,19 +113,52 @@ function settle(record: IdempotencyRecord<unknown>, fingerprint: string, now: nu
 export async function claim(
   store: LeasedIdempotencyStore<unknown>,
   key: string,
-  fingerprint: string,
+  fingerprint: Fingerprint,
   settings: ClaimSettings,
 ): Promise<Claim> {
   const encryption = encryptionOf(store);
-  if (encryption === undefined) return claimAs(store, key, fingerprint, settings);
-  // With encryption on the row keeps the keyed fingerprint, never the digest itself. A row kept
-  // before encryption was turned on (the plain digest) or under a key since rotated is still this
-  // request's: the claim is made again under the fingerprint that row holds.
-  const found = await claimAs(store, key, await encryption.fingerprint(fingerprint), settings);
+  const { digest, members } =
+    typeof fingerprint === 'string' ? { digest: fingerprint, members: undefined } : fingerprint;
+  // With encryption on the row keeps the keyed fingerprint, never the digest itself.
+  const head = encryption === undefined ? digest : await encryption.fingerprint(digest);
+  const kept = (keyId: string | undefined) =>
+    members === undefined ? undefined : keyedMembers(members, encryption, keyId);
+  const stored = keptFingerprint(head, await kept(encryption?.current));
+  const found = await claimAs(store, key, stored, settings);
   if (found.status !== 'mismatch') return found;
-  const kept = found.record.fingerprint;
-  if (!(await encryption.fingerprintMatches(kept, fingerprint))) return found;
-  return claimAs(store, key, kept, settings);
+  // A row kept before encryption was turned on (the plain digest), under a key since rotated, or
+  // before member digests were kept is still this request's: the claim is made again under the
+  // fingerprint that row holds.
+  const { head: keptHead, kept: keptMembers } =
+    members === undefined
+      ? { head: found.record.fingerprint, kept: undefined }
+      : readKeptFingerprint(found.record.fingerprint);
+  const same =
+    encryption === undefined
+      ? keptHead === digest
+      : await encryption.fingerprintMatches(keptHead, digest);
+  if (same) return claimAs(store, key, found.record.fingerprint, settings);
+  if (keptMembers === undefined) return found;
+  // This request's members, digested as the first request's were: under its key, or plain.
+  const keyId = keyedFingerprintKeyId(keptHead);
+  if (keyId !== undefined && encryption?.has(keyId) !== true) return found;
+  const again = readKeptFingerprint(keptFingerprint(keptHead, await kept(keyId))).kept;
+  if (again === undefined) return found;
+  return { ...found, members: differentMembers(keptMembers, again) };
+}
+
+// Member digests as they are kept: keyed under `keyId` when it is given, plain otherwise.
+async function keyedMembers(
+  members: ReadonlyMap<string, string>,
+  encryption: Encryption | undefined,
+  keyId: string | undefined,
+): Promise<ReadonlyMap<string, string>> {
+  if (encryption === undefined || keyId === undefined) return members;
+  const keyed = new Map<string, string>();
+  for (const [name, digest] of members) {
+    keyed.set(name, await encryption.fingerprint(digest, keyId));
+  }
+  return keyed;
 }
 
 async function claimAs(

@@ -101,6 +101,21 @@ export function sealedKeyId(stored: string): string | undefined {
 }
 
 /**
+ * The key id a keyed fingerprint was made under, or `undefined` for a fingerprint that is not
+ * keyed (a plain digest, kept before encryption was turned on).
+ *
+ * @example
+ * ```ts
+ * keyedFingerprintKeyId('hmac-sha256:2026-12:9f…'); // '2026-12'
+ * ```
+ */
+export function keyedFingerprintKeyId(stored: string): string | undefined {
+  if (!stored.startsWith(KEYED_PREFIX)) return undefined;
+  const end = stored.indexOf(':', KEYED_PREFIX.length);
+  return end < 0 ? undefined : stored.slice(KEYED_PREFIX.length, end);
+}
+
+/**
  * Checks a keyring and copies its keys, so a caller mutating its object later changes nothing.
  *
  * @throws {@link InvalidOptionError} for a keyring that is not `{ keys, current }`, a key id
@@ -304,9 +319,8 @@ export class Encryption {
    */
   async fingerprintMatches(stored: string, digest: string): Promise<boolean> {
     if (stored === digest) return true;
-    if (!stored.startsWith(KEYED_PREFIX)) return false;
-    const keyId = stored.slice(KEYED_PREFIX.length, stored.indexOf(':', KEYED_PREFIX.length));
-    if (!this.#keys.has(keyId)) return false;
+    const keyId = keyedFingerprintKeyId(stored);
+    if (keyId === undefined || !this.#keys.has(keyId)) return false;
     return (await this.fingerprint(digest, keyId)) === stored;
   }
 }

@@ -1,4 +1,5 @@
 import { ErrorCode, IdempotencyError } from '../core/errors.js';
+import type { MemberDifference } from '../core/member-digests.js';
 import type { IdempotencyRecord } from '../core/store.js';
 
 /**
@@ -43,25 +44,34 @@ export class CallInProgressError extends IdempotencyError {
 
 /**
  * The key was first used with a different payload. Nothing ran: a key names one operation, and
- * replaying another payload's result would be wrong.
+ * replaying another payload's result would be wrong. When both payloads are objects fingerprinted
+ * by default, `members` names their top-level members that differ (names only, never values).
  */
 export class KeyReusedError extends IdempotencyError {
   /** The idempotency key. */
   readonly key: string;
   /** The row that holds the key, with the other payload's fingerprint. */
   readonly record: IdempotencyRecord<unknown>;
+  /** The top-level payload members that differ from the first call's; `undefined` when unknown. */
+  readonly members: MemberDifference | undefined;
 
   /**
    * @param key - the idempotency key
    * @param record - the row holding the key
+   * @param members - the members that differ, when both calls kept their digests
    */
-  constructor(key: string, record: IdempotencyRecord<unknown>) {
+  constructor(key: string, record: IdempotencyRecord<unknown>, members?: MemberDifference) {
+    const differ =
+      members === undefined || members.names.length === 0
+        ? ''
+        : `; its top-level members that differ: ${members.names.map((name) => JSON.stringify(name)).join(', ')}`;
     super(
       ErrorCode.keyReused,
-      `idempotency key ${JSON.stringify(key)} was used with a different payload`,
+      `idempotency key ${JSON.stringify(key)} was used with a different payload${differ}`,
     );
     this.key = key;
     this.record = record;
+    this.members = members;
   }
 }
 

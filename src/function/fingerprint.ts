@@ -1,5 +1,7 @@
 import { canonicalJson } from '../core/canonical-json.js';
 import { InvalidFingerprintError } from '../core/errors.js';
+import { type IgnoredMembers, withoutIgnored } from '../core/json-pointer.js';
+import { type MemberFingerprint, memberFingerprint } from '../core/member-digests.js';
 import { sha256Hex } from '../core/sha256.js';
 
 function refuse(reason: string): never {
@@ -28,7 +30,30 @@ function refuse(reason: string): never {
  * ±Infinity, a cycle, a BigInt)
  */
 export function payloadFingerprint(payload: unknown): string {
+  return sha256Hex(canonicalPayload(payload) ?? '');
+}
+
+// The canonical JSON text of a payload, or `undefined` for one JSON drops entirely.
+function canonicalPayload(payload: unknown): string | undefined {
   const dropped =
     payload === undefined || typeof payload === 'function' || typeof payload === 'symbol';
-  return sha256Hex(dropped ? '' : canonicalJson(payload, refuse));
+  return dropped ? undefined : canonicalJson(payload, refuse);
+}
+
+/**
+ * The fingerprint `makeIdempotent` keeps with a key: {@link payloadFingerprint}'s digest, computed
+ * with the members `ignored` names left out of the payload, and the digests of the payload's
+ * top-level members (when it is an object), so a key reused with another payload can name the
+ * members that differ. Without `ignored` the digest is `payloadFingerprint`'s.
+ *
+ * @throws {@link InvalidFingerprintError} as {@link payloadFingerprint} does
+ */
+export function keptPayloadFingerprint(
+  payload: unknown,
+  ignored: IgnoredMembers | undefined,
+): MemberFingerprint {
+  const canonical = canonicalPayload(payload);
+  if (canonical === undefined) return { digest: sha256Hex(''), members: undefined };
+  const shaped = ignored === undefined ? canonical : withoutIgnored(canonical, ignored);
+  return memberFingerprint(sha256Hex(shaped), shaped);
 }

@@ -223,7 +223,7 @@ function wrap<A extends unknown[], R>(
       case 'acquired':
         return execute(found.ownership, args);
       case 'mismatch':
-        throw new KeyReusedError(key, found.record);
+        throw new KeyReusedError(key, found.record, found.members);
       case 'expired':
         throw new ResultExpiredError(key, found.record);
       case 'replay': {

@@ -7,11 +7,13 @@ import {
 } from '../core/claim-options.js';
 import { InvalidOptionError } from '../core/errors.js';
 import type { JsonValue } from '../core/json.js';
+import { readIgnoredMembers } from '../core/json-pointer.js';
+import type { Fingerprint } from '../core/member-digests.js';
 import { decodeResult, encodeResult } from '../core/result-encoding.js';
 import type { StepLog } from '../core/steps.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../core/transaction-runner.js';
-import { payloadFingerprint } from './fingerprint.js';
+import { keptPayloadFingerprint } from './fingerprint.js';
 
 /** The default retention of a result: 24 hours (the claim engine's default). */
 export const DEFAULT_FUNCTION_TTL_SECONDS = DEFAULT_TTL_SECONDS;
@@ -46,6 +48,16 @@ export interface MakeIdempotentOptions<A extends unknown[], R> {
    * (a redelivery counter, a trace id).
    */
   readonly payload?: (...args: A) => unknown;
+  /**
+   * How the payload is fingerprinted: `ignore` lists JSON pointers (RFC 6901) to members left out
+   * of it first (`/meta/traceId`; with the default payload, the arguments array, `/0/sentAt`).
+   * At most 64 pointers, each at most 32 members deep; a pointer to a member the payload lacks
+   * changes nothing. A list that is not one of JSON pointers is refused with an
+   * `InvalidOptionError` naming the pointer when the wrapper is made. When the payload is an
+   * object, a reuse of its key with another payload throws {@link KeyReusedError} naming the
+   * top-level members that differ.
+   */
+  readonly fingerprint?: { readonly ignore?: readonly string[] };
   /** How long a result is replayed, in seconds. Default 24 h; choose it to outlast every retry. */
   readonly ttlSeconds?: number;
   /**
@@ -119,7 +131,7 @@ export interface SteppedOptions<TX, A extends unknown[], R>
 export interface ResolvedFunctionOptions<A extends unknown[], R> extends ClaimSettings {
   readonly store: LeasedIdempotencyStore<unknown>;
   readonly key: (...args: A) => string;
-  readonly fingerprint: (...args: A) => string;
+  readonly fingerprint: (...args: A) => Fingerprint;
   readonly codec: ResultCodec<R>;
 }
 
@@ -157,6 +169,14 @@ export function resolveFunctionOptions<A extends unknown[], R>(
   assertFunction(options.key, 'key');
   const payload = options.payload ?? ((...args: A) => args);
   assertFunction(payload, 'payload');
+  const shape = options.fingerprint;
+  if (shape !== undefined && (typeof shape !== 'object' || shape === null)) {
+    throw new InvalidOptionError('fingerprint must be { ignore: [JSON pointers] }');
+  }
+  const ignored =
+    shape?.ignore === undefined
+      ? undefined
+      : readIgnoredMembers(shape.ignore, 'fingerprint.ignore');
   const claim = resolveClaimOptions(options);
   const codec = options.result ?? defaultCodec<R>();
   assertFunction(codec.serialize, 'result.serialize');
@@ -165,7 +185,7 @@ export function resolveFunctionOptions<A extends unknown[], R>(
     ...claim,
     store,
     key: options.key,
-    fingerprint: (...args) => payloadFingerprint(payload(...args)),
+    fingerprint: (...args) => keptPayloadFingerprint(payload(...args), ignored),
     codec,
   };
 }

@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
 import { canonicalJsonText, canonicalJson as canonicalValue } from '../core/canonical-json.js';
+import { type IgnoredMembers, withoutIgnored } from '../core/json-pointer.js';
+import { type MemberFingerprint, memberFingerprint } from '../core/member-digests.js';
 import { sha256Hex } from '../core/sha256.js';
 import { BodyRefusedError } from './problems.js';
 import type { IdempotentRequest } from './request.js';
@@ -137,12 +139,16 @@ function removeDotSegments(path: string): string {
  * non-finite number, a BigInt, a cycle; JSON text never is one
  */
 export function requestFingerprint(request: IdempotentRequest): string {
+  return requestDigest(request, fingerprintBody(request.body));
+}
+
+// The digest of `request` with the body `body` (its JSON already without any ignored members).
+function requestDigest(request: IdempotentRequest, body: FingerprintBody): string {
   // The canonical text of { method, path, body } without building the object: "body" sorts
   // before "method", which sorts before "path".
   const head = `"method":${JSON.stringify(request.method.toUpperCase())},"path":${JSON.stringify(
     fingerprintPath(request.path),
   )}`;
-  const body = fingerprintBody(request.body);
   if (body.kind === 'none') return sha256Hex(`{${head}}`);
   if (body.kind === 'json') return sha256Hex(`{"body":${body.canonical},${head}}`);
   // `{"bodyBytes":…` never starts the canonical text of the other two forms (`{"body":` or
@@ -151,4 +157,24 @@ export function requestFingerprint(request: IdempotentRequest): string {
     .update(`{"bodyBytes":${body.bytes.byteLength},${head}}`)
     .update(body.bytes)
     .digest('hex');
+}
+
+/**
+ * The fingerprint the layer keeps with a key: {@link requestFingerprint}'s digest, computed with
+ * the members `ignored` names left out of a JSON body, and the digests of the body's top-level
+ * members, so a key reused with another body can name the members that differ. A body that is
+ * not JSON counts as its bytes, whatever `ignored` says; without `ignored` the digest is
+ * `requestFingerprint`'s.
+ *
+ * @throws {@link BodyRefusedError} as {@link requestFingerprint} does
+ */
+export function keptRequestFingerprint(
+  request: IdempotentRequest,
+  ignored: IgnoredMembers | undefined,
+): MemberFingerprint {
+  const body = fingerprintBody(request.body);
+  if (body.kind !== 'json') return { digest: requestDigest(request, body), members: undefined };
+  const canonical =
+    ignored === undefined ? body.canonical : withoutIgnored(body.canonical, ignored);
+  return memberFingerprint(requestDigest(request, { kind: 'json', canonical }), canonical);
 }

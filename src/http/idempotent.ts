@@ -4,6 +4,7 @@ import {
   EncryptionKeyMissingError,
   InvalidOptionError,
 } from '../core/errors.js';
+import type { Fingerprint } from '../core/member-digests.js';
 import type { Ownership } from '../core/ownership.js';
 import { type Step, type StepSession, startSteps } from '../core/steps.js';
 import type { IdempotencyRecord, LeasedIdempotencyStore } from '../core/store.js';
@@ -176,7 +177,7 @@ export function idempotent(
       return respond(unkeyed, problemResult(new KeyMalformedError(reason)));
     }
     const report = reporter(settings, request, id, started);
-    let fingerprint: string;
+    let fingerprint: Fingerprint;
     try {
       fingerprint = await settings.fingerprint(request);
     } catch (error) {
@@ -205,7 +206,7 @@ export function idempotent(
         return { action: 'run', execution };
       }
       case 'mismatch':
-        return respond(report, problemResult(new KeyReusedError(found.record)));
+        return respond(report, problemResult(new KeyReusedError(found.record, found.members)));
       case 'expired':
         return respond(report, problemResult(new AnswerExpiredError(found.record)));
       case 'replay':

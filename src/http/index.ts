@@ -5,7 +5,7 @@ export type { Decision, IdempotentExecutor } from './idempotent.js';
 export { idempotent, REPLAYED_HEADER } from './idempotent.js';
 export type { ParsedKey } from './key.js';
 export { IDEMPOTENCY_KEY_HEADER, MAX_KEY_LENGTH, parseIdempotencyKey } from './key.js';
-export type { IdempotentOptions } from './options.js';
+export type { FingerprintOptions, IdempotentOptions } from './options.js';
 export {
   DEFAULT_LEASE_SECONDS,
   DEFAULT_MAX_STORED_BYTES,

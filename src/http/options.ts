@@ -4,9 +4,11 @@ import {
   resolveClaimOptions,
 } from '../core/claim-options.js';
 import { InvalidOptionError } from '../core/errors.js';
+import { type IgnoredMembers, readIgnoredMembers } from '../core/json-pointer.js';
+import type { Fingerprint } from '../core/member-digests.js';
 import type { StepLog } from '../core/steps.js';
 import { assertIntegerOption } from '../core/validation.js';
-import { requestFingerprint } from './fingerprint.js';
+import { keptRequestFingerprint } from './fingerprint.js';
 import type { OutcomeEvent } from './outcome.js';
 import type { IdempotentRequest } from './request.js';
 import { DEFAULT_STORED_HEADERS } from './response.js';
@@ -15,6 +17,17 @@ export { DEFAULT_LEASE_SECONDS, DEFAULT_TTL_SECONDS } from '../core/claim-option
 
 /** The default largest answer body kept for replay: 1 MiB. */
 export const DEFAULT_MAX_STORED_BYTES = 1024 * 1024;
+
+/** How the default request fingerprint is shaped: see `fingerprint` in {@link IdempotentOptions}. */
+export interface FingerprintOptions {
+  /**
+   * JSON pointers (RFC 6901) to members left out of a JSON body before it is digested: members
+   * that change between retries of one request (`/sentAt`, `/meta/traceId`, `/items/0/nonce`).
+   * A pointer to a member the body lacks changes nothing; a body that is not JSON is digested as
+   * its bytes, whatever the list says. At most 64 pointers, each at most 32 members deep.
+   */
+  readonly ignore?: readonly string[];
+}
 
 /** Options of {@link idempotent} and of the framework adapters. */
 export interface IdempotentOptions {
@@ -44,8 +57,18 @@ export interface IdempotentOptions {
   readonly required?: boolean;
   /** The methods the layer applies to; others pass through untouched. Default `POST`, `PATCH`. */
   readonly methods?: readonly string[];
-  /** The request fingerprint. Default {@link requestFingerprint}: method, path and body. */
-  readonly fingerprint?: (request: IdempotentRequest) => string | Promise<string>;
+  /**
+   * The request fingerprint: what must match for a request to count as a retry. Default: the
+   * method, the path and the body (`requestFingerprint`), with the digests of the body's
+   * top-level members kept beside it, so a key reused with another body answers 422 naming the
+   * members that differ. `{ ignore: ['/meta/traceId'] }` leaves volatile members out of the body
+   * first (see {@link FingerprintOptions}); a function of your own replaces the fingerprint (its
+   * 422 then names no members). An `ignore` list that is not one of JSON pointers is refused with
+   * an `InvalidOptionError` naming the pointer when the layer is built.
+   */
+  readonly fingerprint?:
+    | ((request: IdempotentRequest) => string | Promise<string>)
+    | FingerprintOptions;
   /**
    * Whether an answer with this status is stored and replayed. Default: every status below 500.
    * An answer that is not stored releases the key, so a retry runs again.
@@ -109,7 +132,7 @@ export interface IdempotentOptions {
 export interface ResolvedOptions extends ClaimSettings {
   readonly required: boolean;
   readonly methods: ReadonlySet<string>;
-  readonly fingerprint: (request: IdempotentRequest) => string | Promise<string>;
+  readonly fingerprint: (request: IdempotentRequest) => Fingerprint | Promise<Fingerprint>;
   readonly shouldStore: (status: number) => boolean;
   readonly storedHeaders: ReadonlySet<string>;
   readonly retryAfterSeconds: number | undefined;
@@ -128,6 +151,21 @@ function assertStrings(value: unknown, name: string): asserts value is readonly 
   }
 }
 
+// The fingerprint option as the layer calls it: a function of yours as it is, or the default
+// shaped by its `ignore` list.
+function resolveFingerprint(
+  option: IdempotentOptions['fingerprint'],
+): ResolvedOptions['fingerprint'] {
+  if (typeof option === 'function') return option;
+  if (option !== undefined && (typeof option !== 'object' || option === null)) {
+    throw new InvalidOptionError('fingerprint must be a function or { ignore: [JSON pointers] }');
+  }
+  const ignore = option?.ignore;
+  const ignored: IgnoredMembers | undefined =
+    ignore === undefined ? undefined : readIgnoredMembers(ignore, 'fingerprint.ignore');
+  return (request) => keptRequestFingerprint(request, ignored);
+}
+
 /**
  * Applies the defaults and checks every option, so a misconfiguration fails when the middleware
  * is built, not on the first request.
@@ -136,8 +174,7 @@ function assertStrings(value: unknown, name: string): asserts value is readonly 
  */
 export function resolveOptions(options: IdempotentOptions): ResolvedOptions {
   const claim = resolveClaimOptions(options);
-  const fingerprint = options.fingerprint ?? requestFingerprint;
-  assertFunction(fingerprint, 'fingerprint');
+  const fingerprint = resolveFingerprint(options.fingerprint);
   const shouldStore = options.shouldStore ?? ((status: number) => status < 500);
   assertFunction(shouldStore, 'shouldStore');
   const methods = options.methods ?? ['POST', 'PATCH'];

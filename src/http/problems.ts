@@ -4,6 +4,7 @@ import {
   ErrorCode,
   IdempotencyError,
 } from '../core/errors.js';
+import type { MemberDifference } from '../core/member-digests.js';
 import type { IdempotencyRecord } from '../core/store.js';
 import type { HttpResponse } from './response.js';
 
@@ -107,22 +108,61 @@ export class KeyMalformedError extends IdempotencyProblem {
   }
 }
 
-/** 422: the key was first used for a request with a different fingerprint. It never runs. */
+/**
+ * 422: the key was first used for a request with a different fingerprint. It never runs. When both
+ * requests kept their members' digests (the default fingerprint, a JSON object body), the problem
+ * names the top-level members that differ, `differentMembers`: names only, never values.
+ */
 export class KeyReusedError extends IdempotencyProblem {
   readonly status = 422;
   readonly type = ProblemType.keyReused;
   readonly title = 'Idempotency-Key reused with a different request';
   /** The record that holds the key (its response is not exposed to the client). */
   readonly record: IdempotencyRecord<unknown>;
+  /** The top-level body members that differ from the first request's; `undefined` when unknown. */
+  readonly members: MemberDifference | undefined;
 
-  /** @param record - the record that holds the key */
-  constructor(record: IdempotencyRecord<unknown>) {
-    super(
-      ErrorCode.keyReused,
-      'this Idempotency-Key was already used for a request with a different method, path or body; use a new key for a new request',
-    );
+  /**
+   * @param record - the record that holds the key
+   * @param members - the members that differ, when both requests kept their digests
+   */
+  constructor(record: IdempotencyRecord<unknown>, members?: MemberDifference) {
+    super(ErrorCode.keyReused, keyReusedDetail(members));
     this.record = record;
+    this.members = members;
   }
+
+  /**
+   * The RFC 9457 body, with `differentMembers` (the names) and `membersCapped` (`true` when a
+   * body had more members than are kept, at most `MAX_MEMBER_DIGESTS`, fewer when their names
+   * are long) when the members are known.
+   */
+  override details(): ProblemDetails & {
+    readonly differentMembers?: readonly string[];
+    readonly membersCapped?: boolean;
+  } {
+    const { members } = this;
+    if (members === undefined) return super.details();
+    return {
+      ...super.details(),
+      differentMembers: members.names,
+      ...(members.capped ? { membersCapped: true } : {}),
+    };
+  }
+}
+
+function keyReusedDetail(members: MemberDifference | undefined): string {
+  const base =
+    'this Idempotency-Key was already used for a request with a different method, path or body; use a new key for a new request';
+  if (members === undefined) return base;
+  const capped = members.capped
+    ? ` (a body has more members than are kept: only the first ones by name are compared)`
+    : '';
+  if (members.names.length === 0) {
+    return `${base}; the body's top-level members compared are the same${capped}`;
+  }
+  const names = members.names.map((name) => JSON.stringify(name)).join(', ');
+  return `${base}; the body's top-level members that differ: ${names}${capped}`;
 }
 
 /** 409 with `Retry-After`: the first request with this key is still running. It never runs twice. */

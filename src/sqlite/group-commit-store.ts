@@ -1,3 +1,11 @@
+import type { Encryption } from '../core/encryption.js';
+import type {
+  EraseOptions,
+  EraseResult,
+  RekeyOptions,
+  RekeyResult,
+  SealingReport,
+} from '../core/erasure.js';
 import { GroupCommit } from '../core/group-commit.js';
 import type {
   AcquireOptions,
@@ -21,6 +29,10 @@ import type { SqliteIdempotencyStore } from './store.js';
  * the same transaction) as on the synchronous store, operations run in the order they were
  * called, a promise resolves only once its write is committed, and a bad argument rejects its own
  * promise with the same typed error while its neighbours commit.
+ *
+ * Encryption at rest and erasure are the underlying store's: open it with `encryption` and its
+ * answers are sealed (and request fingerprints keyed) through this store too; `erase`, `rekey`
+ * and `sealingReport` run the underlying store's, in call order.
  *
  * @typeParam T - the type of the stored responses
  * @example
@@ -47,6 +59,14 @@ export class SqliteGroupCommitStore<T = unknown> implements LeasedIdempotencySto
   /** The synchronous store underneath, for code that runs inside your own transactions. */
   get store(): SqliteIdempotencyStore<T> {
     return this.#store;
+  }
+
+  /**
+   * What seals the underlying store's answers and keys request fingerprints; `undefined` with
+   * encryption off.
+   */
+  get encryption(): Encryption | undefined {
+    return this.#store.encryption;
   }
 
   /** How many transactions of more than one operation were run: a measure of the grouping. */
@@ -132,6 +152,29 @@ export class SqliteGroupCommitStore<T = unknown> implements LeasedIdempotencySto
   /** {@inheritDoc IdempotencyStore.get} */
   get(key: string): Promise<IdempotencyRecord<T> | null> {
     return this.#group.read(() => this.#store.get(key));
+  }
+
+  /**
+   * Erases every done answer of one scope, as `SqliteIdempotencyStore.erase` does, after the
+   * operations called before it (in their transaction when it joins a burst).
+   *
+   * @example
+   * ```ts
+   * const { erased, pending } = await store.erase({ scope: 'customer-7' });
+   * ```
+   */
+  erase(options: EraseOptions): Promise<EraseResult> {
+    return this.#group.run(() => this.#store.erase(options));
+  }
+
+  /** Re-seals answers under the keyring's current key, as `SqliteIdempotencyStore.rekey` does. */
+  rekey(options?: RekeyOptions): Promise<RekeyResult> {
+    return this.#group.run(() => this.#store.rekey(options));
+  }
+
+  /** How the stored answers are kept, as `SqliteIdempotencyStore.sealingReport` counts them. */
+  sealingReport(options?: RekeyOptions): Promise<SealingReport> {
+    return this.#group.read(() => this.#store.sealingReport(options));
   }
 
   /**

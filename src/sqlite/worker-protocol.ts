@@ -74,6 +74,7 @@ export const READS: ReadonlySet<StatementName> = new Set<StatementName>([
   'expired',
   'counts',
   'stats',
+  'answers',
 ]);
 
 /** Turns an error into what crosses the thread. */

@@ -1,6 +1,7 @@
 import type { Worker } from 'node:worker_threads';
 import { getTableConfig } from 'drizzle-orm/sqlite-core';
 import { AsyncIdempotencyStore, type KeyStatements } from '../core/async-store.js';
+import { checkedEncryption, type Keyring } from '../core/encryption.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
 import { assertIntegerOption, DEFAULT_BATCH_MILLIS } from '../core/validation.js';
 import type { OpenSqliteStoreOptions } from './open.js';
@@ -29,6 +30,9 @@ const STATEMENTS: readonly Exclude<StatementName, 'close'>[] = [
   'sweepBatch',
   'counts',
   'stats',
+  'eraseBatch',
+  'answers',
+  'reseal',
 ];
 
 function linkedStatements(link: WorkerLink): KeyStatements {
@@ -70,9 +74,13 @@ export class SqliteWorkerStore<T = unknown>
   readonly sweepBatchMillis: number = DEFAULT_BATCH_MILLIS;
   readonly #link: WorkerLink;
 
-  /** @param link - the worker thread, as {@link openSqliteWorkerStore} starts it */
-  constructor(link: WorkerLink) {
-    super(linkedStatements(link));
+  /**
+   * @param link - the worker thread, as {@link openSqliteWorkerStore} starts it
+   * @param encryption - the keyring answers are sealed with, on this thread: the keys never
+   *   cross to the worker, which stores and reads sealed text only
+   */
+  constructor(link: WorkerLink, encryption?: Keyring) {
+    super(linkedStatements(link), encryption);
     this.#link = link;
   }
 
@@ -137,12 +145,14 @@ export class SqliteWorkerStore<T = unknown>
  * @throws {@link DatabaseOpenError} for a missing directory, a directory, a file that is not a
  * database, or a file that cannot be opened
  * @throws {@link SchemaMismatchError} when a foreign `keys` table is in the way
- * @throws {@link InvalidOptionError} for an option out of range
+ * @throws {@link InvalidOptionError} for an option out of range or a keyring that is not well
+ * formed (checked before the thread starts)
  */
 export async function openSqliteWorkerStore<T = unknown>(
   path: string,
   options: OpenSqliteStoreOptions = {},
 ): Promise<SqliteWorkerStore<T>> {
+  const { encryption } = checkedEncryption(options);
   const answerCacheSize = options.answerCacheSize ?? 0;
   assertIntegerOption(answerCacheSize, 'answerCacheSize', 0, MAX_ANSWER_CACHE_SIZE);
   const { link, findings } = await WorkerLink.open({
@@ -153,5 +163,5 @@ export async function openSqliteWorkerStore<T = unknown>(
     table: options.table === undefined ? undefined : getTableConfig(options.table).name,
   });
   for (const finding of findings) options.onDeploymentWarning?.(finding);
-  return new SqliteWorkerStore<T>(link);
+  return new SqliteWorkerStore<T>(link, encryption);
 }

@@ -3,7 +3,14 @@ import { describe, expect, it } from 'vitest';
 import { claim } from '../../src/core/claim.js';
 import { resolveClaimOptions } from '../../src/core/claim-options.js';
 import type { Keyring } from '../../src/core/encryption.js';
-import type { KeyStore, Mode } from '../../src/core/key-store.js';
+import type {
+  EraseOptions,
+  EraseResult,
+  RekeyOptions,
+  RekeyResult,
+  SealingReport,
+} from '../../src/core/erasure.js';
+import type { LeasedIdempotencyStore, MaybePromise } from '../../src/core/store.js';
 import { storedId } from '../../src/http/scope.js';
 import {
   AnswerUnreadableError,
@@ -11,10 +18,17 @@ import {
   InvalidOptionError,
 } from '../../src/index.js';
 
+/** A store that seals its answers and erases by scope, in either mode. */
+interface SealingStore extends LeasedIdempotencyStore<unknown> {
+  erase(options: EraseOptions): MaybePromise<EraseResult>;
+  rekey(options?: RekeyOptions): MaybePromise<RekeyResult>;
+  sealingReport(options?: RekeyOptions): MaybePromise<SealingReport>;
+}
+
 /** A store of one dialect over one database that several stores (with several keyrings) share. */
 export interface EncryptionHarness {
   /** Opens another store on the same table, with `encryption` when given. */
-  open(encryption?: Keyring): Promise<KeyStore<unknown, Mode>>;
+  open(encryption?: Keyring): Promise<SealingStore>;
   /** The response column of every row, as the database holds it, by id. */
   responses(): Promise<Map<string, string | null>>;
   /** Replaces the stored response of `id` with `value` behind the store's back. */

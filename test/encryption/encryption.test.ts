@@ -4,7 +4,11 @@ import { afterAll } from 'vitest';
 import type { Keyring } from '../../src/core/encryption.js';
 import { openLibsqlStore } from '../../src/libsql/index.js';
 import { applyPgMigrations, PgIdempotencyStore, pgKeysTable } from '../../src/pg/index.js';
-import { openSqliteStore } from '../../src/sqlite/index.js';
+import {
+  openSqliteStore,
+  openSqliteWorkerStore,
+  SqliteGroupCommitStore,
+} from '../../src/sqlite/index.js';
 import { fileUrl } from '../support/libsql-harness.js';
 import { sharedPglite, uniqueName } from '../support/pg.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
@@ -48,6 +52,21 @@ encryptionSuite(
   'SQLite (better-sqlite3)',
   sqliteFile(async (path, encryption) =>
     openSqliteStore(path, encryption === undefined ? {} : { encryption }),
+  ),
+);
+encryptionSuite(
+  'SQLite with group commit',
+  sqliteFile(
+    async (path, encryption) =>
+      new SqliteGroupCommitStore(
+        openSqliteStore(path, encryption === undefined ? {} : { encryption }),
+      ),
+  ),
+);
+encryptionSuite(
+  'SQLite on a worker thread',
+  sqliteFile((path, encryption) =>
+    openSqliteWorkerStore(path, encryption === undefined ? {} : { encryption }),
   ),
 );
 encryptionSuite(
