@@ -9,7 +9,11 @@ import express, {
 } from 'express';
 import Fastify from 'fastify';
 import { Hono } from 'hono';
-import { expressIdempotency, keepRawBody } from '../../src/http/express.js';
+import {
+  expressIdempotency,
+  expressIdempotencyErrors,
+  keepRawBody,
+} from '../../src/http/express.js';
 import { fastifyIdempotency } from '../../src/http/fastify.js';
 import { fetchIdempotency } from '../../src/http/fetch.js';
 import { honoIdempotency } from '../../src/http/hono.js';
@@ -122,6 +126,8 @@ const startExpress: ServerFactory = async (store, options, behave) => {
       }
     },
   );
+  // Needed on Express 4 (docs/http.md, "Express and errors"), harmless on Express 5.
+  app.use(expressIdempotencyErrors());
   app.use((_error: Error, _req: ExpressRequest, res: ExpressResponse, _next: NextFunction) => {
     res.status(500).type('text/plain').send('handler failed');
   });
