@@ -3,9 +3,8 @@
 # Fastify, Hono, NestJS, pg, postgres, mysql2, @libsql/client, PGlite, Neon serverless,
 # PlanetScale, the OpenTelemetry API), as an application installing it today gets them. Runs the
 # adapters' HTTP behaviour suites, the store contracts (on the servers too), the OpenTelemetry
-# tests and the install test there. Prints the versions it tested. The older majors (Express 4,
-# Fastify 4) are not run here yet: the behaviour suite's throwing async handlers need Express 4's
-# explicit next(error), which its test servers do not pass.
+# tests and the install test there; then installs Express 4, Fastify 4 and the Nest 11 minor
+# before the newest over them and runs the HTTP suites again. Prints the versions it tested.
 source "$(dirname "$0")/lib.bash"
 
 for var in DATABASE_URL MYSQL_URL; do
@@ -36,8 +35,30 @@ lane_vitest "$app" test/http/behaviour.test.ts test/http/adapters.test.ts \
   test/runtimes/neon-http.pg-server.test.ts test/runtimes/planetscale.mysql-server.test.ts \
   test/observe/requests.test.ts test/observe/store.test.ts test/package/install.test.ts
 
+previous_list="$(resolve previous)"
+mapfile -t previous <<<"$previous_list"
+(cd "$app" && npm install --no-save --no-audit --no-fund --loglevel=error "${previous[@]}" >&2)
+# What npm placed, not what was asked for: a pass that silently ran the newest again would prove
+# nothing of the older majors.
+for pin in "${previous[@]}"; do
+  name="${pin%@*}"
+  installed="$(node -p 'require(process.argv[1]).version' "$app/node_modules/$name/package.json")"
+  if [ "$installed" != "${pin##*@}" ]; then
+    echo "newest-peers: asked for $pin, npm installed $name $installed" >&2
+    exit 1
+  fi
+done
+lane_say "Express 4, Fastify 4 and the Nest minor before: the HTTP suites"
+# The stores are those of the first pass: the behaviour suite runs these adapters on one of them.
+lane_vitest "$app" test/http/behaviour.test.ts -t '(Express|Fastify|NestJS).* on SQLite file'
+lane_vitest "$app" test/http/adapters.test.ts test/http/nestjs.test.ts \
+  test/http/nestjs-redirect.test.ts
+
 lane_say "newest-peers: passed with"
 node -e '
-  const newest = require(process.argv[1]);
-  for (const [name, version] of Object.entries(newest)) console.log(`   ${name} ${version}`);
-' "$lane_work/newest.versions.json"
+  const [newest, previous] = process.argv.slice(1).map((file) => require(file));
+  for (const [name, version] of Object.entries(newest)) {
+    const also = previous[name] === undefined ? "" : ` and ${previous[name]}`;
+    console.log(`   ${name} ${version}${also}`);
+  }
+' "$lane_work/newest.versions.json" "$lane_work/previous.versions.json"

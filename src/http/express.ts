@@ -1,6 +1,6 @@
 import { channel } from 'node:diagnostics_channel';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from 'express';
 import type { LeasedIdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../core/transaction-runner.js';
 import type { Execution } from './execution.js';
@@ -81,6 +81,42 @@ function watchRouterErrors(): void {
     const { req, error } = message as RouterErrorContext;
     if (req !== undefined) failures.get(req)?.(error);
   });
+}
+
+/**
+ * Error middleware that tells the layer of an error a handler passed on, for Express 4 (and an
+ * older router), whose router publishes no error on the tracing channel the layer listens on.
+ * Without it, the layer there judges the error handler's answer by its status alone: a 4xx it
+ * answers is stored as the handler's, and an `OutcomeUnknownError` answered 500 releases the key
+ * instead of holding it, so a retry runs the handler again. Mount it after the routes and before
+ * your own error handlers; it passes every error on unchanged. On Express 5 it is not needed, and
+ * harmless.
+ *
+ * @example
+ * ```ts
+ * import express from 'express';
+ * import { expressIdempotency, expressIdempotencyErrors } from 'drizzle-idempotency/express';
+ *
+ * const app = express();
+ * const idempotency = expressIdempotency(store, { scope: 'global' });
+ * app.post('/payments', express.json(), idempotency, async (req, res, next) => {
+ *   try {
+ *     res.status(201).json(await createPayment(req.body));
+ *   } catch (error) {
+ *     next(error); // Express 4 hears of a rejection only this way
+ *   }
+ * });
+ * app.use(expressIdempotencyErrors());
+ * app.use((error: Error, req: express.Request, res: express.Response, next: express.NextFunction) => {
+ *   res.status(409).json({ error: error.message });
+ * });
+ * ```
+ */
+export function expressIdempotencyErrors(): ErrorRequestHandler {
+  return function idempotencyErrors(error, req, _res, next) {
+    failures.get(req)?.(error);
+    next(error);
+  };
 }
 
 /**

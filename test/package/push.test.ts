@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { drizzle } from 'drizzle-orm/node-postgres';
@@ -12,12 +13,16 @@ import { node, packedTarball, scratchApp, writeFiles } from './scratch-app.js';
 // a scratch application: every setup of docs/drizzle-app.md "drizzle-kit push" keeps every row.
 let app: string;
 let kitProblem: string | undefined;
+/** drizzle-kit 1.0 stops where 0.31 prompted or went on: it exits 2 and asks for `--hints`. */
+let kitMajor: number;
 
 beforeAll(async () => {
   const work = tempDir('idem-push-');
   app = await scratchApp(join(work, 'app'), await packedTarball());
   try {
     await node(app, [kit(), '--version']);
+    const manifest = join(app, 'node_modules', 'drizzle-kit', 'package.json');
+    kitMajor = Number(JSON.parse(readFileSync(manifest, 'utf8')).version.split('.')[0]);
   } catch (error) {
     kitProblem = `drizzle-kit does not run: ${String(error)}`;
   }
@@ -48,17 +53,24 @@ const SCHEMA_FILTER = `schemaFilter: ['public'],`;
 
 let configs = 0;
 
+/** What `drizzle-kit push` printed, and its exit code. */
+interface Pushed {
+  readonly printed: string;
+  readonly code: number;
+}
+
 /**
- * Writes an app schema and its drizzle-kit config, runs `drizzle-kit push --force` over it and
- * resolves with what drizzle-kit printed. drizzle-kit exits 0 even when it stops at a prompt, so
- * callers judge the output.
+ * Writes an app schema and its drizzle-kit config, runs `drizzle-kit push --force` over it (with
+ * `flags` after) and resolves with what drizzle-kit printed and its exit code. drizzle-kit 0.31
+ * exits 0 even when it stops at a prompt, so callers judge the output too.
  */
 async function push(
   dialect: 'sqlite' | 'pg',
   schema: string,
   credentials: string,
   extra = '',
-): Promise<string> {
+  flags: readonly string[] = [],
+): Promise<Pushed> {
   configs += 1;
   const name = `push-${dialect}-${configs}`;
   const kitDialect = dialect === 'sqlite' ? 'sqlite' : 'postgresql';
@@ -68,25 +80,36 @@ async function push(
 export default defineConfig({ dialect: '${kitDialect}', schema: './src/${name}.ts', ${extra} dbCredentials: { url: ${JSON.stringify(credentials)} } });
 `,
   });
-  const { stdout, stderr } = await node(app, [
-    kit(),
-    'push',
-    '--config',
-    `${name}.config.ts`,
-    '--force',
-    '--verbose',
-  ]);
-  return stdout + stderr;
+  const args = [kit(), 'push', '--config', `${name}.config.ts`, '--force', '--verbose', ...flags];
+  try {
+    const { stdout, stderr } = await node(app, args);
+    return { printed: stdout + stderr, code: 0 };
+  } catch (error) {
+    const exited = error as { code?: unknown; stdout?: string; stderr?: string };
+    if (typeof exited.code !== 'number') throw error;
+    return { printed: `${exited.stdout ?? ''}${exited.stderr ?? ''}`, code: exited.code };
+  }
+}
+
+/** The `--hints` that confirm dropping each non-empty table named: drizzle-kit 1.0's yes. */
+function confirmDrops(...tables: string[]): string[] {
+  const hints = tables.map((table) => ({
+    type: 'confirm_data_loss',
+    kind: 'table',
+    entity: ['public', table],
+  }));
+  return ['--hints', JSON.stringify(hints)];
 }
 
 /** Pushes twice: the first applies the app's own table, the second must find nothing to do. */
 async function pushTwice(...args: Parameters<typeof push>): Promise<void> {
   const first = await push(...args);
-  expect(first).not.toMatch(/Error|TTY|prompt/);
-  expect(first).toMatch(/CREATE TABLE "orders"|CREATE TABLE `orders`/);
-  expect(first).not.toMatch(/keys|__idempotency_migrations|SEQUENCE/i);
+  expect(first.printed).not.toMatch(/Error|TTY|prompt|missing_hints/);
+  expect(first.code).toBe(0);
+  expect(first.printed).toMatch(/CREATE TABLE "orders"|CREATE TABLE `orders`/);
+  expect(first.printed).not.toMatch(/keys|__idempotency_migrations|SEQUENCE/i);
   const second = await push(...args);
-  expect(second).toContain('No changes detected');
+  expect(second).toEqual({ printed: expect.stringContaining('No changes detected'), code: 0 });
 }
 
 // A done answer, a pending claim and the journal: what a running service has.
@@ -122,7 +145,11 @@ function sqliteState(file: string, name: string) {
   }
 }
 
-describe('drizzle-kit push over a SQLite database the library migrated', () => {
+// Each case runs drizzle-kit two to four times, each a process of its own that loads the kit: on
+// a busy machine that alone can take a minute.
+const KIT_CASE = { timeout: 300_000 };
+
+describe('drizzle-kit push over a SQLite database the library migrated', KIT_CASE, () => {
   const SCHEMA = "import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';";
 
   async function seeded(
@@ -185,13 +212,23 @@ ${ORDERS.sqlite}
     await expectKept(leftOut.file, leftOut.before, name);
   });
 
+  // 0.31 drops them at once; 1.0 stops (exit 2) until each drop is confirmed, then drops them.
   it('left out and the line taken away: push --force drops our tables, the case the line prevents', async (context) => {
     requireKit(context);
-    const { file } = await seeded();
+    const { file, before } = await seeded();
     const schema = `${SCHEMA}\n${ORDERS.sqlite}\n`;
     await pushTwice('sqlite', schema, file, FILTER);
-    const printed = await push('sqlite', schema, file);
-    expect(printed).toContain('DROP TABLE `keys`');
+    let pushed = await push('sqlite', schema, file);
+    if (kitMajor >= 1) {
+      expect(pushed.code).toBe(2);
+      expect(pushed.printed).toMatch(/Confirm data loss.*public\.keys/);
+      expect(pushed.printed).toMatch(/Confirm data loss.*public\.__idempotency_migrations/);
+      expect(sqliteState(file, 'keys')).toEqual(before);
+      const hints = confirmDrops('keys', '__idempotency_migrations');
+      pushed = await push('sqlite', schema, file, '', hints);
+    }
+    expect(pushed.code).toBe(0);
+    expect(pushed.printed).toContain('DROP TABLE `keys`');
     const client = new Database(file, { readonly: true });
     try {
       const tables = client.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all();
@@ -249,6 +286,7 @@ if (url === undefined) {
 
 describe.runIf(url !== undefined)(
   'drizzle-kit push over a PostgreSQL database the library migrated',
+  KIT_CASE,
   () => {
     const SCHEMA = "import { integer, pgTable, text } from 'drizzle-orm/pg-core';";
 
@@ -308,8 +346,16 @@ ${ORDERS.pg}
           JSON.parse((await node(app, ['pg-open.mjs', database.url])).stdout);
         expect(await open()).toEqual({ receipt: 1 });
         const schema = `${SCHEMA}\n${ORDERS.pg}\n`;
+        const untouched = await pgState(database.url, 'public');
         const blocked = await push('pg', schema, database.url, FILTER);
-        expect(blocked).toMatch(/TTY|__drizzle_migrations/);
+        // 0.31 stops at a prompt over the table's sequence and exits 0; 1.0 sees the table itself
+        // and asks (exit 2) whether `orders` is that table renamed.
+        expect(blocked).toEqual(
+          kitMajor >= 1
+            ? { printed: expect.stringMatching(/missing_hints/), code: 2 }
+            : { printed: expect.stringMatching(/TTY|__drizzle_migrations/), code: 0 },
+        );
+        expect(await pgState(database.url, 'public')).toEqual(untouched);
         await pool.query('DROP TABLE "__drizzle_migrations"');
         const before = await pgState(database.url, 'public');
         expect(before.keys).toHaveLength(3);

@@ -2,11 +2,19 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
-import express from 'express';
+import express, {
+  type Request as ExpressRequest,
+  type Response as ExpressResponse,
+  type NextFunction,
+} from 'express';
 import Fastify from 'fastify';
 import { Hono } from 'hono';
 import type { Step } from '../../src/core/steps.js';
-import { expressIdempotency, keepRawBody } from '../../src/http/express.js';
+import {
+  expressIdempotency,
+  expressIdempotencyErrors,
+  keepRawBody,
+} from '../../src/http/express.js';
 import { fastifyIdempotency } from '../../src/http/fastify.js';
 import { fetchIdempotency } from '../../src/http/fetch.js';
 import { honoIdempotency } from '../../src/http/hono.js';
@@ -111,14 +119,25 @@ const startExpress: ServerFactory = async (store, options, behave) => {
   app.all(
     ROUTES,
     expressIdempotency(store, { ...options, scope: (req) => req.header('x-client') }),
-    async (req, res) => {
-      const answer = await behave(req.body, req.path, () => idempotencyStep(req));
-      res.status(answer.status).set(answer.headers);
-      if (answer.kind === 'json') res.json(answer.body);
-      else
-        res.send(answer.kind === 'binary' ? Buffer.from(answer.body as Uint8Array) : answer.body);
+    // Express 4 leaves a rejected handler's promise unheard: the handler passes its error on,
+    // as an Express 4 app must (Express 5 would do the same itself).
+    async (req, res, next) => {
+      try {
+        const answer = await behave(req.body, req.path, () => idempotencyStep(req));
+        res.status(answer.status).set(answer.headers);
+        if (answer.kind === 'json') res.json(answer.body);
+        else
+          res.send(answer.kind === 'binary' ? Buffer.from(answer.body as Uint8Array) : answer.body);
+      } catch (error) {
+        next(error);
+      }
     },
   );
+  // Needed on Express 4 (docs/http.md, "Express and errors"), harmless on Express 5.
+  app.use(expressIdempotencyErrors());
+  app.use((_error: Error, _req: ExpressRequest, res: ExpressResponse, _next: NextFunction) => {
+    res.status(500).type('text/plain').send('handler failed');
+  });
   return listening(app.listen(0, '127.0.0.1'));
 };
 
