@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { LeasedIdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../core/transaction-runner.js';
+import type { AnswerStream } from './answer-stream.js';
 import type { Execution } from './execution.js';
 import { abandonClaim, watchNodeResponse } from './node-response.js';
 import {
@@ -128,12 +129,26 @@ function mergingWriteHead(res: Response): void {
   } as WriteHead;
 }
 
+// Calls `res.end` (overloaded) as the handler called it.
+function endAs(end: End, res: Response, args: unknown[]): Response {
+  return (end as unknown as (this: Response, ...rest: unknown[]) => Response).apply(res, args);
+}
+
+// The chunk a `res.write` or `res.end` call sends, if any.
+function chunkOf(args: readonly unknown[]): Buffer | undefined {
+  const [chunk, encoding] = args;
+  if (chunk === undefined || chunk === null || typeof chunk === 'function') return undefined;
+  return toBuffer(chunk, encoding);
+}
+
 /**
- * Holds back what the handler writes until its answer is recorded, so the client never sees an
- * answer that a retry would not get back: a crash before `finish` leaves the client without an
- * answer, and its retry is then replayed or run, never answered differently. An answer written
- * after an error left the handler is the app's error handler's: it is sent and the key released,
- * never stored, as on Fastify and Hono.
+ * Holds back an answer the handler ends in one go (`res.json`, `res.send`, `res.end(body)`) until
+ * it is recorded, so the client never sees an answer that a retry would not get back: a crash
+ * before `finish` leaves the client without an answer, and its retry is then replayed or run,
+ * never answered differently. An answer written in parts (`res.write`, a piped stream, SSE) is a
+ * stream: it is sent as it is written and teed (see `Execution.stream`), and recorded at its end.
+ * An answer written after an error left the handler is the app's error handler's: it is sent and
+ * the key released, never stored, as on Fastify and Hono.
  */
 function capture(
   layer: AdapterLayer<Request, unknown>,
@@ -145,38 +160,58 @@ function capture(
   const req = port.request;
   const write = res.write;
   const end = res.end;
-  const chunks: Buffer[] = [];
   mergingWriteHead(res);
   let failed: { readonly error: unknown } | undefined;
+  let streamed: AnswerStream | undefined;
   // A response closed unanswered after a failure (a stream errored into `pipeline(stream, res)`,
   // `res.destroy()`, an error once the headers were out, which Express answers by destroying the
-  // socket) never reaches `res.end`: its key is released here instead.
+  // socket) never reaches `res.end`: its key is released here instead. A stream the client left
+  // before its end is recorded without its answer.
   const watch = watchNodeResponse(res, ({ failure }) => {
     failures.delete(req);
     // Nothing written from now on is an answer to keep: it goes out as written, if at all.
     res.write = write;
     res.end = end;
-    abandonClaim(execution, failure?.error);
+    if (streamed === undefined) abandonClaim(execution, failure?.error);
+    else if (failure === undefined) streamed.left().catch(() => undefined);
+    else streamed.fail(failure.error).catch(() => undefined);
   });
   failures.set(req, (error) => {
     failed ??= { error };
     watch.fail(error);
   });
-  res.write = function heldWrite(this: Response, chunk: unknown, ...rest: unknown[]): boolean {
-    chunks.push(toBuffer(chunk, rest[0]));
-    const callback = rest.find((arg) => typeof arg === 'function') as (() => void) | undefined;
-    callback?.();
-    return true;
+  const teedWrite = function teedWrite(this: Response, ...args: unknown[]): boolean {
+    const chunk = chunkOf(args);
+    if (chunk !== undefined) streamed?.write(chunk);
+    return (write as (...rest: unknown[]) => boolean).apply(this, args);
+  } as Write;
+  const teedEnd = function teedEnd(this: Response, ...args: unknown[]): Response {
+    res.write = write;
+    res.end = end;
+    const chunk = chunkOf(args);
+    if (chunk !== undefined) streamed?.write(chunk);
+    failures.delete(req);
+    // The watch already ended the claim (the client left, the response was destroyed).
+    if (!watch.settle() || streamed === undefined) return endAs(end, this, args);
+    // Recorded before the client sees the end, so a retry sent after it is replayed.
+    const ending = failed === undefined ? streamed.end() : streamed.fail(failed.error);
+    ending.catch(() => undefined).then(() => endAs(end, res, args));
+    return res;
+  } as End;
+  res.write = function firstWrite(this: Response, ...args: unknown[]): boolean {
+    // The first part of a streamed answer: its status and headers go out with it.
+    const headers = flattenHeaders(res.getHeaders());
+    streamed = execution.stream({ status: res.statusCode, headers });
+    res.write = teedWrite;
+    res.end = teedEnd;
+    watch.endAtClose();
+    return teedWrite.apply(this, args as Parameters<Write>);
   } as Write;
   res.end = function heldEnd(this: Response, ...args: unknown[]): Response {
     res.write = write;
     res.end = end;
-    const [chunk, encoding] = args;
     const callback = args.find((arg) => typeof arg === 'function') as (() => void) | undefined;
-    if (chunk !== undefined && chunk !== null && typeof chunk !== 'function') {
-      chunks.push(toBuffer(chunk, encoding));
-    }
-    const bytes = Buffer.concat(chunks);
+    const bytes = chunkOf(args) ?? Buffer.alloc(0);
     const forward = () => endWith(end, res, bytes, callback);
     failures.delete(req);
     // The key was already released for a failure: what is ended now is nobody's answer to keep.

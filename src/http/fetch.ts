@@ -91,6 +91,7 @@ export function fetchIdempotency(
         const ran = await releasingOnThrow(execution, async () =>
           webAnswer(await handler(request, ...rest)),
         );
+        if (!ran.whole) return ran.teed(execution.stream(ran.head));
         return layer.finish(port, execution, ran.answer, ran.copy);
       });
     };

@@ -103,8 +103,15 @@ export function honoIdempotency(
         await execution.fail(c.error);
         return undefined;
       }
-      // A streamed answer (`c.body(stream)`) is read here: a stream that errors releases the key.
+      // A body all there is read whole here; one still coming (`c.body(stream)`, `streamSSE`) is
+      // teed as it is sent. Either way a stream that errors releases the key.
       const ran = await releasingOnThrow(execution, () => webAnswer(c.res));
+      if (!ran.whole) {
+        const teed = ran.teed(execution.stream(ran.head));
+        c.res = undefined;
+        c.res = teed;
+        return undefined;
+      }
       return layer.finish(answeredPort(port), execution, ran.answer, () => {
         c.res = undefined;
         c.res = ran.copy();

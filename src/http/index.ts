@@ -15,6 +15,7 @@ export { Outcome } from './outcome.js';
 export type { ProblemDetails } from './problems.js';
 export {
   AnswerExpiredError,
+  AnswerNotKeptError,
   AnswerNotRecordedError,
   AnswerTooLargeError,
   BodyRefusedError,
@@ -32,6 +33,6 @@ export {
   SealedAnswerError,
 } from './problems.js';
 export type { HeaderValues, IdempotentRequest } from './request.js';
-export type { HttpResponse, StoredAnswer, WireResponse } from './response.js';
+export type { HttpResponse, NotKeptReason, StoredAnswer, WireResponse } from './response.js';
 export { DEFAULT_STORED_HEADERS } from './response.js';
 export { storedId } from './scope.js';
