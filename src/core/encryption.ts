@@ -301,12 +301,16 @@ export class Encryption {
    * Whether a stored fingerprint is the one `digest` was kept under: the digest itself (a row
    * written before encryption was turned on) or its keyed form under any key of the keyring (a row
    * written before a rotation).
+   *
+   * @throws {@link EncryptionKeyMissingError} for a fingerprint keyed under an id the keyring
+   *   lacks: whether the request is the same cannot be told, and calling it another request would
+   *   answer a retry 422 for an answer that only a missing key keeps from being read
    */
   async fingerprintMatches(stored: string, digest: string): Promise<boolean> {
     if (stored === digest) return true;
     if (!stored.startsWith(KEYED_PREFIX)) return false;
     const keyId = stored.slice(KEYED_PREFIX.length, stored.indexOf(':', KEYED_PREFIX.length));
-    if (!this.#keys.has(keyId)) return false;
+    if (!this.#keys.has(keyId)) throw new EncryptionKeyMissingError(keyId);
     return (await this.fingerprint(digest, keyId)) === stored;
   }
 }
