@@ -280,7 +280,9 @@ function expressPort(req: Request, res: Response, next: NextFunction): Port<Requ
  * Express 5 middleware that makes a route idempotent with the `Idempotency-Key` header. Mount it
  * after the body parser (the body is part of the fingerprint) and before the route handler:
  *
- * - a new key runs the handler once; its answer is stored before it is sent;
+ * - a new key runs the handler once; its answer is stored before it is sent; an answer written
+ *   in parts (`res.write`, a piped stream, SSE) goes out as it is written and is teed, kept while
+ *   it fits `maxStoredBytes` (see docs/http.md, "Streamed answers");
  * - a retry gets the stored answer with `Idempotent-Replayed: true`, without running the handler;
  * - every other outcome is an `application/problem+json` answer (an `IdempotencyProblem`), or `onError`'s;
  * - a handler that fails (a throw, a rejection, `next(err)`, or a status that is not stored)

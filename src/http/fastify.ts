@@ -160,8 +160,9 @@ function fastifyPort<Sent>(
  *
  * The body is part of the fingerprint: `preParsing` keeps its bytes as Fastify reads them, so it
  * is fingerprinted as the client wrote it, and the decision waits for parsing (`preHandler`).
- * What is stored is what was sent: the status, the stored headers and the exact body bytes; a
- * streamed answer is read whole before it is stored.
+ * What is stored is what was sent: the status, the stored headers and the exact body bytes. A
+ * stream sent with `reply.send(stream)` goes out as it comes and is teed, kept while it fits
+ * `maxStoredBytes` (see docs/http.md, "Streamed answers").
  *
  * @param store - any {@link LeasedIdempotencyStore}, e.g. `openSqliteStore(path)`
  * @param options - see {@link FastifyIdempotencyOptions}

@@ -62,7 +62,9 @@ function answeredPort(port: Port<Context, Response | undefined>): Port<Context, 
 /**
  * Hono middleware that makes routes idempotent with the `Idempotency-Key` header:
  *
- * - a new key runs the handler once; its answer is stored before it is returned;
+ * - a new key runs the handler once; its answer is stored before it is returned; a body still
+ *   coming (`c.body(stream)`, `streamSSE`) goes out as it comes and is teed, kept while it fits
+ *   `maxStoredBytes` (see docs/http.md, "Streamed answers");
  * - a retry gets the stored answer with `Idempotent-Replayed: true`, without running the handler;
  * - every other outcome is an `application/problem+json` answer (or `onError`'s);
  * - a handler that throws (Hono's `onError` answered instead) or answers a status that is not

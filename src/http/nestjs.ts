@@ -459,7 +459,9 @@ Inject(Reflector)(IdempotencyInterceptor, undefined, 1);
  * {@link IdempotencyModule} and those given here over them:
  *
  * - a new key runs the handler once; its answer (the status and headers Nest and the handler set,
- *   and the returned value as JSON, text or bytes) is stored, then sent as those exact bytes;
+ *   and the returned value as JSON, text or bytes) is stored, then sent as those exact bytes; a
+ *   returned `StreamableFile` goes out as it is read and is teed, kept while it fits
+ *   `maxStoredBytes` (see docs/http.md, "Streamed answers");
  * - a retry gets the stored bytes with `Idempotent-Replayed: true`, without running the handler;
  * - another body with the same key gets 422, a retry while the first runs 409 with `Retry-After`,
  *   a missing or malformed key 400: each an {@link IdempotencyHttpException} through Nest's

@@ -51,7 +51,7 @@ export interface StoredAnswer {
   readonly encoding?: 'base64';
   /** The size of a body not kept; the body itself is absent. */
   readonly omittedBytes?: number;
-  /** Why the body was not kept; absent for one too large (all that 0.2 and earlier omitted). */
+  /** Why the body was not kept; absent for one too large, the only reason earlier versions had. */
   readonly omittedBecause?: Exclude<NotKeptReason, 'too-large'>;
 }
 
