@@ -1,13 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Keyring } from '../../src/core/encryption.js';
 import { expressIdempotency, keepRawBody } from '../../src/http/express.js';
 import { fetchIdempotency } from '../../src/http/fetch.js';
 import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/index.js';
-import { serveFetch } from '../support/http-servers.js';
+import { listening, serveFetch } from '../support/http-servers.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
 
 // An answer sealed under a key id the keyring no longer has (docs/security.md, key rotation): a
@@ -50,16 +48,8 @@ async function serveExpress(store: SqliteIdempotencyStore<unknown>): Promise<Ser
     runs += 1;
     res.status(201).json({ id: 'p_1', card: '4242' });
   });
-  const server: Server = app.listen(0, '127.0.0.1');
-  await new Promise((resolve) => server.once('listening', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/pay`,
-    close: () =>
-      new Promise((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
+  const server = await listening(app.listen(0, '127.0.0.1'));
+  return { url: `${server.url}/pay`, close: () => server.close() };
 }
 
 async function serveFetchHandler(store: SqliteIdempotencyStore<unknown>): Promise<Served> {

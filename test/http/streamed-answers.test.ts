@@ -1,5 +1,4 @@
 import 'reflect-metadata';
-import { once } from 'node:events';
 import type { Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
@@ -17,6 +16,7 @@ import { honoIdempotency } from '../../src/http/hono.js';
 import { IdempotencyModule, Idempotent } from '../../src/http/nestjs.js';
 import type { IdempotentOptions } from '../../src/http/options.js';
 import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/index.js';
+import { listening } from '../support/http-servers.js';
 import { startNestApp } from '../support/nest-app.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
 import { type Deferred, deferred, until } from '../support/waiting.js';
@@ -61,13 +61,9 @@ async function* events(): AsyncGenerator<string> {
 type Options = Pick<IdempotentOptions, 'maxStoredBytes' | 'storeStreams'>;
 
 async function listen(server: Server): Promise<string> {
-  if (!server.listening) await once(server, 'listening');
-  close = () =>
-    new Promise((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    });
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/feed`;
+  const served = await listening(server);
+  close = served.close;
+  return `${served.url}/feed`;
 }
 
 function webEvents(): ReadableStream<Uint8Array> {
