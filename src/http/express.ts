@@ -163,15 +163,22 @@ function capture(
   mergingWriteHead(res);
   let failed: { readonly error: unknown } | undefined;
   let streamed: AnswerStream | undefined;
+  // Once the answer is ended or the response closed, what is written goes out as written. Code
+  // that took `res.write` before it was put back (compression() on the route) still calls these
+  // wrappers, so they check this rather than rely on being replaced.
+  let over = false;
+  const letThrough = () => {
+    over = true;
+    failures.delete(req);
+    res.write = write;
+    res.end = end;
+  };
   // A response closed unanswered after a failure (a stream errored into `pipeline(stream, res)`,
   // `res.destroy()`, an error once the headers were out, which Express answers by destroying the
   // socket) never reaches `res.end`: its key is released here instead. A stream the client left
   // before its end is recorded without its answer.
   const watch = watchNodeResponse(res, ({ failure }) => {
-    failures.delete(req);
-    // Nothing written from now on is an answer to keep: it goes out as written, if at all.
-    res.write = write;
-    res.end = end;
+    letThrough();
     if (streamed === undefined) abandonClaim(execution, failure?.error);
     else if (failure === undefined) streamed.left().catch(() => undefined);
     else streamed.fail(failure.error).catch(() => undefined);
@@ -180,45 +187,34 @@ function capture(
     failed ??= { error };
     watch.fail(error);
   });
-  const teedWrite = function teedWrite(this: Response, ...args: unknown[]): boolean {
+  res.write = function teedWrite(this: Response, ...args: unknown[]): boolean {
+    if (!over && streamed === undefined) {
+      // The first part of a streamed answer: its status and headers go out with it.
+      const headers = flattenHeaders(res.getHeaders());
+      streamed = execution.stream({ status: res.statusCode, headers });
+      watch.endAtClose();
+    }
     const chunk = chunkOf(args);
-    if (chunk !== undefined) streamed?.write(chunk);
+    if (!over && chunk !== undefined) streamed?.write(chunk);
     return (write as (...rest: unknown[]) => boolean).apply(this, args);
   } as Write;
-  const teedEnd = function teedEnd(this: Response, ...args: unknown[]): Response {
-    res.write = write;
-    res.end = end;
-    const chunk = chunkOf(args);
-    if (chunk !== undefined) streamed?.write(chunk);
-    failures.delete(req);
-    // The watch already ended the claim (the client left, the response was destroyed).
-    if (!watch.settle() || streamed === undefined) return endAs(end, this, args);
-    // Recorded before the client sees the end, so a retry sent after it is replayed.
-    const ending = failed === undefined ? streamed.end() : streamed.fail(failed.error);
-    ending.catch(() => undefined).then(() => endAs(end, res, args));
-    return res;
-  } as End;
-  res.write = function firstWrite(this: Response, ...args: unknown[]): boolean {
-    // The first part of a streamed answer: its status and headers go out with it.
-    const headers = flattenHeaders(res.getHeaders());
-    streamed = execution.stream({ status: res.statusCode, headers });
-    res.write = teedWrite;
-    res.end = teedEnd;
-    watch.endAtClose();
-    return teedWrite.apply(this, args as Parameters<Write>);
-  } as Write;
   res.end = function heldEnd(this: Response, ...args: unknown[]): Response {
-    res.write = write;
-    res.end = end;
+    if (over) return endAs(end, this, args);
+    letThrough();
+    // The watch already ended the claim (the client left, the response was destroyed): what is
+    // ended now is nobody's answer to keep.
+    if (!watch.settle()) return endAs(end, this, args);
+    if (streamed !== undefined) {
+      const chunk = chunkOf(args);
+      if (chunk !== undefined) streamed.write(chunk);
+      // Recorded before the client sees the end, so a retry sent after it is replayed.
+      const ending = failed === undefined ? streamed.end() : streamed.fail(failed.error);
+      ending.catch(() => undefined).then(() => endAs(end, res, args));
+      return res;
+    }
     const callback = args.find((arg) => typeof arg === 'function') as (() => void) | undefined;
     const bytes = chunkOf(args) ?? Buffer.alloc(0);
     const forward = () => endWith(end, res, bytes, callback);
-    failures.delete(req);
-    // The key was already released for a failure: what is ended now is nobody's answer to keep.
-    if (!watch.settle()) {
-      forward();
-      return res;
-    }
     if (failed !== undefined) {
       execution.fail(failed.error).then(forward).catch(next);
       return res;
