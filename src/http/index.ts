@@ -1,3 +1,4 @@
+export type { AnswerStream } from './answer-stream.js';
 export type { Execution } from './execution.js';
 export { fingerprintPath, requestFingerprint } from './fingerprint.js';
 export type { Decision, IdempotentExecutor } from './idempotent.js';
