@@ -273,9 +273,19 @@ export class AnswerNotKeptError extends IdempotencyProblem {
   }
 }
 
-/** @deprecated The former name of {@link AnswerNotKeptError}, which now covers streams too. */
+/**
+ * The former name of {@link AnswerNotKeptError}, which now covers streams too.
+ *
+ * @deprecated use {@link AnswerNotKeptError}
+ * @alias
+ */
 export const AnswerTooLargeError = AnswerNotKeptError;
-/** @deprecated The former name of {@link AnswerNotKeptError}. */
+/**
+ * The former name of {@link AnswerNotKeptError}.
+ *
+ * @deprecated use {@link AnswerNotKeptError}
+ * @alias
+ */
 export type AnswerTooLargeError = AnswerNotKeptError;
 
 /**
