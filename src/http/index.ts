@@ -1,3 +1,4 @@
+export type { Step, StepContext, StepLog } from '../core/steps.js';
 export type { AnswerStream } from './answer-stream.js';
 export type { Execution } from './execution.js';
 export { fingerprintPath, requestFingerprint } from './fingerprint.js';
@@ -37,3 +38,4 @@ export type { HeaderValues, IdempotentRequest } from './request.js';
 export type { HttpResponse, NotKeptReason, StoredAnswer, WireResponse } from './response.js';
 export { DEFAULT_STORED_HEADERS } from './response.js';
 export { storedId } from './scope.js';
+export { idempotencyStep } from './steps.js';
