@@ -316,11 +316,16 @@ export class Encryption {
    * Whether a stored fingerprint is the one `digest` was kept under: the digest itself (a row
    * written before encryption was turned on) or its keyed form under any key of the keyring (a row
    * written before a rotation).
+   *
+   * @throws {@link EncryptionKeyMissingError} for a fingerprint keyed under an id the keyring
+   *   lacks: whether the request is the same cannot be told, and calling it another request would
+   *   answer a retry 422 for an answer that only a missing key keeps from being read
    */
   async fingerprintMatches(stored: string, digest: string): Promise<boolean> {
     if (stored === digest) return true;
     const keyId = keyedFingerprintKeyId(stored);
-    if (keyId === undefined || !this.#keys.has(keyId)) return false;
+    if (keyId === undefined) return false;
+    if (!this.#keys.has(keyId)) throw new EncryptionKeyMissingError(keyId);
     return (await this.fingerprint(digest, keyId)) === stored;
   }
 }

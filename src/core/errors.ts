@@ -21,7 +21,7 @@ export const ErrorCode = {
   requestInProgress: 'IDEMPOTENCY_REQUEST_IN_PROGRESS',
   answerExpired: 'IDEMPOTENCY_ANSWER_EXPIRED',
   answerNotRecorded: 'IDEMPOTENCY_ANSWER_NOT_RECORDED',
-  answerTooLarge: 'IDEMPOTENCY_ANSWER_TOO_LARGE',
+  answerNotKept: 'IDEMPOTENCY_ANSWER_NOT_KEPT',
   bodyRefused: 'IDEMPOTENCY_BODY_REFUSED',
   scopeMalformed: 'IDEMPOTENCY_SCOPE_MALFORMED',
   requestSuperseded: 'IDEMPOTENCY_REQUEST_SUPERSEDED',

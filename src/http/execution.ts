@@ -5,6 +5,7 @@ import { TransactionRolledBackError } from '../core/rolled-back.js';
 import type { Step, StepSession } from '../core/steps.js';
 import { isThenable } from '../core/thenable.js';
 import type { TransactionOutcome, TransactionRunner } from '../core/transaction-runner.js';
+import { type AnswerStream, teeAnswer } from './answer-stream.js';
 import type { ResolvedOptions } from './options.js';
 import { type IdempotentResult, Outcome, problemResult } from './outcome.js';
 import {
@@ -14,7 +15,13 @@ import {
   RequestSupersededError,
 } from './problems.js';
 import { type Report, reported } from './report.js';
-import { type HttpResponse, toStoredAnswer, toWire, type WireResponse } from './response.js';
+import {
+  type HttpResponse,
+  type NotKept,
+  toStoredAnswer,
+  toWire,
+  type WireResponse,
+} from './response.js';
 
 /**
  * A request this layer let through to the handler. Exactly one of `complete` or `fail` must be
@@ -39,6 +46,14 @@ export interface Execution {
    * `superseded` outcome). Never throws for a store failure.
    */
   complete(response: HttpResponse): Promise<IdempotentResult>;
+  /**
+   * Instead of `complete`/`fail`, for an answer the handler streams: its status and headers are
+   * out, and its body is teed as it is sent (see {@link AnswerStream}). Once it ends it is recorded
+   * as `complete` records an answer: with its bytes while they fit `maxStoredBytes` (and
+   * `storeStreams` is on), otherwise with only its size, so a retry gets 410 `answer-not-kept`
+   * and is never run again.
+   */
+  stream(head: Omit<WireResponse, 'body'>): AnswerStream;
   /**
    * The handler threw: releases the key this request reserved (its key, fingerprint and fencing
    * token checked), so a retry runs; an `OutcomeUnknownError` marks it unrecorded instead, so
@@ -140,7 +155,7 @@ class OwnedExecution implements Execution {
     return problemResult(new AnswerNotRecordedError(reason, response, cause));
   }
 
-  async #record(response: WireResponse): Promise<IdempotentResult> {
+  async #record(response: WireResponse, notKept?: NotKept): Promise<IdempotentResult> {
     const { status } = response;
     if (!Number.isInteger(status) || status < 200 || status > 599) {
       return this.#notRecorded(
@@ -149,7 +164,12 @@ class OwnedExecution implements Execution {
       );
     }
     const settings = this.#settings;
-    const stored = toStoredAnswer(response, settings.storedHeaders, settings.maxStoredBytes);
+    const stored = toStoredAnswer(
+      response,
+      settings.storedHeaders,
+      settings.maxStoredBytes,
+      notKept,
+    );
     let finished: boolean;
     try {
       finished = await this.#ownership.finish(stored);
@@ -282,18 +302,29 @@ class OwnedExecution implements Execution {
     return reported(report, { outcome: Outcome.executed, response: sent });
   }
 
-  async complete(answer: HttpResponse): Promise<IdempotentResult> {
+  stream(head: Omit<WireResponse, 'body'>): AnswerStream {
+    const ending = {
+      complete: (response: WireResponse, notKept?: NotKept) => this.#complete(response, notKept),
+      fail: (error: unknown) => this.fail(error),
+    };
+    return teeAnswer(head, ending, this.#settings);
+  }
+
+  complete(answer: HttpResponse): Promise<IdempotentResult> {
+    // One form from here on: the bytes that are sent are the bytes that are stored and replayed.
+    return this.#complete(toWire(answer));
+  }
+
+  async #complete(response: WireResponse, notKept?: NotKept): Promise<IdempotentResult> {
     const ownership = this.#ownership;
     const report = this.#report;
     ownership.stop();
-    // One form from here on: the bytes that are sent are the bytes that are stored and replayed.
-    const response = toWire(answer);
     // A status that is not stored means the handler failed: its effect did not complete, so the
     // key is released and a retry runs. Otherwise the handler succeeded and its effect happened:
     // an answer that cannot be recorded leaves the key pending, since releasing it would let a
     // retry run the effect a second time.
     const result = this.#settings.shouldStore(response.status)
-      ? await this.#record(response)
+      ? await this.#record(response, notKept)
       : await this.#notStored(response);
     if (result.outcome === 'problem' && (await ownership.superseded())) {
       return reported(

@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from 'express';
 import type { LeasedIdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../core/transaction-runner.js';
+import type { AnswerStream } from './answer-stream.js';
 import type { Execution } from './execution.js';
 import { abandonClaim, watchNodeResponse } from './node-response.js';
 import {
@@ -165,12 +166,26 @@ function mergingWriteHead(res: Response): void {
   } as WriteHead;
 }
 
+// Calls `res.end` (overloaded) as the handler called it.
+function endAs(end: End, res: Response, args: unknown[]): Response {
+  return (end as unknown as (this: Response, ...rest: unknown[]) => Response).apply(res, args);
+}
+
+// The chunk a `res.write` or `res.end` call sends, if any.
+function chunkOf(args: readonly unknown[]): Buffer | undefined {
+  const [chunk, encoding] = args;
+  if (chunk === undefined || chunk === null || typeof chunk === 'function') return undefined;
+  return toBuffer(chunk, encoding);
+}
+
 /**
- * Holds back what the handler writes until its answer is recorded, so the client never sees an
- * answer that a retry would not get back: a crash before `finish` leaves the client without an
- * answer, and its retry is then replayed or run, never answered differently. An answer written
- * after an error left the handler is the app's error handler's: it is sent and the key released,
- * never stored, as on Fastify and Hono.
+ * Holds back an answer the handler ends in one go (`res.json`, `res.send`, `res.end(body)`) until
+ * it is recorded, so the client never sees an answer that a retry would not get back: a crash
+ * before `finish` leaves the client without an answer, and its retry is then replayed or run,
+ * never answered differently. An answer written in parts (`res.write`, a piped stream, SSE) is a
+ * stream: it is sent as it is written and teed (see `Execution.stream`), and recorded at its end.
+ * An answer written after an error left the handler is the app's error handler's: it is sent and
+ * the key released, never stored, as on Fastify and Hono.
  */
 function capture(
   layer: AdapterLayer<Request, unknown>,
@@ -182,45 +197,61 @@ function capture(
   const req = port.request;
   const write = res.write;
   const end = res.end;
-  const chunks: Buffer[] = [];
   mergingWriteHead(res);
   let failed: { readonly error: unknown } | undefined;
-  // A response closed unanswered after a failure (a stream errored into `pipeline(stream, res)`,
-  // `res.destroy()`, an error once the headers were out, which Express answers by destroying the
-  // socket) never reaches `res.end`: its key is released here instead.
-  const watch = watchNodeResponse(res, ({ failure }) => {
+  let streamed: AnswerStream | undefined;
+  // Once the answer is ended or the response closed, what is written goes out as written. Code
+  // that took `res.write` before it was put back (compression() on the route) still calls these
+  // wrappers, so they check this rather than rely on being replaced.
+  let over = false;
+  const letThrough = () => {
+    over = true;
     failures.delete(req);
-    // Nothing written from now on is an answer to keep: it goes out as written, if at all.
     res.write = write;
     res.end = end;
-    abandonClaim(execution, failure?.error);
+  };
+  // A response closed unanswered after a failure (a stream errored into `pipeline(stream, res)`,
+  // `res.destroy()`, an error once the headers were out, which Express answers by destroying the
+  // socket) never reaches `res.end`: its key is released here instead. A stream the client left
+  // before its end is recorded without its answer.
+  const watch = watchNodeResponse(res, ({ failure }) => {
+    letThrough();
+    if (streamed === undefined) abandonClaim(execution, failure?.error);
+    else if (failure === undefined) streamed.left().catch(() => undefined);
+    else streamed.fail(failure.error).catch(() => undefined);
   });
   failures.set(req, (error) => {
     failed ??= { error };
     watch.fail(error);
   });
-  res.write = function heldWrite(this: Response, chunk: unknown, ...rest: unknown[]): boolean {
-    chunks.push(toBuffer(chunk, rest[0]));
-    const callback = rest.find((arg) => typeof arg === 'function') as (() => void) | undefined;
-    callback?.();
-    return true;
+  res.write = function teedWrite(this: Response, ...args: unknown[]): boolean {
+    if (!over && streamed === undefined) {
+      // The first part of a streamed answer: its status and headers go out with it.
+      const headers = flattenHeaders(res.getHeaders());
+      streamed = execution.stream({ status: res.statusCode, headers });
+      watch.endAtClose();
+    }
+    const chunk = chunkOf(args);
+    if (!over && chunk !== undefined) streamed?.write(chunk);
+    return (write as (...rest: unknown[]) => boolean).apply(this, args);
   } as Write;
   res.end = function heldEnd(this: Response, ...args: unknown[]): Response {
-    res.write = write;
-    res.end = end;
-    const [chunk, encoding] = args;
-    const callback = args.find((arg) => typeof arg === 'function') as (() => void) | undefined;
-    if (chunk !== undefined && chunk !== null && typeof chunk !== 'function') {
-      chunks.push(toBuffer(chunk, encoding));
-    }
-    const bytes = Buffer.concat(chunks);
-    const forward = () => endWith(end, res, bytes, callback);
-    failures.delete(req);
-    // The key was already released for a failure: what is ended now is nobody's answer to keep.
-    if (!watch.settle()) {
-      forward();
+    if (over) return endAs(end, this, args);
+    letThrough();
+    // The watch already ended the claim (the client left, the response was destroyed): what is
+    // ended now is nobody's answer to keep.
+    if (!watch.settle()) return endAs(end, this, args);
+    if (streamed !== undefined) {
+      const chunk = chunkOf(args);
+      if (chunk !== undefined) streamed.write(chunk);
+      // Recorded before the client sees the end, so a retry sent after it is replayed.
+      const ending = failed === undefined ? streamed.end() : streamed.fail(failed.error);
+      ending.catch(() => undefined).then(() => endAs(end, res, args));
       return res;
     }
+    const callback = args.find((arg) => typeof arg === 'function') as (() => void) | undefined;
+    const bytes = chunkOf(args) ?? Buffer.alloc(0);
+    const forward = () => endWith(end, res, bytes, callback);
     if (failed !== undefined) {
       execution.fail(failed.error).then(forward).catch(next);
       return res;
@@ -282,7 +313,9 @@ function expressPort(req: Request, res: Response, next: NextFunction): Port<Requ
  * Express 5 middleware that makes a route idempotent with the `Idempotency-Key` header. Mount it
  * after the body parser (the body is part of the fingerprint) and before the route handler:
  *
- * - a new key runs the handler once; its answer is stored before it is sent;
+ * - a new key runs the handler once; its answer is stored before it is sent; an answer written
+ *   in parts (`res.write`, a piped stream, SSE) goes out as it is written and is teed, kept while
+ *   it fits `maxStoredBytes` (see docs/http.md, "Streamed answers");
  * - a retry gets the stored answer with `Idempotent-Replayed: true`, without running the handler;
  * - every other outcome is an `application/problem+json` answer (an `IdempotencyProblem`), or `onError`'s;
  * - a handler that fails (a throw, a rejection, `next(err)`, or a status that is not stored)

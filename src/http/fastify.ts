@@ -8,6 +8,7 @@ import {
   copyNodeResponse,
   type NodeResponseWatch,
   ResponseClosedError,
+  teedNodeStream,
   watchNodeResponse,
 } from './node-response.js';
 import {
@@ -17,7 +18,6 @@ import {
   capturedAnswer,
   type Port,
   type ReadRequest,
-  releasingOnThrow,
   type TransactionalHandler,
 } from './port.js';
 import { nodeHeaders } from './request.js';
@@ -70,18 +70,11 @@ function isReadable(payload: unknown): payload is Readable {
 }
 
 // The payload at onSend is what Fastify is about to write: a string (serialized JSON, text), a
-// Buffer, a stream, or nothing.
-async function payloadBytes(payload: unknown): Promise<Buffer> {
+// Buffer, or nothing (a stream is teed instead, see `teedNodeStream`).
+function payloadBytes(payload: unknown): Buffer {
   if (payload === undefined || payload === null) return Buffer.alloc(0);
   if (typeof payload === 'string') return Buffer.from(payload, 'utf8');
   if (payload instanceof Uint8Array) return Buffer.from(payload);
-  if (isReadable(payload)) {
-    const chunks: Buffer[] = [];
-    for await (const chunk of payload) {
-      chunks.push(typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : Buffer.from(chunk));
-    }
-    return Buffer.concat(chunks);
-  }
   return Buffer.from(String(payload), 'utf8');
 }
 
@@ -168,8 +161,9 @@ function fastifyPort<Sent>(
  *
  * The body is part of the fingerprint: `preParsing` keeps its bytes as Fastify reads them, so it
  * is fingerprinted as the client wrote it, and the decision waits for parsing (`preHandler`).
- * What is stored is what was sent: the status, the stored headers and the exact body bytes; a
- * streamed answer is read whole before it is stored.
+ * What is stored is what was sent: the status, the stored headers and the exact body bytes. A
+ * stream sent with `reply.send(stream)` goes out as it comes and is teed, kept while it fits
+ * `maxStoredBytes` (see docs/http.md, "Streamed answers").
  *
  * @param store - any {@link LeasedIdempotencyStore}, e.g. `openSqliteStore(path)`
  * @param options - see {@link FastifyIdempotencyOptions}
@@ -252,8 +246,12 @@ export function fastifyIdempotency(
       if (owned === undefined) return payload;
       running.delete(request);
       if (!owned.watch.settle()) return payload;
-      // A streamed answer that errors is the handler's failure: its key is released.
-      const bytes = await releasingOnThrow(owned.execution, () => payloadBytes(payload));
+      if (isReadable(payload)) {
+        const headers = flattenHeaders(reply.getHeaders());
+        const streamed = owned.execution.stream({ status: reply.statusCode, headers });
+        return teedNodeStream(payload, reply.raw, streamed);
+      }
+      const bytes = payloadBytes(payload);
       const kept = () => bytes;
       const port = fastifyPort<string | Buffer>(request, reply, owned.before, (body) => body, kept);
       const answer = capturedAnswer(reply.statusCode, flattenHeaders(reply.getHeaders()), bytes);

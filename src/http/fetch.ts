@@ -57,8 +57,10 @@ function fetchPort(
  * - an answer that cannot be recorded (the store fails) gives a 500 `answer-not-recorded` and
  *   leaves the key pending, since the handler's effect happened (see `idempotent`).
  *
- * The handler's answer is read whole before it is stored, so a streamed answer is held until it
- * ends. What is stored is what was sent: the status, the stored headers and the exact body bytes.
+ * A body all there when the handler returns is recorded before it is sent; one still coming (a
+ * stream, SSE) goes out as it comes and is teed, kept while it fits `maxStoredBytes` (see
+ * docs/http.md, "Streamed answers"). What is stored is what was sent: the status, the stored
+ * headers and the exact body bytes.
  * The request body's bytes are fingerprinted (JSON read as written, see `requestFingerprint`).
  *
  * @param store - any {@link LeasedIdempotencyStore}, e.g. `openPgStore(url)`
@@ -93,6 +95,7 @@ export function fetchIdempotency(
         const ran = await releasingOnThrow(execution, async () =>
           webAnswer(await handler(request, ...rest)),
         );
+        if (!ran.whole) return ran.teed(execution.stream(ran.head));
         return layer.finish(port, execution, ran.answer, ran.copy);
       });
     };

@@ -63,7 +63,9 @@ function answeredPort(port: Port<Context, Response | undefined>): Port<Context, 
 /**
  * Hono middleware that makes routes idempotent with the `Idempotency-Key` header:
  *
- * - a new key runs the handler once; its answer is stored before it is returned;
+ * - a new key runs the handler once; its answer is stored before it is returned; a body still
+ *   coming (`c.body(stream)`, `streamSSE`) goes out as it comes and is teed, kept while it fits
+ *   `maxStoredBytes` (see docs/http.md, "Streamed answers");
  * - a retry gets the stored answer with `Idempotent-Replayed: true`, without running the handler;
  * - every other outcome is an `application/problem+json` answer (or `onError`'s);
  * - a handler that throws (Hono's `onError` answered instead) or answers a status that is not
@@ -104,8 +106,15 @@ export function honoIdempotency(
         await execution.fail(c.error);
         return undefined;
       }
-      // A streamed answer (`c.body(stream)`) is read here: a stream that errors releases the key.
+      // A body all there is read whole here; one still coming (`c.body(stream)`, `streamSSE`) is
+      // teed as it is sent. Either way a stream that errors releases the key.
       const ran = await releasingOnThrow(execution, () => webAnswer(c.res));
+      if (!ran.whole) {
+        const teed = ran.teed(execution.stream(ran.head));
+        c.res = undefined;
+        c.res = teed;
+        return undefined;
+      }
       return layer.finish(answeredPort(port), execution, ran.answer, () => {
         c.res = undefined;
         c.res = ran.copy();

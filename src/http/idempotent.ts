@@ -15,7 +15,7 @@ import { type IdempotentOptions, resolveOptions } from './options.js';
 import { type IdempotentResult, Outcome, problemResult } from './outcome.js';
 import {
   AnswerExpiredError,
-  AnswerTooLargeError,
+  AnswerNotKeptError,
   BodyRefusedError,
   KeyMalformedError,
   KeyMissingError,
@@ -27,7 +27,7 @@ import {
 } from './problems.js';
 import { type Report, reported, reporter } from './report.js';
 import type { IdempotentRequest } from './request.js';
-import { fromStoredAnswer, type HttpResponse, omittedSize, toWire } from './response.js';
+import { fromStoredAnswer, type HttpResponse, notKeptOf, toWire } from './response.js';
 import { storedId } from './scope.js';
 
 /** The header that marks a replayed answer. */
@@ -68,8 +68,10 @@ function respond(report: Report, result: IdempotentResult): Decision {
 }
 
 function replay(record: IdempotencyRecord<unknown>): IdempotentResult {
-  const omitted = omittedSize(record.response);
-  if (omitted !== undefined) return problemResult(new AnswerTooLargeError(omitted));
+  const notKept = notKeptOf(record.response);
+  if (notKept !== undefined) {
+    return problemResult(new AnswerNotKeptError(notKept.bytes, notKept.reason));
+  }
   const response = fromStoredAnswer(record.key, record.response);
   return {
     outcome: Outcome.replayed,

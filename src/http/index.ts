@@ -1,4 +1,5 @@
 export type { Step, StepContext, StepLog } from '../core/steps.js';
+export type { AnswerStream } from './answer-stream.js';
 export type { Execution } from './execution.js';
 export { fingerprintPath, requestFingerprint } from './fingerprint.js';
 export type { Decision, IdempotentExecutor } from './idempotent.js';
@@ -16,6 +17,7 @@ export { Outcome } from './outcome.js';
 export type { ProblemDetails } from './problems.js';
 export {
   AnswerExpiredError,
+  AnswerNotKeptError,
   AnswerNotRecordedError,
   AnswerTooLargeError,
   BodyRefusedError,
@@ -33,7 +35,7 @@ export {
   SealedAnswerError,
 } from './problems.js';
 export type { HeaderValues, IdempotentRequest } from './request.js';
-export type { HttpResponse, StoredAnswer, WireResponse } from './response.js';
+export type { HttpResponse, NotKeptReason, StoredAnswer, WireResponse } from './response.js';
 export { DEFAULT_STORED_HEADERS } from './response.js';
 export { storedId } from './scope.js';
 export { idempotencyStep } from './steps.js';

@@ -28,7 +28,7 @@ import { InvalidOptionError } from '../core/errors.js';
 import type { LeasedIdempotencyStore } from '../core/store.js';
 import type { TransactionRunner } from '../core/transaction-runner.js';
 import { type Sweeper, type SweeperOptions, startSweeper } from '../sweeper.js';
-import { abandonClaim, watchNodeResponse } from './node-response.js';
+import { abandonClaim, teedNodeStream, watchNodeResponse } from './node-response.js';
 import { resolveOptions } from './options.js';
 import {
   type AdapterLayer,
@@ -227,6 +227,19 @@ async function streamBytes(stream: Readable): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
+// The status and headers Nest sends a StreamableFile with: its type and disposition, unless the
+// handler set its own.
+function fileHead(file: StreamableFile, res: NestHttpResponse): Omit<WireResponse, 'body'> {
+  const headers = flattenHeaders(res.getHeaders());
+  const { type, disposition } = file.getHeaders();
+  const extra: Record<string, string> =
+    disposition === undefined ? {} : { 'content-disposition': String(disposition) };
+  return {
+    status: res.statusCode,
+    headers: { ...extra, ...headers, 'content-type': headers['content-type'] ?? type },
+  };
+}
+
 // The answer a handler's return value makes, as Nest would send it: JSON for an object, an array,
 // a number or a boolean; a string as text; bytes and a StreamableFile as they are; nothing for
 // `undefined` or `null`. The status and headers are those Nest and the handler put on the response.
@@ -236,11 +249,7 @@ async function answerOf(value: unknown, res: NestHttpResponse): Promise<HttpResp
   const typed = (type: string) => headers['content-type'] ?? type;
   if (value === undefined || value === null) return { status, headers };
   if (value instanceof StreamableFile) {
-    const { type, disposition } = value.getHeaders();
-    const body = await streamBytes(value.getStream());
-    const extra: Record<string, string> =
-      disposition === undefined ? {} : { 'content-disposition': String(disposition) };
-    return { status, headers: { ...extra, ...headers, 'content-type': typed(type) }, body };
+    return { ...fileHead(value, res), body: await streamBytes(value.getStream()) };
   }
   if (value instanceof Uint8Array) {
     return {
@@ -399,9 +408,16 @@ export class IdempotencyInterceptor implements NestInterceptor {
       context.getHandler(),
     );
     const port = nestPort(req, res, next, redirect);
-    const answer = async () => {
+    // A StreamableFile is left as it is, to be sent as it is read, and teed.
+    const streamedAnswer = async () => {
       const value = await runHandler(next);
-      return redirect === undefined ? answerOf(value, res) : redirectAnswer(value, redirect, res);
+      if (redirect !== undefined) return redirectAnswer(value, redirect, res);
+      return value instanceof StreamableFile ? value : answerOf(value, res);
+    };
+    // Inside a transaction the answer must be whole before the transaction records it.
+    const answer = async () => {
+      const answered = await streamedAnswer();
+      return answered instanceof StreamableFile ? answerOf(answered, res) : answered;
     };
     if (runner) {
       // The handler's parameter decorator takes the transaction from the request.
@@ -416,15 +432,20 @@ export class IdempotencyInterceptor implements NestInterceptor {
       const watch = watchNodeResponse(nodeResponse(res), ({ failure }) =>
         abandonClaim(execution, failure?.error),
       );
-      let answered: HttpResponse;
+      let answered: HttpResponse | StreamableFile;
       try {
-        answered = await answer();
+        answered = await streamedAnswer();
       } catch (error) {
         if (watch.settle()) await execution.fail(error);
         throw error;
       }
       // The key was released when the response was destroyed: this late answer is nobody's.
       if (!watch.settle()) return of(undefined);
+      if (answered instanceof StreamableFile) {
+        const streamed = execution.stream(fileHead(answered, res));
+        const body = teedNodeStream(answered.getStream(), nodeResponse(res), streamed);
+        return of(new StreamableFile(body, answered.options));
+      }
       return layer.finish(port, execution, answered, (result) => port.send(result.response));
     });
   }
@@ -441,7 +462,9 @@ Inject(Reflector)(IdempotencyInterceptor, undefined, 1);
  * {@link IdempotencyModule} and those given here over them:
  *
  * - a new key runs the handler once; its answer (the status and headers Nest and the handler set,
- *   and the returned value as JSON, text or bytes) is stored, then sent as those exact bytes;
+ *   and the returned value as JSON, text or bytes) is stored, then sent as those exact bytes; a
+ *   returned `StreamableFile` goes out as it is read and is teed, kept while it fits
+ *   `maxStoredBytes` (see docs/http.md, "Streamed answers");
  * - a retry gets the stored bytes with `Idempotent-Replayed: true`, without running the handler;
  * - another body with the same key gets 422, a retry while the first runs 409 with `Retry-After`,
  *   a missing or malformed key 400: each an {@link IdempotencyHttpException} through Nest's

@@ -1,4 +1,6 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import { pipeline, type Readable, Transform } from 'node:stream';
+import type { AnswerStream } from './answer-stream.js';
 import type { Execution } from './execution.js';
 import { capturedAnswer } from './port.js';
 import { flattenHeaders, type WireResponse } from './response.js';
@@ -153,4 +155,37 @@ export function copyNodeResponse(res: ServerResponse): () => WireResponse {
       { ...flattenHeaders(res.getHeaders()), ...written },
       Buffer.concat(chunks),
     );
+}
+
+/**
+ * A stream a framework sends (Fastify's `reply.send(stream)`, Nest's `StreamableFile`), teed as it
+ * is sent: the stream handed to the framework in its place passes every chunk on as it comes. Its
+ * end is recorded before the framework ends the response, so a retry sent after the end is
+ * replayed; its source's failure releases the key; a client that leaves first (`res` closes
+ * unfinished) has it recorded without its answer.
+ */
+export function teedNodeStream(
+  source: Readable,
+  res: ServerResponse,
+  streamed: AnswerStream,
+): Readable {
+  const teed = new Transform({
+    transform(chunk: Buffer | string, _encoding, callback) {
+      streamed.write(typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk);
+      callback(null, chunk);
+    },
+    flush(callback) {
+      streamed
+        .end()
+        .catch(() => undefined)
+        .then(() => callback());
+    },
+  });
+  res.once('close', () => {
+    if (!res.writableFinished) streamed.left().catch(() => undefined);
+  });
+  pipeline(source, teed, (error) => {
+    if (error) streamed.fail(error).catch(() => undefined);
+  });
+  return teed;
 }

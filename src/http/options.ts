@@ -109,9 +109,17 @@ export interface IdempotentOptions {
   /**
    * The largest answer body kept for replay, in bytes. Default 1 MiB; `Infinity` keeps every answer.
    * A bigger answer is still sent to the client in full, and its key is completed with only the
-   * body's size: a retry gets 410 `answer-too-large` (the handler does not run again).
+   * body's size: a retry gets 410 `answer-not-kept` (the handler does not run again). A streamed
+   * answer is kept while it fits too: past it, the rest is sent and not kept.
    */
   readonly maxStoredBytes?: number;
+  /**
+   * Whether a streamed answer (chunked writes, SSE, a `StreamableFile`, a stream sent with
+   * `reply.send`, a `Response` whose body is still coming) is kept for replay while it fits
+   * `maxStoredBytes`. Default `true`. With `false`, no stream is buffered: it is sent as it comes,
+   * its key is recorded as done with only its size, and a retry gets 410 `answer-not-kept`.
+   */
+  readonly storeStreams?: boolean;
   /**
    * Told what happened to each request (see {@link OutcomeEvent}): for logs, metrics and traces.
    * It runs before the answer is sent; an error it throws is ignored and never changes the answer.
@@ -137,6 +145,7 @@ export interface ResolvedOptions extends ClaimSettings {
   readonly storedHeaders: ReadonlySet<string>;
   readonly retryAfterSeconds: number | undefined;
   readonly maxStoredBytes: number;
+  readonly storeStreams: boolean;
   readonly onOutcome: ((event: OutcomeEvent) => void) | undefined;
   readonly steps: StepLog<unknown> | undefined;
 }
@@ -204,6 +213,10 @@ export function resolveOptions(options: IdempotentOptions): ResolvedOptions {
   }
   const required = options.required ?? true;
   if (typeof required !== 'boolean') throw new InvalidOptionError('required must be a boolean');
+  const storeStreams = options.storeStreams ?? true;
+  if (typeof storeStreams !== 'boolean') {
+    throw new InvalidOptionError('storeStreams must be a boolean');
+  }
   return {
     ...claim,
     required,
@@ -213,6 +226,7 @@ export function resolveOptions(options: IdempotentOptions): ResolvedOptions {
     storedHeaders: new Set(storedHeaders.map((name) => name.toLowerCase())),
     retryAfterSeconds,
     maxStoredBytes,
+    storeStreams,
     onOutcome: options.onOutcome,
     steps,
   };

@@ -6,7 +6,7 @@ import {
 } from '../core/errors.js';
 import type { MemberDifference } from '../core/member-digests.js';
 import type { IdempotencyRecord } from '../core/store.js';
-import type { HttpResponse } from './response.js';
+import type { HttpResponse, NotKeptReason } from './response.js';
 
 /**
  * The `type` URIs of the problem responses (RFC 9457). They identify the problem; they are not
@@ -19,7 +19,7 @@ export const ProblemType = {
   requestInProgress: 'urn:drizzle-idempotency:problem:request-in-progress',
   answerExpired: 'urn:drizzle-idempotency:problem:answer-expired',
   answerNotRecorded: 'urn:drizzle-idempotency:problem:answer-not-recorded',
-  answerTooLarge: 'urn:drizzle-idempotency:problem:answer-too-large',
+  answerNotKept: 'urn:drizzle-idempotency:problem:answer-not-kept',
   bodyRefused: 'urn:drizzle-idempotency:problem:body-refused',
   scopeMalformed: 'urn:drizzle-idempotency:problem:scope-malformed',
   requestSuperseded: 'urn:drizzle-idempotency:problem:request-superseded',
@@ -277,28 +277,56 @@ export class AnswerNotRecordedError extends IdempotencyProblem {
   }
 }
 
-/**
- * 410: the request with this key ran and was answered, but its answer was larger than
- * `maxStoredBytes`, so only its size was kept. It is not run again (its effect happened) and its
- * answer cannot be replayed; the client must look the result up another way, or use a new key for
- * a new request. The key is released by retention like any stored answer.
- */
-export class AnswerTooLargeError extends IdempotencyProblem {
-  readonly status = 410;
-  readonly type = ProblemType.answerTooLarge;
-  readonly title = 'Idempotency-Key answer too large to keep';
-  /** The size of the first answer's body, in bytes. */
-  readonly bytes: number;
+const NOT_KEPT_BECAUSE: Readonly<Record<NotKeptReason, string>> = {
+  'too-large': 'it was larger than the largest answer kept',
+  stream: 'it was streamed, and streamed answers are not kept',
+  unfinished: 'its stream did not end before the client left',
+};
 
-  /** @param bytes - the size of the first answer's body */
-  constructor(bytes: number) {
+/**
+ * 410: the request with this key ran and was answered, but its answer was not kept for replay
+ * (see {@link NotKeptReason}): only its size was. It is not run again (its effect happened) and
+ * its answer cannot be replayed; the client must look the result up another way, or use a new key
+ * for a new request. The key is released by retention like any stored answer. The detail says why
+ * the answer was not kept, without its size or content.
+ */
+export class AnswerNotKeptError extends IdempotencyProblem {
+  readonly status = 410;
+  readonly type = ProblemType.answerNotKept;
+  readonly title = 'Idempotency-Key answer not kept';
+  /** The size of the first answer's body as far as it was sent, in bytes. */
+  readonly bytes: number;
+  /** Why it was not kept. */
+  readonly reason: NotKeptReason;
+
+  /**
+   * @param bytes - the size of the first answer's body, as far as it was sent
+   * @param reason - why it was not kept; `too-large` for an answer stored before reasons were
+   */
+  constructor(bytes: number, reason: NotKeptReason = 'too-large') {
     super(
-      ErrorCode.answerTooLarge,
-      `the request with this Idempotency-Key was processed, but its answer (${bytes} bytes) was too large to keep for replay; it is not run again`,
+      ErrorCode.answerNotKept,
+      `the request with this Idempotency-Key was processed, but its answer was not kept for replay because ${NOT_KEPT_BECAUSE[reason]}; it is not run again`,
     );
     this.bytes = bytes;
+    this.reason = reason;
   }
 }
+
+/**
+ * The former name of {@link AnswerNotKeptError}, which now covers streams too.
+ *
+ * @deprecated use {@link AnswerNotKeptError}
+ * @alias
+ */
+export const AnswerTooLargeError = AnswerNotKeptError;
+/**
+ * The former name of {@link AnswerNotKeptError}.
+ *
+ * @deprecated use {@link AnswerNotKeptError}
+ * @alias
+ */
+export type AnswerTooLargeError = AnswerNotKeptError;
 
 /**
  * 400: the request body cannot be fingerprinted (a parsed body JSON cannot represent). Nothing is

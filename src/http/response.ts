@@ -37,8 +37,9 @@ export interface WireResponse {
 /**
  * An answer as it is kept in the store (as JSON): the status, the stored headers and the exact
  * bytes of the body, as text when they are UTF-8 and as base64 (`encoding: 'base64'`) otherwise.
- * An answer larger than `maxStoredBytes` keeps no body: `omittedBytes` says how big it was, and a
- * retry gets {@link AnswerTooLargeError} instead of a replay.
+ * An answer not kept for replay (larger than `maxStoredBytes`, or a stream that was not kept) has
+ * no body: `omittedBytes` says how big it was, `omittedBecause` why, and a retry gets
+ * {@link AnswerNotKeptError} instead of a replay.
  */
 export interface StoredAnswer {
   /** The format marker: answers stored by 0.1.0 have none. */
@@ -48,8 +49,23 @@ export interface StoredAnswer {
   /** The body as UTF-8 text, or as base64 when `encoding` says so; absent: no body. */
   readonly body?: string;
   readonly encoding?: 'base64';
-  /** The size of a body too large to keep; the body itself is absent. */
+  /** The size of a body not kept; the body itself is absent. */
   readonly omittedBytes?: number;
+  /** Why the body was not kept; absent for one too large, the only reason earlier versions had. */
+  readonly omittedBecause?: Exclude<NotKeptReason, 'too-large'>;
+}
+
+/**
+ * Why an answer was recorded without a replayable body: `too-large`, its body was larger than
+ * `maxStoredBytes`; `stream`, it was streamed with `storeStreams: false`; `unfinished`, the
+ * client left before the stream ended, so the body was never whole.
+ */
+export type NotKeptReason = 'too-large' | 'stream' | 'unfinished';
+
+/** An answer body that was sent but not kept: its size as far as it was sent, and why. */
+export interface NotKept {
+  readonly bytes: number;
+  readonly reason: NotKeptReason;
 }
 
 /** The response headers kept with a stored answer and replayed by default. */
@@ -171,18 +187,26 @@ const DESCRIBE_BYTES: ReadonlySet<string> = new Set(['content-type', 'content-en
 /**
  * What is stored of an answer on the wire: its status, its content type and encoding, the headers in
  * `storedHeaders`, and the exact bytes of its body (text when they are UTF-8, base64 otherwise),
- * or only their size when there are more than `maxStoredBytes` of them.
+ * or only their size when there are more than `maxStoredBytes` of them or `notKept` says the body
+ * was not kept (a stream).
  */
 export function toStoredAnswer(
   wire: WireResponse,
   storedHeaders: ReadonlySet<string>,
   maxStoredBytes: number,
+  notKept?: NotKept,
 ): StoredAnswer {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(wire.headers)) {
     if (storedHeaders.has(name) || DESCRIBE_BYTES.has(name)) headers[name] = value;
   }
   const { status, body } = wire;
+  if (notKept !== undefined) {
+    const { bytes, reason } = notKept;
+    return reason === 'too-large'
+      ? { wire: 1, status, headers, omittedBytes: bytes }
+      : { wire: 1, status, headers, omittedBytes: bytes, omittedBecause: reason };
+  }
   if (body === undefined) return { wire: 1, status, headers };
   if (body.byteLength > maxStoredBytes) {
     return { wire: 1, status, headers, omittedBytes: body.byteLength };
@@ -197,6 +221,7 @@ const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$
 
 type Fields = Partial<Record<'wire' | 'status' | 'headers' | 'body' | 'encoding', unknown>> & {
   omittedBytes?: unknown;
+  omittedBecause?: unknown;
 };
 
 function hasHeaders(headers: unknown): headers is Record<string, string> {
@@ -207,10 +232,21 @@ function hasHeaders(headers: unknown): headers is Record<string, string> {
   );
 }
 
-/** Whether the replay of this stored answer is {@link AnswerTooLargeError} rather than bytes. */
+/** Whether the replay of this stored answer is {@link AnswerNotKeptError} rather than bytes. */
 export function omittedSize(stored: unknown): number | undefined {
-  const { wire, omittedBytes } = (stored ?? {}) as Fields;
-  return wire === 1 && typeof omittedBytes === 'number' ? omittedBytes : undefined;
+  return notKeptOf(stored)?.bytes;
+}
+
+const STREAM_REASONS: ReadonlySet<unknown> = new Set<NotKeptReason>(['stream', 'unfinished']);
+
+/** What was not kept of this stored answer, or `undefined` when it replays. */
+export function notKeptOf(stored: unknown): NotKept | undefined {
+  const { wire, omittedBytes, omittedBecause } = (stored ?? {}) as Fields;
+  if (wire !== 1 || typeof omittedBytes !== 'number') return undefined;
+  const reason = STREAM_REASONS.has(omittedBecause)
+    ? (omittedBecause as NotKeptReason)
+    : 'too-large';
+  return { bytes: omittedBytes, reason };
 }
 
 /**

@@ -228,6 +228,7 @@ describe('idempotent options', () => {
     ['leaseSeconds Infinity', { leaseSeconds: Number.POSITIVE_INFINITY }],
     ['maxStoredBytes 1.5', { maxStoredBytes: 1.5 }],
     ['onOutcome not a function', { onOutcome: 'log' }],
+    ['storeStreams as a string', { storeStreams: 'no' }],
   ])('refuses %s when the layer is built', (_name, options) => {
     expect(() => idempotent(store, options as never)).toThrow(InvalidOptionError);
   });

@@ -242,7 +242,7 @@ function describeWire(adapter: (typeof adapters)[number], factory: StoreFactory)
       expect(retry.status).toBe(410);
       expect(retry.headers.get('content-type')).toMatch(/^application\/problem\+json/);
       expect(await retry.json()).toMatchObject({
-        type: 'urn:drizzle-idempotency:problem:answer-too-large',
+        type: 'urn:drizzle-idempotency:problem:answer-not-kept',
         status: 410,
       });
       expect(calls).toBe(1);
