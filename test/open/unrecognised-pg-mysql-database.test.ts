@@ -70,9 +70,9 @@ describe('the MySQL store given a database it does not recognise', () => {
     expect(refusal(() => new MysqlIdempotencyStore(sqlite as never)).message).toContain(
       'got a BetterSQLite3Database',
     );
-    expect(refusal(() => new MysqlIdempotencyStore(drizzlePglite.mock() as never)).message).toContain(
-      'got a PgliteDatabase',
-    );
+    expect(
+      refusal(() => new MysqlIdempotencyStore(drizzlePglite.mock() as never)).message,
+    ).toContain('got a PgliteDatabase');
   });
 
   it('refuses a drizzle MySQL database that runs on no mysql2 or PlanetScale client', () => {
