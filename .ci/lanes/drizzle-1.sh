@@ -33,7 +33,7 @@ lane_versions "$app" drizzle-orm drizzle-kit better-sqlite3 @libsql/client @elec
 lane_say 'the store and lease contracts, the HTTP behaviour suite, the packed package'
 lane_vitest "$app" test/store/sqlite-contract.test.ts test/store/libsql-contract.test.ts \
   test/store/pg-contract.test.ts test/http/behaviour.test.ts test/package/pack.test.ts \
-  test/open/unrecognised-database.test.ts test/open/unrecognised-pg-mysql-database.test.ts
+  test/open/unrecognised-pg-mysql-database.test.ts
 
 lane_say 'a file store keeps its rows across a restart'
 (cd "$app" && node lane/restart.mjs write "$lane_work/restart.db" && node lane/restart.mjs read "$lane_work/restart.db")
