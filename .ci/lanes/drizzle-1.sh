@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Lane: Drizzle 1.0 (its newest release candidate until the final release ships) over the packed
 # package, on the active LTS with better-sqlite3 13. Runs the store and lease contracts, the HTTP
-# behaviour suite and the packed-package tests (drizzle-kit generate and migrate over a schema that
-# re-exports the keys table); then proves a file store keeps its rows across
-# a restart. The package's declarations do not yet typecheck against drizzle 1.0 under
-# skipLibCheck: false (docs/runtimes.md), so no consumer typecheck runs here.
+# behaviour suite, the packed-package tests (drizzle-kit generate and migrate over a schema that
+# re-exports the keys table) and the stores' refusal of a database they do not recognise; then
+# proves a file store keeps its rows across a restart. The package's declarations do not yet
+# typecheck against drizzle 1.0 under skipLibCheck: false (docs/runtimes.md), so the consumer
+# typecheck (test/package/consumer-types.test.ts) runs on drizzle 0.45 only.
 source "$(dirname "$0")/lib.bash"
 
 # The newest 1.x release, or while there is none the newest 1.0 release candidate.
@@ -32,7 +33,7 @@ lane_versions "$app" drizzle-orm drizzle-kit better-sqlite3 @libsql/client @elec
 lane_say 'the store and lease contracts, the HTTP behaviour suite, the packed package'
 lane_vitest "$app" test/store/sqlite-contract.test.ts test/store/libsql-contract.test.ts \
   test/store/pg-contract.test.ts test/http/behaviour.test.ts test/package/pack.test.ts \
-  test/package/push.test.ts
+  test/package/push.test.ts test/open/unrecognised-pg-mysql-database.test.ts
 
 lane_say 'a file store keeps its rows across a restart'
 (cd "$app" && node lane/restart.mjs write "$lane_work/restart.db" && node lane/restart.mjs read "$lane_work/restart.db")

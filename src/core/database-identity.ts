@@ -1,3 +1,4 @@
+import { isEntityKind } from './entity-kind.js';
 import { UnrecognisedDatabaseError } from './errors.js';
 
 function describe(value: unknown): string {
@@ -40,4 +41,46 @@ export function assertBackedBy(db: unknown, client: unknown, driver: string): vo
       `the drizzle database does not run on the ${driver} client it was made over; make it with drizzle({ client })`,
     );
   }
+}
+
+/** What a dialect's store accepts: drizzle's database classes, and the clients they run on. */
+export interface DrizzleDatabaseKind {
+  /** The drizzle modules that make such a database, for the messages, e.g. `node-postgres`. */
+  readonly drivers: string;
+  /** The entity kinds of drizzle's database classes of the dialect (transactions are subclasses). */
+  readonly kinds: readonly string[];
+  /** Whether a database's `$client` is a client of one of the drivers. */
+  readonly isClient: (client: unknown) => boolean;
+}
+
+/**
+ * Refuses what is not a drizzle database (or transaction) of a dialect, or one whose `$client` is
+ * not a client of its drivers: drizzle 1.0 reads a lone argument, `drizzle(pool)`, as a config
+ * object, and a store over what it makes of it would run somewhere the caller never chose.
+ *
+ * @param db - what the store was given (the primary of a `withReplicas` database)
+ * @param kind - the dialect's classes and clients
+ * @throws {@link UnrecognisedDatabaseError} when `db` is neither
+ */
+export function assertDrizzleDatabase(db: unknown, kind: DrizzleDatabaseKind): void {
+  if (!kind.kinds.some((name) => isEntityKind(db, name))) {
+    throw new UnrecognisedDatabaseError(
+      `expected a drizzle database from drizzle-orm/${kind.drivers}, made with drizzle({ client }), got ${describe(db)}`,
+    );
+  }
+  // A transaction has no $client: it runs on its connection, which the database it came from chose.
+  if ('$client' in (db as object) && !kind.isClient((db as { $client: unknown }).$client)) {
+    throw new UnrecognisedDatabaseError(
+      `the drizzle database does not run on a client of drizzle-orm/${kind.drivers}; make it with drizzle({ client })`,
+    );
+  }
+}
+
+/** Whether `value` is an object or a function with a method called `name`. */
+export function hasMethod(value: unknown, name: string): boolean {
+  return (
+    (typeof value === 'object' || typeof value === 'function') &&
+    value !== null &&
+    typeof (value as Record<string, unknown>)[name] === 'function'
+  );
 }

@@ -14,10 +14,10 @@ interface WithReplicas<D> {
  * answer as missing) and a write there is refused.
  */
 export function primaryOf<D>(db: D): D {
-  return (db as Partial<WithReplicas<D>>).$primary ?? db;
+  return (db as Partial<WithReplicas<D>> | null | undefined)?.$primary ?? db;
 }
 
 /** The replicas of a `withReplicas` database; none for a plain one. */
 export function replicasOf<D>(db: D): readonly D[] {
-  return (db as Partial<WithReplicas<D>>).$replicas ?? [];
+  return (db as Partial<WithReplicas<D>> | null | undefined)?.$replicas ?? [];
 }

@@ -1,5 +1,6 @@
 import { and, asc, eq, gt, inArray, isNotNull, lte, type SQL, sql } from 'drizzle-orm';
 import { AsyncIdempotencyStore, type KeyStatements } from '../core/async-store.js';
+import { assertDrizzleDatabase } from '../core/database-identity.js';
 import type { DeploymentReport } from '../core/deployment.js';
 import type { EncryptionOption } from '../core/encryption.js';
 import {
@@ -17,7 +18,7 @@ import { primaryOf } from '../core/replicas.js';
 import { KeyStatus } from '../core/status.js';
 import type { AcquireOptions, AcquireResult, LeasedIdempotencyStore } from '../core/store.js';
 import { retentionIndexName } from '../core/table-name.js';
-import type { AnyMysqlDatabase } from './client.js';
+import { type AnyMysqlDatabase, MYSQL_DATABASE } from './client.js';
 import { compileMysqlStatement, type WriteHeader, writeHeader } from './compile.js';
 import { checkMysqlDeployment } from './deployment.js';
 import { ER_DUP_ENTRY, mysqlErrno, retryDeadlocks } from './errors.js';
@@ -469,10 +470,13 @@ export class MysqlIdempotencyStore<T = unknown>
    * @param database - a drizzle mysql2 database (or a `withReplicas` one: the store runs on its
    * primary); the store shares its connections
    * @param options - see {@link MysqlStoreOptions}
+   * @throws {@link UnrecognisedDatabaseError} when `database` is not a drizzle MySQL database (or
+   * transaction) over a mysql2 or PlanetScale client
    */
   constructor(database: AnyMysqlDatabase, options: MysqlStoreOptions = {}) {
     const { table, name } = resolveMysqlTable(options);
     const db = primaryOf(database);
+    assertDrizzleDatabase(db, MYSQL_DATABASE);
     const context = {
       db,
       table,

@@ -1,5 +1,6 @@
 import type { SQL } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
+import { type DrizzleDatabaseKind, hasMethod } from '../core/database-identity.js';
 
 /**
  * Any drizzle PostgreSQL database, whatever its driver (node-postgres, PGlite, …) and schema.
@@ -18,3 +19,14 @@ export async function queryRows<Row>(
   const result = (await db.execute(statement)) as unknown as Row[] | { rows: Row[] };
   return Array.isArray(result) ? result : result.rows;
 }
+
+/**
+ * drizzle's PostgreSQL databases (`PgDatabase` in 0.45, `PgAsyncDatabase` in 1.0; transactions
+ * are subclasses) and their clients: a node-postgres `Pool` or `Client`, PGlite and Neon's `Pool`
+ * answer `query`, postgres-js's `sql` has `unsafe`, Neon's `neon()` function has `query`.
+ */
+export const PG_DATABASE: DrizzleDatabaseKind = {
+  drivers: 'node-postgres, postgres-js, pglite, neon-serverless or neon-http',
+  kinds: ['PgDatabase', 'PgAsyncDatabase'],
+  isClient: (client) => hasMethod(client, 'query') || hasMethod(client, 'unsafe'),
+};

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { and, asc, eq, gt, type SQL, sql } from 'drizzle-orm';
 import { AsyncIdempotencyStore, type KeyStatements } from '../core/async-store.js';
+import { assertDrizzleDatabase } from '../core/database-identity.js';
 import type { DeploymentReport } from '../core/deployment.js';
 import type { EncryptionOption } from '../core/encryption.js';
 import { InvalidOptionError } from '../core/errors.js';
@@ -20,7 +21,7 @@ import type { KeyRow } from '../core/record.js';
 import { primaryOf, replicasOf } from '../core/replicas.js';
 import { KeyStatus } from '../core/status.js';
 import type { LeasedIdempotencyStore, ReleasePendingResult } from '../core/store.js';
-import type { AnyPgDatabase } from './client.js';
+import { type AnyPgDatabase, PG_DATABASE } from './client.js';
 import {
   compilePgStatement,
   type PgQuery,
@@ -536,6 +537,8 @@ export class PgIdempotencyStore<T = unknown>
    * @param options - see {@link PgStoreOptions}
    * @throws {@link InvalidOptionError} for a schema name PostgreSQL cannot hold, a `schema`
    * that is not the table's, or a `replays` other than `'primary'` or `'replica'`
+   * @throws {@link UnrecognisedDatabaseError} when `db` is not a drizzle PostgreSQL database (or
+   * transaction) over a client of a PostgreSQL driver
    */
   constructor(db: AnyPgDatabase, options: PgStoreOptions = {}) {
     const { table, name, schema } = resolvePgTable(options);
@@ -550,6 +553,7 @@ export class PgIdempotencyStore<T = unknown>
     }
     const mode: PgStatementMode = { named: options.prepare ?? true };
     const primary = primaryOf(db);
+    assertDrizzleDatabase(primary, PG_DATABASE);
     const replicas =
       options.replays === 'replica'
         ? replicasOf(db).map((replica) => replicaFetch(replica, table, schema, name, mode))
