@@ -237,9 +237,7 @@ function sealedSteps<TX>(
       synchronous: true,
       transact: (owner, body, text) =>
         recorder.transact(owner, body, (result) =>
-          encryption === undefined
-            ? text(result)
-            : encryption.sealSync(owner.key, text(result)),
+          encryption === undefined ? text(result) : encryption.sealSync(owner.key, text(result)),
         ),
     };
   }
