@@ -638,11 +638,12 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   }
 
   /**
-   * Re-seals every stored answer that is not sealed under the keyring's current key (sealed under
-   * a retired key, or plain JSON kept before encryption was turned on), in batches of `batchSize`
-   * rows in id order. Each answer is replaced only while it is still the value read, so an answer
-   * recorded or erased meanwhile is left as it is. Answers that do not open (their key id is not in
-   * the keyring, or they fail authentication) are counted and left unchanged.
+   * Re-seals every stored answer and step record that is not sealed under the keyring's current
+   * key (sealed under a retired key, or plain JSON kept before encryption was turned on), in
+   * batches of `batchSize` rows in id order. Each value is replaced only while it is still the
+   * value read, so one recorded or erased meanwhile is left as it is. Values that do not open
+   * (their key id is not in the keyring, or they fail authentication) are counted and left
+   * unchanged.
    *
    * @example
    * ```ts
@@ -704,7 +705,8 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
       const scan = () => then(repeat(answers), () => repeat(steps));
       return then(scan(), () => ({
         ...result,
-        unreadable: result.unreadable.sort(compareKeys),
+        // A row whose answer and step record both failed to open is named once.
+        unreadable: [...new Set(result.unreadable)].sort(compareKeys),
       }));
     });
   }

@@ -334,7 +334,9 @@ export function makeIdempotent<TX, A extends unknown[], R>(
   if (typeof options === 'object' && options !== null && 'steps' in options) {
     const log = options.steps;
     if (typeof log?.write !== 'function' || typeof log.deriveKey !== 'function') {
-      throw new InvalidOptionError('steps must come from sqliteSteps, pgSteps or mysqlSteps');
+      throw new InvalidOptionError(
+        'steps must come from a step log: sqliteSteps, pgSteps, mysqlSteps, libsqlSteps, d1Steps, durableSqliteSteps or bunSqliteSteps',
+      );
     }
     const settings = resolveFunctionOptions<A, R>({ ...options, store: log.store });
     return wrap(
