@@ -3,7 +3,7 @@ import { quoteIdentifier } from '../../src/pg/identifier.js';
 import { dropServerDatabase } from '../../test/support/pg.js';
 
 /** The server every PostgreSQL benchmark runs on. */
-export const PG_URL = 'postgres://postgres@127.0.0.1:5432/test';
+const PG_URL = 'postgres://postgres@127.0.0.1:5432/test';
 
 /** A database a benchmark made for itself on the server, dropped by `drop`. */
 export interface BenchDatabase {

@@ -17,7 +17,7 @@ import {
 import { mysqlPayments, type Payment, payments, pgPayments } from './schema.js';
 
 /** How `POST /payments` makes a payment, whatever the database. */
-export interface PaymentRoute {
+interface PaymentRoute {
   /** Builds the payment from the validated request, once its key is claimed. */
   readonly create: (req: Request) => Payment;
   /** Runs right after the payment row is written, before its answer is recorded. */
@@ -86,7 +86,7 @@ export function sqlitePayments(
 }
 
 /** The payments service on PostgreSQL: the `payments` table next to `keys`, one transaction for both. */
-export async function pgPaymentsBackend(
+async function pgPaymentsBackend(
   store: PgIdempotencyStore<unknown>,
   location = 'PostgreSQL',
 ): Promise<PaymentsBackend> {
@@ -119,7 +119,7 @@ export async function pgPaymentsBackend(
 }
 
 /** The payments service on MySQL or MariaDB: the `payments` table next to `keys`, one transaction for both. */
-export async function mysqlPaymentsBackend(
+async function mysqlPaymentsBackend(
   store: MysqlIdempotencyStore<unknown>,
   location = 'MySQL',
 ): Promise<PaymentsBackend> {

@@ -125,7 +125,7 @@ const UNITS = [
  * one cut (not rounded) as a clock shows it: `14m 50s`, `2h 5m`, `2d 23h`; a zero smaller unit
  * is left out (`3d`).
  */
-export function humanDuration(value: number): string {
+function humanDuration(value: number): string {
   const tenths = Math.round(value * 10) / 10;
   if (tenths < 60) return `${tenths}s`;
   const total = Math.floor(value);

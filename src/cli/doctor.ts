@@ -14,7 +14,7 @@ import { describeLocation, type LocationFlags, type StoreLocation } from './loca
 import { cliMysqlPool, withStore } from './open-store.js';
 
 /** Exit codes of `idem doctor`. */
-export const DoctorExitCode = {
+const DoctorExitCode = {
   /** Nothing found. */
   ok: 0,
   /** A refusal: the deployment loses answers (also any runtime error, as for every command). */
@@ -24,7 +24,7 @@ export const DoctorExitCode = {
 } as const;
 
 /** The flags of `idem doctor`. */
-export interface DoctorOptions {
+interface DoctorOptions {
   readonly location: StoreLocation;
   readonly json?: boolean;
 }
@@ -123,7 +123,7 @@ async function checkMysql(
  * @param location - the store to check
  * @throws {@link DatabaseOpenError} when the store cannot be reached
  */
-export function checkLocation(location: StoreLocation): Promise<DeploymentReport> {
+function checkLocation(location: StoreLocation): Promise<DeploymentReport> {
   if (location.dialect === 'sqlite') return checkSqlite(location);
   return location.dialect === 'pg' ? checkPg(location) : checkMysql(location);
 }
@@ -151,7 +151,7 @@ function writeFindings(io: CliIo, where: string, findings: readonly DeploymentFi
  * `idem doctor`: the deployment check, printed (or one line of JSON with `--json`). Resolves with
  * the exit code, see {@link DoctorExitCode}.
  */
-export async function doctorCommand(io: CliIo, options: DoctorOptions): Promise<number> {
+async function doctorCommand(io: CliIo, options: DoctorOptions): Promise<number> {
   const report = await checkLocation(options.location);
   const where = describeLocation(options.location);
   const sealing = await sealingOf(options.location);

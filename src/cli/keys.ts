@@ -14,7 +14,7 @@ const SCOPE_SEPARATOR = '\u001f';
  * is written `\uXXXX`, and `'` too, so the literal can sit inside shell single quotes.
  * `JSON.parse` gives the exact string back.
  */
-export function asciiJsonString(text: string): string {
+function asciiJsonString(text: string): string {
   let out = '"';
   for (let index = 0; index < text.length; index += 1) {
     const unit = text.charCodeAt(index);

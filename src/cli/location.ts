@@ -46,7 +46,7 @@ const MYSQL_PROTOCOL = 'mysql:';
  * @param source - where the text came from, for the message (`--url`, `DATABASE_URL`)
  * @throws {@link InvalidOptionError} otherwise
  */
-export function assertServerUrl(text: string, source: string): void {
+function assertServerUrl(text: string, source: string): void {
   const protocol = URL.canParse(text) ? new URL(text).protocol : undefined;
   if (protocol === undefined || ![...PG_PROTOCOLS, MYSQL_PROTOCOL].includes(protocol)) {
     throw new InvalidOptionError(

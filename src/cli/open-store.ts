@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type BetterSqlite3 from 'better-sqlite3';
 import { type Column, type SQL, sql } from 'drizzle-orm';
+import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
 import type { Pool as MysqlPool } from 'mysql2/promise';
 import type { Pool } from 'pg';
 import type { EncryptionOption } from '../core/encryption.js';
@@ -13,6 +14,7 @@ import { DEFAULT_TABLE_NAME } from '../core/table-name.js';
 import { openPgStore } from '../pg/open.js';
 import { DEFAULT_PG_SCHEMA, pgKeysTable } from '../pg/schema.js';
 import { sqliteMigrationStatus } from '../sqlite/migrate.js';
+import type { SqliteKeysTable } from '../sqlite-dialect/schema.js';
 import { KEYRING_VARIABLE, keyringFromEnvironment } from './keyring.js';
 import { printableWord, splitStoredId } from './keys.js';
 import { describeLocation, maskSecrets, type StoreLocation, urlSecrets } from './location.js';
@@ -37,7 +39,7 @@ export interface CliStore {
 }
 
 /** How many scoped ids of one key a lookup lists at most. */
-export const MAX_SCOPES_LISTED = 20;
+const MAX_SCOPES_LISTED = 20;
 
 // The LIKE pattern of the ids that end in the scope separator and `key`, `!` escaping.
 function scopedIdPattern(key: string): string {
@@ -81,7 +83,7 @@ function reason(error: unknown, url: string): string {
 }
 
 /** The command that creates or upgrades the store at `location`, for messages. */
-export function migrateHint(location: StoreLocation): string {
+function migrateHint(location: StoreLocation): string {
   const table = location.table === DEFAULT_TABLE_NAME ? '' : ` --table ${location.table}`;
   if (location.dialect === 'sqlite')
     return `idem migrate --db ${printableWord(location.path)}${table}`;
@@ -170,59 +172,99 @@ function sqliteFailure(path: string, error: unknown): unknown {
   return error instanceof IdempotencyError ? error : sqliteOpenFailure(path, error);
 }
 
-// Read without writing: better-sqlite3 creates no file for a connection that must find one, and
-// reading neither changes the journal mode nor leaves a -wal file behind once the connection
-// closes. Only `write` then opens the store, whose migrator records a table the application made.
+/** The scoped-id lookup of `key` on a SQLite keys table, in either driver's mode. */
+function sqliteScopedIds<K extends 'sync' | 'async'>(
+  db: BaseSQLiteDatabase<K, unknown>,
+  table: SqliteKeysTable,
+  key: string,
+) {
+  return db.all<{ id: string }>(
+    sql`SELECT ${table.id} FROM ${table} WHERE ${scopedIdCondition(table.id, key)} LIMIT ${MAX_SCOPES_LISTED}`,
+  );
+}
+
+/** A connection to a SQLite file that reads without writing, through one driver. */
+interface SqliteFileReader {
+  /** The table's migration status, as the driver's migrator decides it. */
+  status(): MigrationStatus | Promise<MigrationStatus>;
+  /** A store over this connection that closes it when the store closes. */
+  store(
+    options: { table: SqliteKeysTable; onClose: () => void } & EncryptionOption,
+  ): LeasedIdempotencyStore;
+  /** The ids of the keys table that the scoped-id lookup of `key` matches. */
+  scopedIdRows(key: string): { id: string }[] | Promise<{ id: string }[]>;
+  /** Closes the connection. */
+  close(): void;
+}
+
+/** What opens a SQLite file through one driver, for {@link openSqliteFile}. */
+interface SqliteFileDriver {
+  /** Connects to the existing file to read `table`; throws when the file cannot be opened. */
+  read(table: SqliteKeysTable): SqliteFileReader;
+  /** Opens the full store, which creates or migrates the table as needed. */
+  open(options: { table: SqliteKeysTable } & EncryptionOption): Promise<LeasedIdempotencyStore>;
+}
+
+// Read without writing: the reader's connection creates no file and reading neither changes the
+// journal mode nor leaves a -wal file behind once it closes. Only `write` then opens the store,
+// whose migrator records a table the application made.
+async function openSqliteFile(
+  location: SqliteLocation,
+  mode: StoreMode,
+  driver: SqliteFileDriver,
+): Promise<CliStore> {
+  const { sqliteKeysTable } = await import('../sqlite-dialect/schema.js');
+  const table = sqliteKeysTable(location.table);
+  const path = printableWord(location.path);
+  if (mode !== 'migrate') {
+    let reader: SqliteFileReader;
+    try {
+      reader = driver.read(table);
+    } catch (error) {
+      throw sqliteOpenFailure(path, error);
+    }
+    try {
+      assertUsable(location, await reader.status());
+      if (mode === 'read') {
+        const store = reader.store({ table, onClose: () => reader.close(), ...cliEncryption() });
+        const scopedIds = async (key: string) =>
+          exactScopedIds(key, await reader.scopedIdRows(key));
+        return { store, scopedIds, close: async () => store.close() };
+      }
+    } catch (error) {
+      reader.close();
+      throw sqliteFailure(path, error);
+    }
+    reader.close();
+  }
+  const store = await driver.open({ table, ...cliEncryption() });
+  return { store, close: async () => store.close() };
+}
+
+// better-sqlite3 creates no file for a connection that must find one.
 async function openBetterSqlite(
   location: SqliteLocation,
   mode: StoreMode,
   Database: typeof BetterSqlite3,
 ): Promise<CliStore> {
-  const [{ openSqliteStore }, { SqliteIdempotencyStore }, { sqliteKeysTable }, { drizzle }] =
-    await Promise.all([
-      import('../sqlite/open.js'),
-      import('../sqlite/store.js'),
-      import('../sqlite-dialect/schema.js'),
-      import('drizzle-orm/better-sqlite3'),
-    ]);
-  const table = sqliteKeysTable(location.table);
-  const path = printableWord(location.path);
-  if (mode !== 'migrate') {
-    let client: BetterSqlite3.Database;
-    try {
-      client = new Database(location.path, { fileMustExist: true, timeout: 5000 });
-    } catch (error) {
-      throw sqliteOpenFailure(path, error);
-    }
-    try {
+  const [{ openSqliteStore }, { SqliteIdempotencyStore }, { drizzle }] = await Promise.all([
+    import('../sqlite/open.js'),
+    import('../sqlite/store.js'),
+    import('drizzle-orm/better-sqlite3'),
+  ]);
+  return openSqliteFile(location, mode, {
+    read(table) {
+      const client = new Database(location.path, { fileMustExist: true, timeout: 5000 });
       const db = drizzle({ client });
-      assertUsable(location, sqliteMigrationStatus(db, { table }));
-      if (mode === 'read') {
-        const store = new SqliteIdempotencyStore(db, {
-          table,
-          onClose: () => client.close(),
-          ...cliEncryption(),
-        });
-        const scopedIds = async (key: string) =>
-          exactScopedIds(
-            key,
-            db
-              .select({ id: table.id })
-              .from(table)
-              .where(scopedIdCondition(table.id, key))
-              .limit(MAX_SCOPES_LISTED)
-              .all(),
-          );
-        return { store, scopedIds, close: async () => store.close() };
-      }
-    } catch (error) {
-      client.close();
-      throw sqliteFailure(path, error);
-    }
-    client.close();
-  }
-  const store = openSqliteStore(location.path, { table, ...cliEncryption() });
-  return { store, close: async () => store.close() };
+      return {
+        status: () => sqliteMigrationStatus(db, { table }),
+        store: (options) => new SqliteIdempotencyStore(db, options),
+        scopedIdRows: (key) => sqliteScopedIds(db, table, key),
+        close: () => client.close(),
+      };
+    },
+    open: async (options) => openSqliteStore(location.path, options),
+  });
 }
 
 // The same through @libsql/client, for an application that reads its SQLite file with libSQL and
@@ -232,48 +274,27 @@ async function openLibsqlFile(
   mode: StoreMode,
   libsql: typeof import('@libsql/client'),
 ): Promise<CliStore> {
-  const [{ openLibsqlStore }, { LibsqlIdempotencyStore }, { libsqlMigrationStatus }, schema] =
+  const [{ openLibsqlStore }, { LibsqlIdempotencyStore }, { libsqlMigrationStatus }, { drizzle }] =
     await Promise.all([
       import('../libsql/open.js'),
       import('../libsql/store.js'),
       import('../libsql/migrate.js'),
-      import('../sqlite-dialect/schema.js'),
+      import('drizzle-orm/libsql'),
     ]);
-  const { drizzle } = await import('drizzle-orm/libsql');
-  const table = schema.sqliteKeysTable(location.table);
-  const path = printableWord(location.path);
   const url = pathToFileURL(resolve(location.path)).href;
-  if (mode !== 'migrate') {
-    const client = libsql.createClient({ url });
-    try {
+  return openSqliteFile(location, mode, {
+    read(table) {
+      const client = libsql.createClient({ url });
       const db = drizzle({ client });
-      assertUsable(location, await libsqlMigrationStatus(db, { table }));
-      if (mode === 'read') {
-        const store = new LibsqlIdempotencyStore(db, {
-          table,
-          onClose: () => client.close(),
-          ...cliEncryption(),
-        });
-        const scopedIds = async (key: string) =>
-          exactScopedIds(
-            key,
-            await db
-              .select({ id: table.id })
-              .from(table)
-              .where(scopedIdCondition(table.id, key))
-              .limit(MAX_SCOPES_LISTED)
-              .all(),
-          );
-        return { store, scopedIds, close: async () => store.close() };
-      }
-    } catch (error) {
-      client.close();
-      throw sqliteFailure(path, error);
-    }
-    client.close();
-  }
-  const store = await openLibsqlStore(url, { table, ...cliEncryption() });
-  return { store, close: async () => store.close() };
+      return {
+        status: () => libsqlMigrationStatus(db, { table }),
+        store: (options) => new LibsqlIdempotencyStore(db, options),
+        scopedIdRows: (key) => sqliteScopedIds(db, table, key),
+        close: () => client.close(),
+      };
+    },
+    open: (options) => openLibsqlStore(url, options),
+  });
 }
 
 async function openSqlite(location: SqliteLocation, mode: StoreMode): Promise<CliStore> {
@@ -491,7 +512,7 @@ async function openMysql(
  * @throws {@link DatabaseOpenError} when the store is missing or outdated (and may not be
  * migrated), cannot be opened, or the server cannot be reached
  */
-export async function openCliStore(location: StoreLocation, mode: StoreMode): Promise<CliStore> {
+async function openCliStore(location: StoreLocation, mode: StoreMode): Promise<CliStore> {
   if (location.dialect === 'sqlite') return openSqlite(location, mode);
   return location.dialect === 'pg' ? openPg(location, mode) : openMysql(location, mode);
 }

@@ -2,14 +2,6 @@ import type { Keyring } from './encryption.js';
 import { type KeyStatementsOf, KeyStore, type Mode } from './key-store.js';
 import type { LeasedIdempotencyStore } from './store.js';
 
-export {
-  type AcquireStep,
-  type PendingQuery,
-  type PendingRelease,
-  readPendingOptions,
-  type StatsRow,
-} from './key-store.js';
-
 /**
  * One asynchronous dialect's statements (libSQL, D1, PostgreSQL, MySQL): every one answers a
  * promise. See {@link KeyStatementsOf}.

@@ -107,7 +107,7 @@ export function sealedKeyId(stored: string): string | undefined {
  * outside `A–Z a–z 0–9 _ . -` (1 to 64), a key that is not a `Uint8Array` of 32 bytes, or a
  * `current` that `keys` lacks
  */
-export function readKeyring(keyring: unknown): Map<string, Uint8Array> {
+function readKeyring(keyring: unknown): Map<string, Uint8Array> {
   if (typeof keyring !== 'object' || keyring === null) {
     throw new InvalidOptionError('encryption takes a keyring { keys, current }');
   }

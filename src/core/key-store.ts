@@ -70,20 +70,18 @@ export type ModeResult<M extends Mode, T> = M extends 'sync' ? T : Promise<T>;
  * (`undefined` when it was deleted in between, so the key is new again and the store tries once
  * more).
  */
-export type AcquireStep =
-  | { readonly attempt: number | string }
-  | { readonly row: KeyRow | undefined };
+type AcquireStep = { readonly attempt: number | string } | { readonly row: KeyRow | undefined };
 
 /**
  * What a dialect's `releasePending` statements found: the pending row deleted, or else the row of
  * the key as the delete left it (`undefined` when there is none).
  */
-export type PendingRelease =
+type PendingRelease =
   | { readonly released: true }
   | { readonly released: false; readonly row: KeyRow | undefined };
 
 /** The checked options of `pendingKeys`. */
-export interface PendingQuery {
+interface PendingQuery {
   /** The moment lease states are judged at. */
   readonly now: number;
   /** Only the rows that need an operator's look. */
@@ -228,7 +226,7 @@ export interface KeyStatementsOf<M extends Mode> {
  * @throws {@link InvalidTimeError} for a `now` that is not a finite number
  * @throws {@link InvalidLimitError} for a `limit` out of range
  */
-export function readPendingOptions(options: PendingKeysOptions): PendingQuery {
+function readPendingOptions(options: PendingKeysOptions): PendingQuery {
   if (typeof options !== 'object' || options === null) {
     throw new InvalidOptionError('pendingKeys takes { now, stale?, limit?, prefix? }');
   }

@@ -79,22 +79,11 @@ export function pendingPrefix(options: { readonly prefix?: unknown }): string {
 }
 
 /** The lease state of a pending row at `now` (see {@link LeaseState}). */
-export function leaseState(row: KeyRow, now: number): LeaseState {
+function leaseState(row: KeyRow, now: number): LeaseState {
   if (readBoolean(row.unrecorded)) return 'unrecorded';
   const until = readNumber(row.lease_until);
   if (until === null) return 'unleased';
   return until <= now ? 'lapsed' : 'live';
-}
-
-/**
- * Whether an operator should look at a pending row: its lease lapsed, it is unrecorded, or it has
- * no lease and is past its `expires` (what `stalePending` counts).
- */
-export function isStale(row: KeyRow, now: number): boolean {
-  const state = leaseState(row, now);
-  return (
-    state === 'lapsed' || state === 'unrecorded' || (state === 'unleased' && row.expires <= now)
-  );
 }
 
 /** A pending row as `pendingKeys` lists it. */

@@ -71,7 +71,7 @@ export interface MigrationPlan {
 }
 
 /** A step of a migration algorithm: a read whose rows it waits for, or a write. */
-export type MigrationStep<S> = { readonly read: S } | { readonly write: S };
+type MigrationStep<S> = { readonly read: S } | { readonly write: S };
 
 /**
  * An algorithm over a database written once as a generator of steps, so that synchronous and
@@ -235,6 +235,23 @@ export function* migrationStatus<S>(
     }
   }
   return { table, journal: journal !== undefined, pending, missingColumns };
+}
+
+/**
+ * The {@link MigrationStatus} of `plan` through an asynchronous driver's reads: what every
+ * asynchronous dialect's read-only migration status answers.
+ *
+ * @param dialect - the dialect's statements
+ * @param plan - the table and the migrations it should have
+ * @param session - runs reads on the database
+ */
+export function readMigrationStatus<S>(
+  dialect: MigrationStatements<S>,
+  plan: MigrationPlan,
+  session: Pick<MigrationSession<S, false>, 'rows'>,
+): Promise<MigrationStatus> {
+  // The status steps only read: no write ever reaches `exec`.
+  return runAsync(migrationStatus(dialect, plan), { ...session, exec: async () => undefined });
 }
 
 /** Runs `steps` on a synchronous session and answers what they return. */

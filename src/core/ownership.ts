@@ -7,25 +7,33 @@ import type { KeyOwner, TransactionOutcome, TransactionRunner } from './transact
 
 /**
  * A key the claim engine won: what its owner may do with it until the work is done. The lease is
- * renewed in the background from the claim on, every write carries the fencing token, and the first of `finish`, `release`, `abandon` or `markUnrecorded` (or the end of
- * `transact`) stops the renewal.
+ * renewed in the background from the claim on, every write carries the fencing token, and the
+ * first of `finish`, `release`, `abandon` or `markUnrecorded` (or the end of `transact`) stops
+ * the renewal.
  */
 export interface Ownership {
   /** The key, the fingerprint it was claimed with and the fencing token. */
   readonly owner: KeyOwner;
-  /** Whether the claim took the key over from an owner whose lease lapsed; `false` for a fresh key. */
+  /**
+   * Whether the claim took the key over from an owner whose lease lapsed; `false` for a fresh
+   * key.
+   */
   readonly takenOver: boolean;
   /**
    * Records `answer` on the owner's pending row. `false` when that row is gone or no longer the
-   * owner's (released by hand, or taken over after its lease lapsed). Throws what the store throws.
+   * owner's (released by hand, or taken over after its lease lapsed). Throws what the store
+   * throws.
    */
   finish(answer: unknown): Promise<boolean>;
-  /** Deletes the owner's pending row (never another owner's or a stored answer), so a retry runs. */
+  /**
+   * Deletes the owner's pending row (never another owner's or a stored answer), so a retry runs.
+   */
   release(): Promise<void>;
   /**
    * The work failed with `error`: releases the key, or, for an {@link OutcomeUnknownError}, marks
-   * it unrecorded (see {@link Ownership.markUnrecorded}) so it waits for an operator. Resolves once released; rejects with an
-   * `AggregateError` of `error` and the store's error, with `message`, when releasing fails.
+   * it unrecorded (see {@link Ownership.markUnrecorded}) so it waits for an operator. Resolves
+   * once released; rejects with an `AggregateError` of `error` and the store's error, with
+   * `message`, when releasing fails.
    */
   abandon(error: unknown, message: string): Promise<void>;
   /**
@@ -33,7 +41,9 @@ export interface Ownership {
    * would run the effect again) and an operator sees it. Throws what the store throws.
    */
   markUnrecorded(): Promise<void>;
-  /** Extends the lease by `leaseSeconds` from now; `false` when the row is no longer the owner's. */
+  /**
+   * Extends the lease by `leaseSeconds` from now; `false` when the row is no longer the owner's.
+   */
   renew(): Promise<boolean>;
   /**
    * Whether a retry took the key over while the work ran: the row holds the same fingerprint under

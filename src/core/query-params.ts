@@ -18,7 +18,7 @@ export type ParamSlot = { readonly name: string } | { readonly value: unknown };
  * const slots = query.toSQL().params.map(paramSlot); // [{ name: 'id' }, { value: 'pending' }, …]
  * ```
  */
-export function paramSlot(param: unknown): ParamSlot {
+function paramSlot(param: unknown): ParamSlot {
   if (is(param, Placeholder)) return { name: param.name };
   if (is(param, Param) && is(param.value, Placeholder)) {
     const probe = {};

@@ -2,7 +2,7 @@
  * A drizzle database made by `withReplicas(primary, replicas)`: its `select` goes to a replica,
  * its writes to `$primary`.
  */
-export interface WithReplicas<D> {
+interface WithReplicas<D> {
   readonly $primary: D;
   readonly $replicas: readonly D[];
 }

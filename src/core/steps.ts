@@ -170,16 +170,6 @@ export function parseStepRecord(text: string | null): StepRecord {
 }
 
 /**
- * The name of the last step recorded in `text` (the `steps` column of a key's row), or `null`.
- *
- * @param text - the recorded steps' text
- */
-export function lastRecordedStep(text: string | null): string | null {
-  const { steps } = parseStepRecord(text);
-  return steps.length === 0 ? null : (steps[steps.length - 1]?.[0] ?? null);
-}
-
-/**
  * Checks `options` and completes a dialect's recorder into a {@link StepLog}.
  *
  * @throws {@link InvalidOptionError} for a missing or short secret or a bad `maxStepBytes`

@@ -145,24 +145,6 @@ export function assertIntegerOption(
 }
 
 /**
- * Asserts that an option is a finite number greater than or equal to `min`.
- *
- * @param name - the option's name, for the message
- * @throws {@link InvalidOptionError} otherwise
- */
-export function assertNumberOption(
-  value: unknown,
-  name: string,
-  min: number,
-): asserts value is number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < min) {
-    throw new InvalidOptionError(
-      `${name} must be a finite number of at least ${min}, got ${describe(value)}`,
-    );
-  }
-}
-
-/**
  * Asserts that a lease is a finite number of seconds above 0 and at most
  * {@link MAX_LEASE_SECONDS}: the `leaseSeconds` option of the HTTP layer and of `makeIdempotent`.
  *

@@ -28,7 +28,7 @@ export function canonicalJson(root: unknown): string {
  * A request body as the fingerprint sees it: nothing, JSON (its canonical text), or bytes that
  * are not JSON.
  */
-export type FingerprintBody =
+type FingerprintBody =
   | { readonly kind: 'none' }
   | { readonly kind: 'json'; readonly canonical: string }
   | { readonly kind: 'bytes'; readonly bytes: Uint8Array };
@@ -43,7 +43,7 @@ export type FingerprintBody =
  *
  * @throws {@link BodyRefusedError} for a parsed value JSON cannot represent
  */
-export function fingerprintBody(body: unknown): FingerprintBody {
+function fingerprintBody(body: unknown): FingerprintBody {
   if (body === undefined) return { kind: 'none' };
   if (!(body instanceof Uint8Array) && typeof body !== 'string') {
     return { kind: 'json', canonical: canonicalJson(body) };

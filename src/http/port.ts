@@ -21,7 +21,7 @@ export type ScopeOption<R> =
   | typeof GLOBAL_SCOPE;
 
 /** The explicit `scope` of an API whose keys are shared by every caller. */
-export const GLOBAL_SCOPE = 'global';
+const GLOBAL_SCOPE = 'global';
 
 /**
  * Refuses a missing or mistyped scope decision: keys are bound to their caller unless the app says

@@ -66,7 +66,7 @@ export const DEFAULT_STORED_HEADERS: readonly string[] = [
 const JSON_TYPE = /^application\/(?:[\w.!#$&^-]+\+)?json\s*(?:;|$)/i;
 
 /** Whether a content type is JSON (`application/json` or any `+json` suffix). */
-export function isJsonContentType(contentType: string): boolean {
+function isJsonContentType(contentType: string): boolean {
   return JSON_TYPE.test(contentType);
 }
 
@@ -75,7 +75,7 @@ export function isJsonContentType(contentType: string): boolean {
  * `content-type: application/octet-stream` for bytes and `application/json` for a JSON value, so
  * the first answer and its replays look alike.
  */
-export function normalizeResponse(response: HttpResponse): HttpResponse {
+function normalizeResponse(response: HttpResponse): HttpResponse {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(response.headers ?? {})) {
     headers[name.toLowerCase()] = value;

@@ -5,7 +5,7 @@ import { writeHeader } from './compile.js';
 import { ER_LOCK_DEADLOCK, mysqlErrno, retryDeadlocks } from './errors.js';
 
 /** The table of the cluster-wide locks: one row per keys table, in the keys table's database. */
-export const CLUSTER_LOCKS_TABLE = '__idempotency_locks';
+const CLUSTER_LOCKS_TABLE = '__idempotency_locks';
 
 // A holder renews its lease every quarter of it; a holder gone without releasing (its process
 // killed) is taken over once the lease ran out.

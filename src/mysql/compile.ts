@@ -57,7 +57,7 @@ interface Mysql2Queryable {
  *
  * @param db - any drizzle mysql2 database or transaction
  */
-export function directMysqlClient(db: AnyMysqlDatabase): Mysql2Queryable | undefined {
+function directMysqlClient(db: AnyMysqlDatabase): Mysql2Queryable | undefined {
   if (!isEntityKind(db, 'MySql2Database')) return undefined;
   const { $cache: cache, session } = db as unknown as {
     $cache?: unknown;

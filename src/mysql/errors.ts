@@ -10,7 +10,7 @@ export const ER_LOCK_DEADLOCK = 1213;
  * A lock wait ran past `innodb_lock_wait_timeout`. InnoDB undoes the statement; the runner's
  * transaction then rolls back as a whole, as for any error that leaves it.
  */
-export const ER_LOCK_WAIT_TIMEOUT = 1205;
+const ER_LOCK_WAIT_TIMEOUT = 1205;
 
 // PlanetScale's serverless driver has no errno field: Vitess writes the number into the message,
 // as in "Duplicate entry 'k' for key 'PRIMARY' (errno 1062) (sqlstate 23000)".

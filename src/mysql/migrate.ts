@@ -6,8 +6,7 @@ import {
   type MigrationStatements,
   type MigrationStatus,
   migrateAsync,
-  migrationStatus,
-  runAsync,
+  readMigrationStatus,
 } from '../core/migrator.js';
 import { mysqlMigrations } from '../generated/migrations.js';
 import { type AnyMysqlDatabase, queryRows } from './client.js';
@@ -259,12 +258,9 @@ export async function mysqlMigrationStatus(
 ): Promise<MigrationStatus> {
   const { name: table } = resolveMysqlTable(options);
   await assertAdoptableMysqlKeysTable(retryingDeadlocks(db), options);
-  return runAsync(
-    migrationStatus(mysqlMigrationStatements, {
-      table,
-      migrations: mysqlMigrations,
-      committed: mysqlMigrations,
-    }),
+  return readMigrationStatus(
+    mysqlMigrationStatements,
+    { table, migrations: mysqlMigrations, committed: mysqlMigrations },
     sessionOf(db),
   );
 }

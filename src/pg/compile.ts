@@ -49,7 +49,7 @@ function sqlState(error: unknown): unknown {
  *
  * @param error - what a query threw
  */
-export function isStatementNameError(error: unknown): boolean {
+function isStatementNameError(error: unknown): boolean {
   const state = sqlState(error);
   return state === DUPLICATE_PREPARED_STATEMENT || state === INVALID_SQL_STATEMENT_NAME;
 }

@@ -12,8 +12,7 @@ import {
   type MigrationStatements,
   type MigrationStatus,
   migrateAsync,
-  migrationStatus,
-  runAsync,
+  readMigrationStatus,
 } from '../core/migrator.js';
 import { DEFAULT_TABLE_NAME } from '../core/table-name.js';
 import { pgMigrations } from '../generated/migrations.js';
@@ -158,7 +157,7 @@ async function assertNotSchemaReading(
  *
  * @param schema - the store's schema
  */
-export function pgMigrationStatements(schema: string): MigrationStatements<SQL> {
+function pgMigrationStatements(schema: string): MigrationStatements<SQL> {
   const qualified = (table: string) => `${quoteIdentifier(schema)}.${quoteIdentifier(table)}`;
   return {
     quote: '"',
@@ -277,12 +276,9 @@ export async function pgMigrationStatus(
 ): Promise<MigrationStatus> {
   const { name, schema } = resolvePgTable(options);
   await assertAdoptablePgKeysTable(db, options);
-  return runAsync(
-    migrationStatus(pgMigrationStatements(schema), {
-      table: name,
-      migrations: pgMigrations,
-      committed: pgMigrations,
-    }),
+  return readMigrationStatus(
+    pgMigrationStatements(schema),
+    { table: name, migrations: pgMigrations, committed: pgMigrations },
     sessionOf(db),
   );
 }

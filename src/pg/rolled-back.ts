@@ -9,7 +9,7 @@ const ROLLED_BACK = new Set(['40001', '40P01']);
  * a transaction PostgreSQL rolled back whole, 40001 or 40P01. node-postgres, postgres-js, PGlite
  * and the Neon driver all put it in `code`.
  */
-export function pgRolledBack(error: unknown): boolean {
+function pgRolledBack(error: unknown): boolean {
   for (let current = error; current instanceof Error; current = current.cause) {
     const { code } = current as { code?: unknown };
     if (typeof code === 'string' && ROLLED_BACK.has(code)) return true;

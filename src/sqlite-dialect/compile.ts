@@ -13,15 +13,7 @@ export interface SqliteStatement {
 }
 
 /** A value a SQLite driver binds to a parameter. */
-export type SqliteValue =
-  | null
-  | string
-  | number
-  | bigint
-  | boolean
-  | ArrayBuffer
-  | Uint8Array
-  | Date;
+type SqliteValue = null | string | number | bigint | boolean | ArrayBuffer | Uint8Array | Date;
 
 /** A drizzle query compiled once to SQLite text, bound by placeholder name on each call. */
 export interface CompiledSqliteStatement<Name extends string> {

@@ -7,8 +7,8 @@ import {
   type MigrationStatus,
   type MigrationSteps,
   migrateInBatch,
-  migrationStatus,
   read,
+  readMigrationStatus,
   runAsync,
 } from '../core/migrator.js';
 import { DEFAULT_TABLE_NAME, migrationsTableName, retentionIndexName } from '../core/table-name.js';
@@ -58,7 +58,7 @@ function affinity(declaredType: string): string {
 }
 
 /** A row of SQLite's `PRAGMA table_info`, as every SQLite driver returns it. */
-export interface SqliteColumnInfo {
+interface SqliteColumnInfo {
   readonly name: string;
   readonly type: string;
   readonly pk: number;
@@ -68,7 +68,7 @@ export interface SqliteColumnInfo {
  * Lists what keeps an existing keys table, described by its `PRAGMA table_info` rows, from being
  * adopted as a store; empty when it fits. Driver-free, so every SQLite driver judges a table alike.
  */
-export function sqliteKeysTableProblems(columns: readonly SqliteColumnInfo[]): string[] {
+function sqliteKeysTableProblems(columns: readonly SqliteColumnInfo[]): string[] {
   // Compared by affinity: a hand-made table may say VARCHAR or DOUBLE where drizzle says TEXT, REAL.
   return keysTableProblems(
     columns.map((column) => ({
@@ -195,8 +195,5 @@ export async function sqliteMigrationStatusAsync(
 ): Promise<MigrationStatus> {
   await assertAdoptableSqliteTables(session, options);
   const name = sqliteTableName(options);
-  return runAsync(migrationStatus(sqliteMigrationStatements, sqliteMigrationPlan(name)), {
-    ...session,
-    exec: async () => undefined,
-  });
+  return readMigrationStatus(sqliteMigrationStatements, sqliteMigrationPlan(name), session);
 }

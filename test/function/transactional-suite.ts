@@ -9,7 +9,7 @@ export interface Message {
 }
 
 /** What a handler does inside the transaction, besides writing its effect row. */
-export interface Behaviour {
+interface Behaviour {
   /** Throw after writing the effect. */
   readonly fail?: boolean;
   /** Delete the key's row (as a takeover or a manual release would) before returning. */

@@ -17,7 +17,7 @@ import { isUniqueViolation } from '../function/transactional-suite.js';
 import { serveFetch, type TestServer } from '../support/http-servers.js';
 
 /** What a test request pays: `ref` is the primary key of its payment row. */
-export interface Order {
+interface Order {
   readonly ref: string;
   readonly amount: number;
 }

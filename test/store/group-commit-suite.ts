@@ -8,7 +8,7 @@ import {
 import { readRows } from '../support/sqlite-harness.js';
 
 /** A store that commits the calls of one burst together, and how many batches it has committed. */
-export type BatchingStore = IdempotencyStore<unknown> & { readonly batches: number };
+type BatchingStore = IdempotencyStore<unknown> & { readonly batches: number };
 
 /** Opens a batching store on a new SQLite file, waiting at most `busyTimeoutMs` for its lock. */
 export type OpenBatchingStore = (

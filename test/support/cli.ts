@@ -2,7 +2,7 @@ import { fileURLToPath } from 'node:url';
 import { type ChildResult, type RunningChild, runTs, runTsInShell, spawnTs } from './child.js';
 
 /** The CLI's entry point, run from source through tsx as `npm run idem` does. */
-export const CLI_MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
+const CLI_MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
 
 // The test run's own DATABASE_URL (set to run the server tests) must not choose the store of a
 // CLI child: each test names its store, or sets these variables itself.

@@ -3,7 +3,7 @@ import type { LeasedIdempotencyStore } from '../../src/index.js';
 import type { RawRow } from '../contract/harness.js';
 
 /** A fresh, migrated keys table on a real server, and the connections racing on it. */
-export interface ConcurrencyTarget {
+interface ConcurrencyTarget {
   /** `count` stores on the table, each on its own single connection, already connected. */
   stores(count: number): Promise<LeasedIdempotencyStore[]>;
   /** Every row, ordered by id, read without going through a store. */

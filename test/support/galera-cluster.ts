@@ -11,7 +11,7 @@ import { until } from './waiting.js';
 const run = promisify(execFile);
 
 /** Debian's galera-4 provider library. */
-export const GALERA_PROVIDER = '/usr/lib/galera/libgalera_smm.so';
+const GALERA_PROVIDER = '/usr/lib/galera/libgalera_smm.so';
 const MARIADBD = '/usr/sbin/mariadbd';
 const INSTALL_DB = '/usr/bin/mariadb-install-db';
 
@@ -27,7 +27,7 @@ export function galeraUnavailable(): string | undefined {
 }
 
 /** One node of the cluster. */
-export interface GaleraNode {
+interface GaleraNode {
   readonly port: number;
   /** A mysql2 connection string to `database` on this node, as root. */
   url(database: string): string;

@@ -11,7 +11,7 @@ import { until } from './waiting.js';
 const run = promisify(execFile);
 
 /** Where Debian puts the PostgreSQL 15 server binaries (`initdb`, `pg_ctl`, `pg_basebackup`). */
-export const PG_BIN = process.env.PG_BIN ?? '/usr/lib/postgresql/15/bin';
+const PG_BIN = process.env.PG_BIN ?? '/usr/lib/postgresql/15/bin';
 
 /**
  * Why a throwaway cluster cannot be made here, or `undefined` when it can. Under CI the caller
@@ -48,7 +48,7 @@ async function pgTool(tool: string, args: string[]): Promise<string> {
 }
 
 /** One server of the cluster. */
-export interface PgNode {
+interface PgNode {
   readonly port: number;
   readonly dataDir: string;
   /** A connection string to its `postgres` database. */

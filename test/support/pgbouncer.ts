@@ -18,7 +18,7 @@ export function pgbouncerBinary(): string | undefined {
 }
 
 /** A free TCP port on the loopback interface. */
-export async function freePort(): Promise<number> {
+async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const address = server.address();
