@@ -49,7 +49,7 @@ export type StepRecorder<TX> = StepRecorderOf<TX, true> | StepRecorderOf<TX, fal
  * A {@link StepRecorder} of one mode: a synchronous one (its transaction cannot span an `await`)
  * gets its stored value at once.
  */
-export interface StepRecorderOf<TX, Sync extends boolean> {
+interface StepRecorderOf<TX, Sync extends boolean> {
   /** The store of the keys. */
   readonly store: LeasedIdempotencyStore<unknown>;
   /** Whether a transactional step must be synchronous. */
