@@ -16,6 +16,9 @@ const config: KnipConfig = {
     'src/sqlite/worker-thread.ts',
     // Scripts started as child processes or under another runtime, by path.
     'test/fixtures/*.ts',
+    // Bundled into a Worker by path, with 'vitest' standing for the registry.
+    'test/workerd/contract-worker.ts',
+    'test/workerd/test-registry.ts',
     'test/deno/smoke.ts',
     'test/package/docs-{prelude,runtime}.ts',
     'bench/*.ts',

@@ -5,6 +5,7 @@ import { keepRawBody } from '../../src/http/express.js';
 import { PROMETHEUS_CONTENT_TYPE, prometheusStats } from '../../src/observe/index.js';
 import type { PaymentsBackend } from './backend.js';
 import type { Drain } from './drain.js';
+import { fakeProvider, type PaymentProvider } from './provider.js';
 import type { Payment } from './schema.js';
 
 /** Options of {@link createPaymentsApp}. */
@@ -25,7 +26,17 @@ export interface PaymentsAppOptions {
    * began, and every payment in flight is counted until its key is finished or released.
    */
   readonly drain?: Drain;
+  /** The card processor; default an in-process {@link fakeProvider}. */
+  readonly provider?: PaymentProvider;
+  /**
+   * The key of the payment steps' derived keys (at least 16 bytes), the same in every process of
+   * the service. Default: the example's own, fine for a demo only.
+   */
+  readonly stepSecret?: string;
 }
+
+/** The example's step secret when none is given: public, so only for a demo. */
+const DEMO_STEP_SECRET = 'payments-example-step-secret';
 
 interface PaymentRequest {
   amount: number;
@@ -183,8 +194,9 @@ export function createPaymentsApp(
   if (options.drain) app.use(options.drain.refuseWhenStopping);
   app.use(refuseOversizeBody, express.json({ limit: BODY_LIMIT_BYTES, verify: keepRawBody }));
 
-  // The payment row and the stored answer commit in one transaction, fenced by the key's attempt
-  // token: a crash at any point leaves both or neither, so a retry never charges twice.
+  // The payment runs in steps recorded under its key: a crash at any point leaves the steps done
+  // so far, and the retry goes on from them, so the card is charged and the rows written once.
+  const provider = options.provider ?? fakeProvider();
   const postPayment = backend.postPayment({
     create: (req) => {
       const body = req.body as PaymentRequest;
@@ -195,9 +207,16 @@ export function createPaymentsApp(
         createdAt: options.now(),
       };
     },
+    charge: (payment, key) => provider.charge(payment, key),
     afterWrite: () => {
       if (options.crashAfterEffect) process.kill(process.pid, 'SIGKILL');
     },
+    // Slow processing after the key is claimed (duplicates get 409 meanwhile).
+    prepare: async (req) => {
+      const { delay_ms: delayMs } = req.body as PaymentRequest;
+      if (delayMs) await sleep(delayMs);
+    },
+    secret: options.stepSecret ?? DEMO_STEP_SECRET,
     options: {
       // Every client shares one space of keys here: the example has no authentication. An API
       // with callers passes a function naming the caller instead.
@@ -205,12 +224,6 @@ export function createPaymentsApp(
       ttlSeconds: options.ttlSeconds,
       now: options.now,
       ...(options.leaseSeconds === undefined ? {} : { leaseSeconds: options.leaseSeconds }),
-      // Slow processing after the key is claimed (duplicates get 409 meanwhile), outside the
-      // transaction: a better-sqlite3 transaction cannot span an await.
-      prepare: async (req) => {
-        const { delay_ms: delayMs } = req.body as PaymentRequest;
-        if (delayMs) await sleep(delayMs);
-      },
     },
   });
   app.post(

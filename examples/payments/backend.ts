@@ -1,29 +1,51 @@
 import { asc, eq, sql } from 'drizzle-orm';
-import type { Request, RequestHandler } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
+import type { StepLog } from '../../src/core/steps.js';
 import type { LeasedIdempotencyStore } from '../../src/core/store.js';
-import { type ExpressTransactionOptions, expressTransaction } from '../../src/http/express.js';
-import type { HttpResponse } from '../../src/http/index.js';
 import {
-  type MysqlIdempotencyStore,
-  mysqlTransaction,
-  openMysqlStore,
-} from '../../src/mysql/index.js';
-import { openPgStore, type PgIdempotencyStore, pgTransaction } from '../../src/pg/index.js';
+  type ExpressIdempotencyOptions,
+  expressIdempotency,
+  idempotencyStep,
+} from '../../src/http/express.js';
+import { type MysqlIdempotencyStore, mysqlSteps, openMysqlStore } from '../../src/mysql/index.js';
+import { openPgStore, type PgIdempotencyStore, pgSteps } from '../../src/pg/index.js';
 import {
   openSqliteStore,
   type SqliteIdempotencyStore,
-  sqliteTransaction,
+  sqliteSteps,
 } from '../../src/sqlite/index.js';
-import { mysqlPayments, type Payment, payments, pgPayments } from './schema.js';
+import {
+  mysqlPayments,
+  mysqlReceipts,
+  type Payment,
+  payments,
+  pgPayments,
+  pgReceipts,
+  receipts,
+} from './schema.js';
 
 /** How `POST /payments` makes a payment, whatever the database. */
 interface PaymentRoute {
   /** Builds the payment from the validated request, once its key is claimed. */
   readonly create: (req: Request) => Payment;
-  /** Runs right after the payment row is written, before its answer is recorded. */
+  /** Slow processing after the key is claimed (duplicates get 409 meanwhile), before any step. */
+  readonly prepare: (req: Request) => Promise<void>;
+  /** Charges the payment through the provider with the step's derived key; answers the charge id. */
+  readonly charge: (payment: Payment, idempotencyKey: string) => Promise<string>;
+  /** Runs right after the payment row is written, before its step's transaction commits. */
   readonly afterWrite: () => void;
-  /** The idempotency layer's options (retention, clock, lease, the slow `prepare` step). */
-  readonly options: ExpressTransactionOptions<void>;
+  /** The key of the steps' derived keys: the same in every process, kept secret. */
+  readonly secret: string;
+  /** The idempotency layer's options (scope, retention, clock, lease). */
+  readonly options: ExpressIdempotencyOptions;
+}
+
+/** What a database writes in the payment's transactional steps. */
+interface PaymentWrites<TX> {
+  /** The ledger: the payment row. */
+  ledger(tx: TX, payment: Payment): void | Promise<void>;
+  /** The outbox: the receipt naming the charge. */
+  receipt(tx: TX, payment: Payment, charge: string): void | Promise<void>;
 }
 
 /** The database the payments service keeps its keys and its payments in. */
@@ -33,8 +55,8 @@ export interface PaymentsBackend {
   /** Where the data lives, for the log: a file, or a server URL without its credentials. */
   readonly location: string;
   /**
-   * The handler of `POST /payments`: the payment row and its stored answer commit in one
-   * transaction, fenced by the key's attempt token.
+   * The handler of `POST /payments`, in steps recorded under the key (see `steppedPayment`): the
+   * charge, the payment row, the receipt.
    */
   postPayment(route: PaymentRoute): RequestHandler;
   /** Every payment executed, oldest first. */
@@ -45,8 +67,51 @@ export interface PaymentsBackend {
   close(): Promise<void>;
 }
 
-function created(payment: Payment): HttpResponse {
-  return { status: 201, headers: { location: `/payments/${payment.id}` }, body: payment };
+/**
+ * `POST /payments` in steps, each recorded under the request's key: the payment fixed once (its id
+ * and time), the charge through the provider with the step's derived key, the payment row in one
+ * transaction with its record, the receipt in another. A request that crashes between two steps
+ * leaves its key to the client's retry, which goes on from the last recorded step: the provider
+ * sees the same derived key, the ledger and the outbox are written once. The returned handler
+ * settles once the response closed, so a graceful stop waits for the whole exchange.
+ */
+function steppedPayment<TX>(
+  store: LeasedIdempotencyStore<unknown>,
+  steps: StepLog<TX>,
+  route: PaymentRoute,
+  writes: PaymentWrites<TX>,
+): RequestHandler {
+  const idempotency = expressIdempotency(store, { ...route.options, steps });
+  const pay = async (req: Request, res: Response) => {
+    await route.prepare(req);
+    const step = idempotencyStep<TX>(req);
+    const payment = await step('payment', () => route.create(req));
+    const charge = await step('charge', ({ key }) => route.charge(payment, key));
+    // Synchronous where the database's transaction must be (better-sqlite3).
+    await step.tx('ledger', (tx) => {
+      const written = writes.ledger(tx, payment);
+      return written instanceof Promise ? written.then(route.afterWrite) : route.afterWrite();
+    });
+    await step.tx('receipt', (tx) => writes.receipt(tx, payment, charge));
+    res.status(201).location(`/payments/${payment.id}`).json(payment);
+  };
+  return (req, res, next) =>
+    new Promise<void>((resolve) => {
+      // The layer ends the response last, once it recorded the answer or let go of the key (even
+      // when the connection is already gone): the request's work is over then, not at the
+      // connection's close, so a graceful stop closes the store only after it.
+      const end = res.end;
+      res.end = function endThenSettle(this: Response, ...args: unknown[]): Response {
+        res.end = end;
+        (end as (this: Response, ...rest: unknown[]) => Response).apply(this, args);
+        resolve();
+        return this;
+      } as Response['end'];
+      idempotency(req, res, (error?: unknown) => {
+        if (error !== undefined) next(error);
+        else pay(req, res).catch(next);
+      });
+    });
 }
 
 /**
@@ -64,20 +129,22 @@ export function sqlitePayments(
     currency TEXT NOT NULL,
     created_at REAL NOT NULL
   )`);
+  db.run(sql`CREATE TABLE IF NOT EXISTS receipts (
+    payment_id TEXT PRIMARY KEY,
+    charge_id TEXT NOT NULL
+  )`);
   return {
     store,
     location,
-    postPayment: ({ create, afterWrite, options }) =>
-      expressTransaction(
-        sqliteTransaction(store),
-        (req, tx) => {
-          const payment = create(req);
+    postPayment: (route) =>
+      steppedPayment(store, sqliteSteps(store, { secret: route.secret }), route, {
+        ledger: (tx, payment) => {
           tx.insert(payments).values(payment).run();
-          afterWrite();
-          return created(payment);
         },
-        options,
-      ),
+        receipt: (tx, payment, chargeId) => {
+          tx.insert(receipts).values({ paymentId: payment.id, chargeId }).run();
+        },
+      }),
     listPayments: async () =>
       db.select().from(payments).orderBy(asc(payments.createdAt), asc(payments.id)).all(),
     getPayment: async (id) => db.select().from(payments).where(eq(payments.id, id)).get(),
@@ -97,20 +164,22 @@ async function pgPaymentsBackend(
     currency text NOT NULL,
     created_at double precision NOT NULL
   )`);
+  await db.execute(sql`CREATE TABLE IF NOT EXISTS receipts (
+    payment_id text PRIMARY KEY,
+    charge_id text NOT NULL
+  )`);
   return {
     store,
     location,
-    postPayment: ({ create, afterWrite, options }) =>
-      expressTransaction(
-        pgTransaction(store),
-        async (req, tx) => {
-          const payment = create(req);
+    postPayment: (route) =>
+      steppedPayment(store, pgSteps(store, { secret: route.secret }), route, {
+        ledger: async (tx, payment) => {
           await tx.insert(pgPayments).values(payment);
-          afterWrite();
-          return created(payment);
         },
-        options,
-      ),
+        receipt: async (tx, payment, chargeId) => {
+          await tx.insert(pgReceipts).values({ paymentId: payment.id, chargeId });
+        },
+      }),
     listPayments: () =>
       db.select().from(pgPayments).orderBy(asc(pgPayments.createdAt), asc(pgPayments.id)),
     getPayment: async (id) => (await db.select().from(pgPayments).where(eq(pgPayments.id, id)))[0],
@@ -130,20 +199,22 @@ async function mysqlPaymentsBackend(
     currency varchar(3) NOT NULL,
     created_at double NOT NULL
   ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`);
+  await db.execute(sql`CREATE TABLE IF NOT EXISTS receipts (
+    payment_id varchar(64) NOT NULL PRIMARY KEY,
+    charge_id varchar(64) NOT NULL
+  ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`);
   return {
     store,
     location,
-    postPayment: ({ create, afterWrite, options }) =>
-      expressTransaction(
-        mysqlTransaction(store),
-        async (req, tx) => {
-          const payment = create(req);
+    postPayment: (route) =>
+      steppedPayment(store, mysqlSteps(store, { secret: route.secret }), route, {
+        ledger: async (tx, payment) => {
           await tx.insert(mysqlPayments).values(payment);
-          afterWrite();
-          return created(payment);
         },
-        options,
-      ),
+        receipt: async (tx, payment, chargeId) => {
+          await tx.insert(mysqlReceipts).values({ paymentId: payment.id, chargeId });
+        },
+      }),
     listPayments: () =>
       db.select().from(mysqlPayments).orderBy(asc(mysqlPayments.createdAt), asc(mysqlPayments.id)),
     getPayment: async (id) =>

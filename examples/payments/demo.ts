@@ -109,7 +109,8 @@ function inFile(db: string, key: string): { payments: number; key: string } {
 }
 
 // A real crash between effect and answer: the service is told to SIGKILL itself inside the
-// payment's transaction, right after writing the payment row and before the answer is recorded.
+// payment's ledger step, after the charge step was recorded and the payment row written, before
+// that step commits.
 async function crashBetweenEffectAndAnswer(db: string): Promise<void> {
   const lease = { IDEM_LEASE_SECONDS: '1' };
   const order = { amount: 4200, currency: 'EUR' };
@@ -122,7 +123,7 @@ async function crashBetweenEffectAndAnswer(db: string): Promise<void> {
   const signal = await exited(crashing.child);
   const after = inFile(db, 'order-3');
   console.log(
-    `  the service wrote the payment row and died by ${signal} before committing: ${dropped}`,
+    `  the service charged the card, wrote the payment row and died by ${signal} before committing: ${dropped}`,
   );
   console.log(`  in the file after the crash: ${after.payments} payments, key ${after.key}`);
   const { child, url } = await startService(db, lease);
@@ -139,7 +140,7 @@ async function crashBetweenEffectAndAnswer(db: string): Promise<void> {
     console.log(`  ${retried.step}: ${retried.status} ${retried.result}`);
     console.log(`  ${again.step}: ${again.status} replayed ${again.replayed} ${again.result}`);
     console.log(
-      `  in the file now: ${final.payments} payment, key ${final.key}: the crash could not charge twice, because the payment row and its answer commit together or not at all.`,
+      `  in the file now: ${final.payments} payment, key ${final.key}: the retry went on from the recorded charge step (the provider is not asked again) and the payment row commits with its step's record or not at all, so nothing happened twice.`,
     );
   } finally {
     child.removeAllListeners('exit');

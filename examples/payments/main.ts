@@ -8,7 +8,9 @@
 //                           whose process died is taken over by a retry once it lapses
 //   IDEM_SWEEP_INTERVAL_MS  how often the built-in sweeper deletes expired answers (default 60000)
 //   IDEM_SHUTDOWN_GRACE_MS  how long SIGTERM/SIGINT wait for requests in flight (default 10000)
-//   IDEM_CRASH_AFTER_EFFECT set to 1 to die by SIGKILL inside the first payment's transaction,
+//   IDEM_STEP_SECRET        the key of the payment steps' derived keys (at least 16 bytes, the
+//                           same in every instance; default the example's public demo secret)
+//   IDEM_CRASH_AFTER_EFFECT set to 1 to die by SIGKILL inside the first payment's ledger step,
 //                           after its row is written: what `npm run demo` shows surviving
 import type { AddressInfo } from 'node:net';
 import { startSweeper } from '../../src/index.js';
@@ -37,7 +39,15 @@ const crashAfterEffect = process.env.IDEM_CRASH_AFTER_EFFECT === '1';
 const backend = await openPaymentsBackend(process.env);
 const { store } = backend;
 const drain = createDrain();
-const app = createPaymentsApp(backend, { ttlSeconds, now, leaseSeconds, crashAfterEffect, drain });
+const stepSecret = process.env.IDEM_STEP_SECRET || undefined;
+const app = createPaymentsApp(backend, {
+  ttlSeconds,
+  now,
+  leaseSeconds,
+  crashAfterEffect,
+  drain,
+  ...(stepSecret === undefined ? {} : { stepSecret }),
+});
 
 // Retention runs in the background: each sweep deletes expired answers in short batches and never
 // touches a pending row. Every instance of the service may run it: one sweeps at a time.

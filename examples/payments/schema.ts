@@ -28,3 +28,24 @@ export const mysqlPayments = mysqlTable('payments', {
 
 /** A payment as the API returns it. */
 export type Payment = typeof payments.$inferSelect;
+
+/**
+ * The outbox: one receipt per payment, naming the provider's charge, written in the same
+ * transaction as its step's record; a mailer would send and delete them.
+ */
+export const receipts = sqliteTable('receipts', {
+  paymentId: text('payment_id').primaryKey(),
+  chargeId: text('charge_id').notNull(),
+});
+
+/** The same outbox on PostgreSQL. */
+export const pgReceipts = pgTable('receipts', {
+  paymentId: pgText('payment_id').primaryKey(),
+  chargeId: pgText('charge_id').notNull(),
+});
+
+/** The same outbox on MySQL or MariaDB. */
+export const mysqlReceipts = mysqlTable('receipts', {
+  paymentId: varchar('payment_id', { length: 64 }).primaryKey(),
+  chargeId: varchar('charge_id', { length: 64 }).notNull(),
+});

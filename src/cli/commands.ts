@@ -6,6 +6,7 @@ import { releaseStuckKey } from '../core/release-stuck.js';
 import { resolveUnknownOutcome } from '../core/resolve-unknown.js';
 import { decodeResult } from '../core/result-encoding.js';
 import { KeyStatus } from '../core/status.js';
+import { parseStepRecord } from '../core/steps.js';
 import type { IdempotencyRecord } from '../core/store.js';
 import { fromStoredAnswer, omittedSize } from '../http/response.js';
 import { storedId } from '../http/scope.js';
@@ -158,20 +159,34 @@ function expiresText(expires: number, now: number): string {
   return expires > now ? `expires ${fromNow(expires, now)}` : `expired ${fromNow(expires, now)}`;
 }
 
+// The name of a key's last recorded step. A record this version cannot parse shows no step rather
+// than failing the whole listing.
+function lastStepOf(text: string | undefined): string | null {
+  if (text === undefined) return null;
+  try {
+    return parseStepRecord(text).steps.at(-1)?.[0] ?? null;
+  } catch {
+    return null;
+  }
+}
+
 /**
- * `idem pending`: the pending rows with their lease state, ascending by key; `--json` prints one
- * line holding an array of objects. Each key is printed as the arguments that name it again, so
+ * `idem pending`: the pending rows with their lease state and the last step their handler
+ * recorded (see docs/steps.md), ascending by key; `--json` prints one line holding an array of
+ * objects, `lastStep` `null` for a key without steps. Each key is printed as the arguments that name it again, so
  * it can be pasted after `idem show` or `idem release`.
  */
 export async function pendingCommand(io: CliIo, options: PendingOptions): Promise<void> {
-  const rows = await withStore(options.location, 'read', async (store) =>
-    store.pendingKeys({
+  const rows = await withStore(options.location, 'read', async (store, opened) => {
+    const pending = await store.pendingKeys({
       now: options.now,
       stale: options.stale ?? false,
       limit: options.limit,
       ...(options.scope === undefined ? {} : { prefix: storedId(options.scope, '') }),
-    }),
-  );
+    });
+    const steps = (await opened.recordedSteps?.(pending.map((row) => row.key))) ?? new Map();
+    return pending.map((row) => ({ ...row, lastStep: lastStepOf(steps.get(row.key)) }));
+  });
   if (options.json) {
     writeJson(io.stdout, rows);
     return;
@@ -187,8 +202,9 @@ export async function pendingCommand(io: CliIo, options: PendingOptions): Promis
     return;
   }
   for (const row of rows) {
+    const step = row.lastStep === null ? '' : `  last step ${printableWord(row.lastStep)}`;
     io.stdout.write(
-      `${printableKey(row.key)}  ${row.state}  token ${row.fencingToken}  ${leaseText(row.leaseUntil, options.now)}  ${expiresText(row.expires, options.now)}\n`,
+      `${printableKey(row.key)}  ${row.state}  token ${row.fencingToken}  ${leaseText(row.leaseUntil, options.now)}  ${expiresText(row.expires, options.now)}${step}\n`,
     );
   }
 }

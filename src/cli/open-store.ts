@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type BetterSqlite3 from 'better-sqlite3';
-import { type Column, type SQL, sql } from 'drizzle-orm';
+import { type Column, inArray, type SQL, sql } from 'drizzle-orm';
 import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
 import type { Pool as MysqlPool } from 'mysql2/promise';
 import type { Pool } from 'pg';
@@ -34,6 +34,11 @@ export interface CliStore {
    * key looked up without its scope can name them. Present on every store a read command opens.
    */
   readonly scopedIds?: (key: string) => Promise<string[]>;
+  /**
+   * The recorded steps' text (the `steps` column) of each of the rows `ids` that holds any, for
+   * `idem pending` to show each key's last recorded step. Present where `scopedIds` is.
+   */
+  readonly recordedSteps?: (ids: readonly string[]) => Promise<Map<string, string>>;
   /** Closes the store and its connections, so the process can exit. */
   close(): Promise<void>;
 }
@@ -49,6 +54,31 @@ function scopedIdPattern(key: string): string {
 // The ids a LIKE over-matched (SQLite's LIKE ignores ASCII case) are dropped by an exact check.
 function exactScopedIds(key: string, ids: readonly { id: string }[]): string[] {
   return ids.map((row) => row.id).filter((id) => splitStoredId(id)?.key === key);
+}
+
+/**
+ * Reads the `steps` column of the rows `ids`. A table whose steps migration has not run (a read
+ * leaves it as it is) has no such column, and its keys no steps: it reads as none.
+ */
+function recordedStepsOf(
+  read: (
+    ids: string[],
+  ) =>
+    | readonly { id: string; steps: string | null }[]
+    | Promise<readonly { id: string; steps: string | null }[]>,
+): (ids: readonly string[]) => Promise<Map<string, string>> {
+  return async (ids) => {
+    const found = new Map<string, string>();
+    if (ids.length === 0) return found;
+    let rows: readonly { id: string; steps: string | null }[];
+    try {
+      rows = await read([...ids]);
+    } catch {
+      return found;
+    }
+    for (const row of rows) if (row.steps !== null) found.set(row.id, row.steps);
+    return found;
+  };
 }
 
 /** The condition and limit of a scoped-id lookup on the keys table's `id` column. */
@@ -183,6 +213,17 @@ function sqliteScopedIds<K extends 'sync' | 'async'>(
   );
 }
 
+/** The `steps` column of the rows `ids` of a SQLite keys table, in either driver's mode. */
+function sqliteStepRows<K extends 'sync' | 'async'>(
+  db: BaseSQLiteDatabase<K, unknown>,
+  table: SqliteKeysTable,
+  ids: string[],
+) {
+  return db.all<{ id: string; steps: string | null }>(
+    sql`SELECT ${table.id}, ${table.steps} FROM ${table} WHERE ${inArray(table.id, ids)}`,
+  );
+}
+
 /** A connection to a SQLite file that reads without writing, through one driver. */
 interface SqliteFileReader {
   /** The table's migration status, as the driver's migrator decides it. */
@@ -193,6 +234,10 @@ interface SqliteFileReader {
   ): LeasedIdempotencyStore;
   /** The ids of the keys table that the scoped-id lookup of `key` matches. */
   scopedIdRows(key: string): { id: string }[] | Promise<{ id: string }[]>;
+  /** The `steps` column of the rows `ids`. */
+  stepRows(
+    ids: string[],
+  ): { id: string; steps: string | null }[] | Promise<{ id: string; steps: string | null }[]>;
   /** Closes the connection. */
   close(): void;
 }
@@ -229,7 +274,8 @@ async function openSqliteFile(
         const store = reader.store({ table, onClose: () => reader.close(), ...cliEncryption() });
         const scopedIds = async (key: string) =>
           exactScopedIds(key, await reader.scopedIdRows(key));
-        return { store, scopedIds, close: async () => store.close() };
+        const recordedSteps = recordedStepsOf((ids) => reader.stepRows(ids));
+        return { store, scopedIds, recordedSteps, close: async () => store.close() };
       }
     } catch (error) {
       reader.close();
@@ -260,6 +306,7 @@ async function openBetterSqlite(
         status: () => sqliteMigrationStatus(db, { table }),
         store: (options) => new SqliteIdempotencyStore(db, options),
         scopedIdRows: (key) => sqliteScopedIds(db, table, key),
+        stepRows: (ids) => sqliteStepRows(db, table, ids),
         close: () => client.close(),
       };
     },
@@ -290,6 +337,7 @@ async function openLibsqlFile(
         status: () => libsqlMigrationStatus(db, { table }),
         store: (options) => new LibsqlIdempotencyStore(db, options),
         scopedIdRows: (key) => sqliteScopedIds(db, table, key),
+        stepRows: (ids) => sqliteStepRows(db, table, ids),
         close: () => client.close(),
       };
     },
@@ -341,6 +389,12 @@ async function openPg(
           .where(scopedIdCondition(table.id, key))
           .limit(MAX_SCOPES_LISTED),
       );
+    const recordedSteps = recordedStepsOf((ids) =>
+      drizzle({ client: pool })
+        .select({ id: table.id, steps: table.steps })
+        .from(table)
+        .where(inArray(table.id, ids)),
+    );
     try {
       await pool.query('SELECT 1');
     } catch (error) {
@@ -360,6 +414,7 @@ async function openPg(
         return {
           store,
           scopedIds,
+          recordedSteps,
           close: async () => {
             await store.close();
             await pool.end();
@@ -372,6 +427,7 @@ async function openPg(
     return {
       store,
       scopedIds,
+      recordedSteps,
       close: async () => {
         await store.close();
         await pool.end();
@@ -463,6 +519,12 @@ async function openMysql(
           .where(scopedIdCondition(table.id, key))
           .limit(MAX_SCOPES_LISTED),
       );
+    const recordedSteps = recordedStepsOf((ids) =>
+      drizzle({ client: pool })
+        .select({ id: table.id, steps: table.steps })
+        .from(table)
+        .where(inArray(table.id, ids)),
+    );
     try {
       await pool.query('SELECT 1');
     } catch (error) {
@@ -480,6 +542,7 @@ async function openMysql(
         return {
           store,
           scopedIds,
+          recordedSteps,
           close: async () => {
             await store.close();
             await pool.end();
@@ -491,6 +554,7 @@ async function openMysql(
     return {
       store,
       scopedIds,
+      recordedSteps,
       close: async () => {
         await store.close();
         await pool.end();

@@ -427,12 +427,19 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
       this.#checkFingerprint(fingerprint);
       if (attempt !== undefined) assertFencingToken(attempt);
       const statements = this.#open();
-      return then(this.#sealing.seal(key, serializeResponse(response)), (text) => {
+      const serialized = serializeResponse(response);
+      return then(this.#sealing.seal(key, serialized), (text) => {
         if (attempt === undefined) return then(statements.finish(key, fingerprint, text), isOne);
+        // A repeated finish compares answers opened: sealing the same answer twice never gives the
+        // same text (a fresh IV each time), so the stored text alone cannot tell it is this one.
         return then(statements.finishFenced(key, fingerprint, text, attempt), (changed) =>
           changed === 1
             ? true
-            : then(statements.get(key), (row) => holdsOwnAnswer(row, fingerprint, attempt, text)),
+            : then(statements.get(key), (row) =>
+                then(this.#openRow(row, fingerprint), (opened) =>
+                  holdsOwnAnswer(opened, fingerprint, attempt, serialized),
+                ),
+              ),
         );
       });
     });

@@ -2,6 +2,7 @@ import { IdempotencyError, OutcomeUnknownError } from '../core/errors.js';
 import { serializeResponse } from '../core/json.js';
 import type { Ownership } from '../core/ownership.js';
 import { TransactionRolledBackError } from '../core/rolled-back.js';
+import type { Step, StepSession } from '../core/steps.js';
 import { isThenable } from '../core/thenable.js';
 import type { TransactionOutcome, TransactionRunner } from '../core/transaction-runner.js';
 import type { ResolvedOptions } from './options.js';
@@ -21,8 +22,14 @@ import { type HttpResponse, toStoredAnswer, toWire, type WireResponse } from './
  */
 export interface Execution {
   /**
+   * The step function of the handler, with the layer's `steps` option; `undefined` without it.
+   * Adapters hand it to the handler through `idempotencyStep(request)`.
+   */
+  readonly step: Step<unknown> | undefined;
+  /**
    * Records the handler's answer: stores it (and returns `executed`) if its status is stored,
-   * otherwise releases the key (`notStored`), since the handler failed. If a stored status cannot
+   * otherwise releases the key (`notStored`), since the handler failed (a key holding a recorded
+   * step has its lease ended instead, keeping the steps for the next request). If a stored status cannot
    * be recorded (the store refuses or fails), the key is **not** released: the handler's effect
    * happened, and a released key would let a retry run it again. It stays `pending` (retries get
    * 409; it is marked unrecorded, so no retry takes it over) and the result
@@ -35,7 +42,8 @@ export interface Execution {
   /**
    * The handler threw: releases the key this request reserved (its key, fingerprint and fencing
    * token checked), so a retry runs; an `OutcomeUnknownError` marks it unrecorded instead, so
-   * retries get 409 `outcome-unknown` until an operator settles it. Throws an `AggregateError` of `error` and the store's error if
+   * retries get 409 `outcome-unknown` until an operator settles it. A key holding a recorded step
+   * is not released but its lease ended, so the next request goes on from the steps. Throws an `AggregateError` of `error` and the store's error if
    * that fails.
    */
   fail(error: unknown): Promise<void>;
@@ -72,11 +80,28 @@ class OwnedExecution implements Execution {
   readonly #ownership: Ownership;
   readonly #settings: ResolvedOptions;
   readonly #report: Report;
+  readonly #steps: StepSession<unknown> | undefined;
 
-  constructor(ownership: Ownership, settings: ResolvedOptions, report: Report) {
+  constructor(
+    ownership: Ownership,
+    settings: ResolvedOptions,
+    report: Report,
+    steps: StepSession<unknown> | undefined,
+  ) {
     this.#ownership = ownership;
     this.#settings = settings;
     this.#report = report;
+    this.#steps = steps;
+  }
+
+  get step(): Step<unknown> | undefined {
+    return this.#steps?.step;
+  }
+
+  // Steps were recorded, some of them effects outside the database: deleting the key would lose
+  // them, so a handler that failed ends its lease instead, and the next request goes on from them.
+  #keepsSteps(): boolean {
+    return this.#steps?.hasRecorded() ?? false;
   }
 
   // The handler ran but its answer is not recorded: the row is marked so no retry takes it over
@@ -92,7 +117,8 @@ class OwnedExecution implements Execution {
 
   async #notStored(response: WireResponse): Promise<IdempotentResult> {
     try {
-      await this.#ownership.release();
+      if (this.#keepsSteps()) await this.#ownership.lapse();
+      else await this.#ownership.release();
     } catch (error) {
       return problemResult(
         new AnswerNotRecordedError(
@@ -159,14 +185,29 @@ class OwnedExecution implements Execution {
 
   async fail(error: unknown): Promise<void> {
     try {
-      await this.#ownership.abandon(
-        error,
-        'the handler failed and releasing its idempotency key failed too',
-      );
+      // An outcome the handler could not settle is held for an operator, steps or not.
+      if (this.#keepsSteps() && !(error instanceof OutcomeUnknownError)) await this.#lapse(error);
+      else {
+        await this.#ownership.abandon(
+          error,
+          'the handler failed and releasing its idempotency key failed too',
+        );
+      }
     } finally {
       const outcome =
         error instanceof OutcomeUnknownError ? Outcome.outcomeUnknown : Outcome.failed;
       this.#report({ outcome, status: undefined, error });
+    }
+  }
+
+  async #lapse(error: unknown): Promise<void> {
+    try {
+      await this.#ownership.lapse();
+    } catch (lapseError) {
+      throw new AggregateError(
+        [error, lapseError],
+        'the handler failed and ending the lease of its idempotency key failed too',
+      );
     }
   }
 
@@ -269,6 +310,11 @@ class OwnedExecution implements Execution {
  * The {@link Execution} of a request that owns its key: the HTTP mapping of its {@link Ownership}'s
  * outcomes to results and problems.
  */
-export function owned(ownership: Ownership, settings: ResolvedOptions, report: Report): Execution {
-  return new OwnedExecution(ownership, settings, report);
+export function owned(
+  ownership: Ownership,
+  settings: ResolvedOptions,
+  report: Report,
+  steps?: StepSession<unknown>,
+): Execution {
+  return new OwnedExecution(ownership, settings, report, steps);
 }

@@ -24,6 +24,7 @@ import {
 } from './response.js';
 
 export type { TransactionalHandler } from './port.js';
+export { idempotencyStep } from './steps.js';
 
 /** Options of {@link expressIdempotency}: the layer's, `scope` and `onError` given the `req`. */
 export type ExpressIdempotencyOptions = AdapterOptions<Request>;

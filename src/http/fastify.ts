@@ -29,6 +29,7 @@ import {
 } from './response.js';
 
 export type { TransactionalHandler } from './port.js';
+export { idempotencyStep } from './steps.js';
 
 /** Options of {@link fastifyIdempotency}: the layer's, `scope` and `onError` given the request. */
 export type FastifyIdempotencyOptions = AdapterOptions<FastifyRequest>;

@@ -10,6 +10,8 @@ import {
 } from './port.js';
 import { webAnswer, webRequest, webResponse } from './web.js';
 
+export { idempotencyStep } from './steps.js';
+
 /** Options of {@link fetchIdempotency}: the layer's, `scope` and `onError` given the `Request`. */
 export type FetchIdempotencyOptions = AdapterOptions<Request>;
 

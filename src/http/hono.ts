@@ -13,6 +13,7 @@ import type { WireResponse } from './response.js';
 import { webAnswer, webRequest } from './web.js';
 
 export type { TransactionalHandler } from './port.js';
+export { idempotencyStep } from './steps.js';
 
 /** Options of {@link honoIdempotency}: the layer's, `scope` and `onError` given the `Context`. */
 export type HonoIdempotencyOptions = AdapterOptions<Context>;

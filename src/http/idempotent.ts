@@ -1,5 +1,11 @@
 import { type Claim, claim } from '../core/claim.js';
-import { AnswerUnreadableError, EncryptionKeyMissingError } from '../core/errors.js';
+import {
+  AnswerUnreadableError,
+  EncryptionKeyMissingError,
+  InvalidOptionError,
+} from '../core/errors.js';
+import type { Ownership } from '../core/ownership.js';
+import { type Step, type StepSession, startSteps } from '../core/steps.js';
 import type { IdempotencyRecord, LeasedIdempotencyStore } from '../core/store.js';
 import { MAX_KEY_BYTES } from '../core/validation.js';
 import { type Execution, owned } from './execution.js';
@@ -46,11 +52,13 @@ export interface IdempotentExecutor {
   begin(request: IdempotentRequest): Promise<Decision>;
   /**
    * Runs `handler` at most once per key within the retention period and returns the outcome with
-   * the response to send. A handler that throws releases the key and the error is rethrown.
+   * the response to send. A handler that throws releases the key (or, after a recorded step, ends
+   * its lease) and the error is rethrown. `handler` gets the step function with the `steps`
+   * option, `undefined` without it or for a request passed through.
    */
   handle(
     request: IdempotentRequest,
-    handler: () => HttpResponse | Promise<HttpResponse>,
+    handler: (step: Step<unknown> | undefined) => HttpResponse | Promise<HttpResponse>,
   ): Promise<IdempotentResult>;
 }
 
@@ -117,6 +125,21 @@ export function idempotent(
   options: IdempotentOptions = {},
 ): IdempotentExecutor {
   const settings = resolveOptions(options);
+  if (settings.steps !== undefined && settings.steps.store !== store) {
+    throw new InvalidOptionError("the `steps` log must be over the layer's store");
+  }
+
+  // The steps earlier owners recorded on the key, read before the handler runs. A failed read
+  // ends the lease rather than releasing the key: releasing would delete the recorded steps.
+  async function stepsOf(ownership: Ownership): Promise<StepSession<unknown> | undefined> {
+    if (settings.steps === undefined) return undefined;
+    try {
+      return await startSteps(settings.steps, ownership, undefined);
+    } catch (error) {
+      await ownership.lapse().catch(() => undefined);
+      throw error;
+    }
+  }
 
   async function decide(request: IdempotentRequest, started: number): Promise<Decision> {
     const unkeyed = reporter(settings, request, undefined, started);
@@ -177,6 +200,7 @@ export function idempotent(
           found.ownership,
           settings,
           reporter(settings, request, id, started, run),
+          await stepsOf(found.ownership),
         );
         return { action: 'run', execution };
       }
@@ -214,11 +238,11 @@ export function idempotent(
       const decision = await begin(request);
       if (decision.action === 'respond') return decision.result;
       if (decision.action === 'pass') {
-        return { outcome: Outcome.passedThrough, response: toWire(await handler()) };
+        return { outcome: Outcome.passedThrough, response: toWire(await handler(undefined)) };
       }
       let response: HttpResponse;
       try {
-        response = await handler();
+        response = await handler(decision.execution.step);
       } catch (error) {
         await decision.execution.fail(error);
         throw error;

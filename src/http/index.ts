@@ -1,3 +1,4 @@
+export type { Step, StepContext, StepLog } from '../core/steps.js';
 export type { Execution } from './execution.js';
 export { fingerprintPath, requestFingerprint } from './fingerprint.js';
 export type { Decision, IdempotentExecutor } from './idempotent.js';
@@ -35,3 +36,4 @@ export type { HeaderValues, IdempotentRequest } from './request.js';
 export type { HttpResponse, StoredAnswer, WireResponse } from './response.js';
 export { DEFAULT_STORED_HEADERS } from './response.js';
 export { storedId } from './scope.js';
+export { idempotencyStep } from './steps.js';

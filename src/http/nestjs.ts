@@ -47,6 +47,9 @@ import {
   type OutgoingHeaders,
   type WireResponse,
 } from './response.js';
+import { idempotencyStep } from './steps.js';
+
+export { idempotencyStep } from './steps.js';
 
 /**
  * What the layer reads of the request Nest hands over: Express's `Request` or Fastify's
@@ -500,11 +503,37 @@ export const IdempotencyTransaction: () => ParameterDecorator = createParamDecor
   },
 );
 
+/**
+ * A parameter decorator that injects the step function of an idempotent route's handler (see
+ * `idempotencyStep` and docs/steps.md): the module's or the route's `steps` option
+ * (`pgSteps(store, { secret })`, `mysqlSteps`, `sqliteSteps`) records each step under the
+ * request's key, so a retry that takes the key over after a crash gets the recorded results
+ * without running them again. Give the parameter its type, `Step<TX>` with the step log's
+ * transaction.
+ *
+ * @example
+ * ```ts
+ * @Post()
+ * @Idempotent()
+ * async create(@IdempotencyStep() step: Step<PgHandlerTransaction>, @Body() body: { amount: number }) {
+ *   const charge = await step('charge', ({ key }) => provider.charge(body.amount, key));
+ *   return { charge };
+ * }
+ * ```
+ */
+export const IdempotencyStep: () => ParameterDecorator = createParamDecorator(
+  (_data: unknown, context: ExecutionContext) =>
+    idempotencyStep(context.switchToHttp().getRequest<object>()),
+);
+
 function checked(options: IdempotencyModuleOptions): IdempotencyModuleOptions {
   if (typeof options?.store?.acquire !== 'function') {
     throw new InvalidOptionError('IdempotencyModule needs a `store` (a LeasedIdempotencyStore)');
   }
   assertScopeDecision(options.scope, 'IdempotencyModule');
+  if (options.steps !== undefined && options.steps.store !== options.store) {
+    throw new InvalidOptionError("the `steps` log must be over the module's `store`");
+  }
   if (options.transaction !== undefined && options.transaction.store !== options.store) {
     throw new InvalidOptionError("the `transaction` runner must be over the module's `store`");
   }

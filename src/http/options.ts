@@ -4,6 +4,7 @@ import {
   resolveClaimOptions,
 } from '../core/claim-options.js';
 import { InvalidOptionError } from '../core/errors.js';
+import type { StepLog } from '../core/steps.js';
 import { assertIntegerOption } from '../core/validation.js';
 import { requestFingerprint } from './fingerprint.js';
 import type { OutcomeEvent } from './outcome.js';
@@ -93,6 +94,15 @@ export interface IdempotentOptions {
    * It runs before the answer is sent; an error it throws is ignored and never changes the answer.
    */
   readonly onOutcome?: (event: OutcomeEvent) => void;
+  /**
+   * Records the handler's steps under the request's key (`sqliteSteps(store, { secret })`,
+   * `pgSteps`, `mysqlSteps`, over the layer's store): the handler gets its step function with
+   * `idempotencyStep(request)`, so a retry that takes the key over after a crash goes on from the
+   * last recorded step instead of running every step again (see docs/steps.md). A handler that
+   * fails after recording a step (a throw, a status that is not stored, a closed response) ends
+   * its lease instead of releasing the key, so the steps are kept for the next request.
+   */
+  readonly steps?: StepLog<unknown>;
 }
 
 /** {@link IdempotentOptions} with every default applied and checked. */
@@ -105,6 +115,7 @@ export interface ResolvedOptions extends ClaimSettings {
   readonly retryAfterSeconds: number | undefined;
   readonly maxStoredBytes: number;
   readonly onOutcome: ((event: OutcomeEvent) => void) | undefined;
+  readonly steps: StepLog<unknown> | undefined;
 }
 
 function assertFunction(value: unknown, name: string): void {
@@ -147,6 +158,13 @@ export function resolveOptions(options: IdempotentOptions): ResolvedOptions {
     );
   }
   if (options.onOutcome !== undefined) assertFunction(options.onOutcome, 'onOutcome');
+  const { steps } = options;
+  if (
+    steps !== undefined &&
+    (typeof steps?.write !== 'function' || typeof steps.deriveKey !== 'function')
+  ) {
+    throw new InvalidOptionError('steps must come from sqliteSteps, pgSteps or mysqlSteps');
+  }
   const required = options.required ?? true;
   if (typeof required !== 'boolean') throw new InvalidOptionError('required must be a boolean');
   return {
@@ -159,5 +177,6 @@ export function resolveOptions(options: IdempotentOptions): ResolvedOptions {
     retryAfterSeconds,
     maxStoredBytes,
     onOutcome: options.onOutcome,
+    steps,
   };
 }

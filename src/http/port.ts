@@ -8,6 +8,7 @@ import type { IdempotentResult } from './outcome.js';
 import type { IdempotencyProblem } from './problems.js';
 import type { IdempotentRequest } from './request.js';
 import { type HttpResponse, toWire, type WireResponse } from './response.js';
+import { attachStep } from './steps.js';
 import { transactDecision } from './transactional.js';
 
 /**
@@ -59,8 +60,12 @@ export interface AdapterOptions<R> extends IdempotentOptions {
   ) => HttpResponse | Promise<HttpResponse>;
 }
 
-/** The options of every transactional form: those of {@link AdapterOptions}, plus `prepare`. */
-export interface AdapterTransactionOptions<R, P> extends AdapterOptions<R> {
+/**
+ * The options of every transactional form: those of {@link AdapterOptions} but `steps` (the
+ * handler's writes and its answer commit in one transaction, which is the one step), plus
+ * `prepare`.
+ */
+export interface AdapterTransactionOptions<R, P> extends Omit<AdapterOptions<R>, 'steps'> {
   /**
    * Asynchronous work after the key is claimed and before the transaction opens (reading the
    * body, a call to another service); its result is the handler's third argument, `prepared`. It is what lets a
@@ -186,7 +191,7 @@ export function capturedAnswer(
  */
 export function adapterLayer<R, P = undefined>(
   store: LeasedIdempotencyStore<unknown>,
-  options: AdapterTransactionOptions<R, P>,
+  options: AdapterOptions<R> & Pick<AdapterTransactionOptions<R, P>, 'prepare'>,
 ): AdapterLayer<R, P> {
   assertScopeDecision(options.scope, 'the idempotency middleware');
   const layer = idempotent(store, options);
@@ -213,7 +218,9 @@ export function adapterLayer<R, P = undefined>(
       const decision = await layer.begin(await seen(port));
       if (decision.action === 'pass') return port.pass();
       if (decision.action === 'respond') return respond(port, decision.result);
-      return run(decision.execution);
+      const { execution } = decision;
+      if (execution.step !== undefined) attachStep(port.request as object, execution.step);
+      return run(execution);
     },
 
     async finish(port, execution, answer, forward) {

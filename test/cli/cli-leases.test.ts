@@ -45,6 +45,7 @@ describe.concurrent('idem pending', () => {
         leaseUntil: 130,
         fencingToken: tokenAt(path, 'a-live'),
         state: 'live',
+        lastStep: null,
       },
       {
         key: 'b-lapsed',
@@ -53,6 +54,7 @@ describe.concurrent('idem pending', () => {
         leaseUntil: 101,
         fencingToken: tokenAt(path, 'b-lapsed'),
         state: 'lapsed',
+        lastStep: null,
       },
       {
         key: 'c-unrecorded',
@@ -61,6 +63,7 @@ describe.concurrent('idem pending', () => {
         leaseUntil: null,
         fencingToken: tokenAt(path, 'c-unrecorded'),
         state: 'unrecorded',
+        lastStep: null,
       },
       {
         key: 'd-unleased',
@@ -69,6 +72,7 @@ describe.concurrent('idem pending', () => {
         leaseUntil: null,
         fencingToken: 1,
         state: 'unleased',
+        lastStep: null,
       },
     ]);
     const stale = await idem([

@@ -93,7 +93,7 @@ const BAD_RESPONSES: [string, () => unknown][] = [
 ];
 
 /**
- * The contract of design §2, run against any dialect. The factory returns a fresh, empty store.
+ * The contract of docs/store.md, run against any dialect. The factory returns a fresh, empty store.
  */
 export function describeStoreContract(dialect: string, makeHarness: HarnessFactory): void {
   describe(`store contract: ${dialect}`, () => {

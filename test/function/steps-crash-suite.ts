@@ -1,10 +1,10 @@
 // The step crash test, written once for every dialect: a worker with a three-step payment
 // handler (a charge through a fake provider over HTTP, a ledger row, an outbox row) is killed
 // with SIGKILL between every pair of steps, and the next worker takes the keys over.
-import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawnTs } from '../support/child.js';
+import { fakeProvider } from '../support/fake-provider.js';
 import { uniqueName } from '../support/pg.js';
 
 const WORKER = new URL('./steps-crash-worker.ts', import.meta.url).pathname;
@@ -32,41 +32,6 @@ export interface CrashDatabase {
   /** The status of each key starting with `prefix` in the keys table. */
   statuses(prefix: string): Promise<Map<string, string>>;
   close(): Promise<void>;
-}
-
-// A payment provider that keeps its own idempotency keys, as Stripe does: a charge retried with
-// the same key gets the first response without being executed again.
-interface Charge {
-  readonly order: string;
-  readonly id: string;
-}
-
-function fakeProvider() {
-  const byKey = new Map<string, Charge>();
-  const executions = new Map<string, number>();
-  const keysOfOrder = new Map<string, Set<string>>();
-  const server: Server = createServer((request, response) => {
-    let body = '';
-    request.on('data', (chunk: Buffer) => {
-      body += chunk.toString();
-    });
-    request.on('end', () => {
-      const key = String(request.headers['idempotency-key'] ?? '');
-      const { order } = JSON.parse(body) as { order: string };
-      const seen = keysOfOrder.get(order) ?? new Set<string>();
-      seen.add(key);
-      keysOfOrder.set(order, seen);
-      let charge = byKey.get(key);
-      if (charge === undefined) {
-        executions.set(order, (executions.get(order) ?? 0) + 1);
-        charge = { order, id: `ch_${executions.size}_${Math.random().toString(36).slice(2, 8)}` };
-        byKey.set(key, charge);
-      }
-      response.writeHead(200, { 'content-type': 'application/json' });
-      response.end(JSON.stringify(charge));
-    });
-  });
-  return { server, executions, keysOfOrder };
 }
 
 async function killAt(args: string[], marker: string): Promise<void> {

@@ -12,7 +12,6 @@ import {
   OutcomeUnknownError,
   resolveUnknownOutcome,
 } from '../../src/index.js';
-import { underBun } from '../support/bun-harness.js';
 import { countedStore } from '../support/counted-store.js';
 import { failingFinish } from '../support/failing-store.js';
 import {
@@ -23,11 +22,7 @@ import {
   type TestServer,
 } from '../support/http-servers.js';
 import { nestServerKinds } from '../support/nest-servers.js';
-import {
-  type StoreFactory,
-  sqliteWorkerFactory,
-  storeFactories,
-} from '../support/store-factories.js';
+import { type StoreFactory, storeFactories } from '../support/store-factories.js';
 import { until, watched } from '../support/waiting.js';
 
 /** Fields of a request body that steer the test handler. */
@@ -49,7 +44,7 @@ interface Problem {
   detail: string;
 }
 
-const factories = underBun ? storeFactories() : [...storeFactories(), sqliteWorkerFactory()];
+const factories = storeFactories('behaviour');
 
 /** Every byte value once, 0x00 to 0xFF: a body no text or JSON encoding can carry. */
 const ALL_BYTES = Uint8Array.from({ length: 256 }, (_, index) => index);

@@ -1,4 +1,4 @@
-// The reference model of the store, written from the contract (design §2), not from any
+// The reference model of the store, written from the contract (docs/store.md), not from any
 // implementation: a map of rows and the rules of each operation, kept as plain as possible so
 // that a disagreement points at the store.
 import type { RawRow } from '../contract/harness.js';

@@ -89,73 +89,11 @@ describe('in a SQLite Durable Object in workerd (Miniflare), bundled as wrangler
     expect(foreign).toBe('SchemaMismatchError');
   });
 
-  it('keeps the store contract', async () => {
-    expect(await json('/objects/contract/contract')).toEqual({
-      reserveNew: true,
-      reserveAgain: false,
-      finishOtherDigest: false,
-      finish: true,
-      finishAgain: false,
-      fetchLive: { receipt: 1, text: 'é\u{1F600}' },
-      fetchAtExpiry: null,
-      fetchMissing: null,
-      reservePendingPast: true,
-      // Ascending by id bytes: upper case before lower case.
-      expired: ['B', 'a', 'a2', 'b', 'c'],
-      purgeTwo: ['B', 'a'],
-      purgeRest: ['a2', 'b', 'c'],
-      countsAfterPurge: { pending: 1, done: 0 },
-      reserveAfterPurge: true,
-      sweepTwo: 2,
-      leftAfterSweep: ['s3'],
-      sweepRest: 1,
-      sweepNone: 0,
-      counts: { pending: 2, done: 0 },
-      pendingKept: expect.objectContaining({ key: 'p', status: 'pending', expires: 1 }),
-      releaseOther: false,
-      release: true,
-      releaseAgain: false,
-      badLimit: 'InvalidLimitError',
-    });
-  });
-
   it('gives exactly one of 10 concurrent acquires sent to the same object the key', async () => {
     const outcomes = (await json('/race/race-object?key=race-1')) as string[];
     expect(outcomes).toHaveLength(10);
     expect(outcomes.filter((outcome) => outcome === 'acquired')).toHaveLength(1);
     expect(outcomes.filter((outcome) => outcome === 'inProgress')).toHaveLength(9);
-  });
-
-  it('takes over a lapsed lease with a higher token and refuses the stale owner', async () => {
-    expect(await json('/objects/fence/fence?key=fence-1')).toEqual({
-      first: 'acquired',
-      beforeLapse: 'inProgress',
-      second: 'takenOver',
-      tokenRaised: true,
-      staleFinish: false,
-      staleRelease: false,
-      currentFinish: true,
-      // The owner's own answer is already there: a repeated fenced finish says so.
-      currentFinishAgain: true,
-      answer: { by: 'second' },
-      replay: 'done',
-    });
-  });
-
-  it('renews, marks unrecorded, lists and releases for the operator', async () => {
-    expect(await json('/objects/leases/leases')).toEqual({
-      acquired: 'acquired',
-      renew: true,
-      renewWrongAttempt: false,
-      beforeLapse: 'inProgress',
-      otherDigest: 'mismatch',
-      markUnrecorded: true,
-      stale: ['l'],
-      stats: { pending: 1, done: 0, expired: 0, stalePending: 0, lapsed: 0, unrecorded: 1 },
-      releasePendingOther: 'mismatch',
-      releasePending: 'released',
-      releaseAgain: 'missing',
-    });
   });
 
   it('commits the handler writes and the answer together, and nothing behind a lost fence or a throw', async () => {

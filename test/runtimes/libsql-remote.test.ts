@@ -2,42 +2,12 @@ import { createClient } from '@libsql/client';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DatabaseOpenError } from '../../src/index.js';
-import { openLibsqlStore, sqliteKeysTable } from '../../src/libsql/index.js';
-import type { HarnessFactory } from '../contract/harness.js';
-import { describeLeaseContract } from '../contract/lease-contract.js';
-import { describeStoreContract } from '../contract/store-contract.js';
+import { openLibsqlStore } from '../../src/libsql/index.js';
 import { type HranaEndpoint, startHranaEndpoint } from '../support/hrana-endpoint.js';
-import { readRows, seedRows } from '../support/sqlite-harness.js';
+import { REMOTE_TOKEN } from '../support/libsql-harness.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
 
-const TOKEN = 'serverless-test-token';
-
-// A remote libSQL database as @libsql/client's HTTP transport reaches Turso or sqld: here a local
-// Hrana endpoint over a real SQLite file, which better-sqlite3 reads and seeds directly.
-function remoteHarness(dir: string, name = 'keys'): HarnessFactory {
-  return async () => {
-    const path = freshDbPath(dir);
-    const endpoint = await startHranaEndpoint(path, TOKEN);
-    const table = name === 'keys' ? {} : { table: sqliteKeysTable(name) };
-    const store = await openLibsqlStore(endpoint.url, { authToken: TOKEN, ...table });
-    return {
-      store,
-      rows: async () => readRows(path, name),
-      seed: async (rows) => seedRows(path, rows, name),
-      close: async () => {
-        await store.close();
-        await endpoint.close();
-      },
-    };
-  };
-}
-
-describeStoreContract('remote libSQL over HTTP', remoteHarness(tempDir()));
-describeStoreContract(
-  'remote libSQL over HTTP, table renamed',
-  remoteHarness(tempDir(), 'idem_keys'),
-);
-describeLeaseContract('remote libSQL over HTTP', remoteHarness(tempDir()));
+const TOKEN = REMOTE_TOKEN;
 
 describe('openLibsqlStore on a remote URL', () => {
   const dir = tempDir();

@@ -1,6 +1,4 @@
-import { neon, neonConfig } from '@neondatabase/serverless';
 import { sql } from 'drizzle-orm';
-import { drizzle } from 'drizzle-orm/neon-http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeIdempotent } from '../../src/function/index.js';
 import { fetchTransaction } from '../../src/http/fetch.js';
@@ -14,54 +12,14 @@ import {
   PgIdempotencyStore,
   pgKeysTable,
 } from '../../src/pg/index.js';
-import type { HarnessFactory } from '../contract/harness.js';
-import { describeLeaseContract } from '../contract/lease-contract.js';
-import { describeStoreContract } from '../contract/store-contract.js';
-import { type NeonEndpoint, startNeonEndpoint } from '../support/neon-endpoint.js';
-import { freshServerSchema, readPgRows, seedPgRows, serverUrl, uniqueName } from '../support/pg.js';
+import { neonConnection } from '../support/neon-harness.js';
+import { freshServerSchema, serverUrl, uniqueName } from '../support/pg.js';
 
 // Collected only when DATABASE_URL is set (see vitest.config.ts).
 const url = serverUrl() as string;
 
-// The driver's own HTTP transport, answered on 127.0.0.1 by an endpoint that runs the SQL on the
-// real server; the host in the connection string is never reached.
-let endpoint: NeonEndpoint | undefined;
-async function neonDb(): Promise<AnyNeonHttpDatabase> {
-  endpoint ??= await startNeonEndpoint(url);
-  neonConfig.fetchEndpoint = endpoint.url;
-  return drizzle({ client: neon('postgresql://app:secret@ep-serverless.neon.invalid/test') });
-}
-afterAll(async () => endpoint?.close());
-
-function neonHarness(name: string): HarnessFactory {
-  const schema = uniqueName('serverless_neon');
-  const table = pgKeysTable(name, { schema });
-  let migrated: Promise<AnyNeonHttpDatabase> | undefined;
-  afterAll(async () => {
-    if (migrated) {
-      await (await migrated).execute(sql.raw(`DROP SCHEMA ${quoteIdentifier(schema)} CASCADE`));
-    }
-  });
-  return async () => {
-    migrated ??= neonDb().then(async (db) => {
-      await applyNeonHttpMigrations(db, { table });
-      return db;
-    });
-    const db = await migrated;
-    await db.execute(sql.raw(`DELETE FROM ${quoteIdentifier(schema)}.${quoteIdentifier(name)}`));
-    const store = new PgIdempotencyStore(db, { table });
-    return {
-      store,
-      rows: () => readPgRows(db, schema, name),
-      seed: (rows) => seedPgRows(db, schema, rows, name),
-      close: () => store.close(),
-    };
-  };
-}
-
-describeStoreContract('neon-http', neonHarness('keys'));
-describeStoreContract('neon-http, table renamed', neonHarness('idem_keys'));
-describeLeaseContract('neon-http', neonHarness('keys'));
+const neonServed = neonConnection(url);
+const neonDb = neonServed.db;
 
 describe('applyNeonHttpMigrations', () => {
   const journal = async (db: AnyNeonHttpDatabase, schema: string, name = 'keys') =>
@@ -78,12 +36,12 @@ describe('applyNeonHttpMigrations', () => {
     const reference = await freshServerSchema(url);
     try {
       await fresh.pool.query(`DROP SCHEMA ${quoteIdentifier(fresh.schema)}`);
-      const served = { ...endpoint?.served };
+      const served = { ...neonServed.endpoint?.served };
       await applyNeonHttpMigrations(db, { schema: fresh.schema });
-      expect((endpoint?.served.batches ?? 0) - (served.batches ?? 0)).toBe(1);
-      const after = { ...endpoint?.served };
+      expect((neonServed.endpoint?.served.batches ?? 0) - (served.batches ?? 0)).toBe(1);
+      const after = { ...neonServed.endpoint?.served };
       await applyNeonHttpMigrations(db, { schema: fresh.schema });
-      expect(endpoint?.served.batches).toBe(after.batches);
+      expect(neonServed.endpoint?.served.batches).toBe(after.batches);
       await applyPgMigrations(reference.db, { schema: reference.schema });
       expect(await journal(db, fresh.schema)).toEqual(await journal(db, reference.schema));
       // The node-postgres migrator finds nothing to do on what neon-http made.
@@ -169,7 +127,7 @@ describe('neonHttpTransaction', () => {
 
   it('commits the handler’s writes and the answer together, in one batch', async () => {
     const owner = await lease('t-commit');
-    const before = endpoint?.served.batches ?? 0;
+    const before = neonServed.endpoint?.served.batches ?? 0;
     const outcome = await neonHttpTransaction(store).run(
       owner,
       (tx) => {
@@ -179,7 +137,7 @@ describe('neonHttpTransaction', () => {
       JSON.stringify,
     );
     expect(outcome).toEqual({ committed: true, result: { credited: 7 } });
-    expect(endpoint?.served.batches).toBe(before + 1);
+    expect(neonServed.endpoint?.served.batches).toBe(before + 1);
     expect(await effectRows()).toContainEqual({ id: 't-commit', amount: 7 });
     const row = await store.get('t-commit');
     expect(row?.status).toBe('done');
@@ -257,7 +215,7 @@ describe('neonHttpTransaction', () => {
 
   it('reports a batch that committed but lost its answer as committed, from what the row holds', async () => {
     const owner = await lease('t-lost');
-    endpoint?.dropNextBatchAnswer();
+    neonServed.endpoint?.dropNextBatchAnswer();
     const outcome = await neonHttpTransaction(store).run(
       owner,
       (tx) => {
@@ -281,7 +239,7 @@ describe('neonHttpTransaction', () => {
       },
       { transaction: neonHttpTransaction(store), key: (message) => message.id },
     );
-    endpoint?.dropNextBatchAnswer();
+    neonServed.endpoint?.dropNextBatchAnswer();
     expect(await pay({ id: 't-lost-make', amount: 6 })).toEqual({ credited: 6 });
     expect(await pay({ id: 't-lost-make', amount: 6 })).toEqual({ credited: 6 });
     expect(runs).toBe(1);
@@ -307,7 +265,7 @@ describe('neonHttpTransaction', () => {
         headers: { 'content-type': 'application/json', 'idempotency-key': '"t-lost-http"' },
         body: '{"amount":8}',
       });
-    endpoint?.dropNextBatchAnswer();
+    neonServed.endpoint?.dropNextBatchAnswer();
     const first = await post(request());
     expect(first.status).toBe(201);
     expect(await first.json()).toEqual({ credited: 8 });

@@ -1,114 +1,25 @@
-import { Client, DatabaseError } from '@planetscale/database';
+import { DatabaseError } from '@planetscale/database';
 import { sql } from 'drizzle-orm';
-import { getTableConfig } from 'drizzle-orm/mysql-core';
 import { drizzle as drizzleMysql2 } from 'drizzle-orm/mysql2';
-import { drizzle } from 'drizzle-orm/planetscale-serverless';
-import mysql from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeIdempotent } from '../../src/function/index.js';
 import {
-  type AnyPlanetscaleDatabase,
   applyMysqlMigrations,
   applyPlanetscaleMigrations,
-  keys,
-  type MysqlKeysTable,
   mysqlKeysTable,
   PlanetscaleIdempotencyStore,
   planetscaleTransaction,
 } from '../../src/mysql/index.js';
-import type { HarnessFactory } from '../contract/harness.js';
-import { describeLeaseContract } from '../contract/lease-contract.js';
-import { describeStoreContract } from '../contract/store-contract.js';
-import { mysqlHarness, mysqlUrl, readMysqlRows, seedMysqlRows } from '../support/mysql.js';
-import { uniqueName } from '../support/pg.js';
-import {
-  type PlanetscaleEndpoint,
-  startPlanetscaleEndpoint,
-} from '../support/planetscale-endpoint.js';
+import { mysqlUrl } from '../support/mysql.js';
+import { type Served, served } from '../support/planetscale-harness.js';
 
 // Collected only when MYSQL_URL is set (see vitest.config.ts).
 const url = mysqlUrl() as string;
 
-/** A fresh database on the server, reached by mysql2 directly and by the driver through the endpoint. */
-interface Served {
-  readonly name: string;
-  readonly direct: mysql.Pool;
-  readonly endpoint: PlanetscaleEndpoint;
-  readonly db: AnyPlanetscaleDatabase;
-  readonly client: Client;
-  drop(): Promise<void>;
-}
-
-async function served(): Promise<Served> {
-  const name = uniqueName('serverless_ps');
-  const admin = await mysql.createConnection(url);
-  try {
-    await admin.query(`CREATE DATABASE \`${name}\``);
-  } finally {
-    await admin.end();
-  }
-  const target = new URL(url);
-  target.pathname = `/${name}`;
-  const direct = mysql.createPool({ uri: target.toString(), connectionLimit: 2 });
-  const endpoint = await startPlanetscaleEndpoint(target.toString());
-  const client = new Client({ url: endpoint.url });
-  return {
-    name,
-    direct,
-    endpoint,
-    client,
-    db: drizzle({ client }),
-    drop: async () => {
-      await endpoint.close();
-      try {
-        await direct.query(`DROP DATABASE \`${name}\``);
-      } finally {
-        await direct.end();
-      }
-    },
-  };
-}
-
-function planetscaleHarness(table: MysqlKeysTable = keys): HarnessFactory {
-  const name = getTableConfig(table).name;
-  let database: Promise<Served> | undefined;
-  afterAll(async () => {
-    if (database) await (await database).drop();
-  });
-  return async () => {
-    database ??= served().then(async (fresh) => {
-      await applyPlanetscaleMigrations(fresh.db, { table });
-      return fresh;
-    });
-    const { db, direct } = await database;
-    const rows = drizzleMysql2({ client: direct });
-    await rows.execute(sql`DELETE FROM ${sql.identifier(name)}`);
-    const store = new PlanetscaleIdempotencyStore(db, { table });
-    return {
-      store,
-      rows: () => readMysqlRows(rows, name),
-      seed: (seeded) => seedMysqlRows(rows, seeded, name),
-      close: () => store.close(),
-    };
-  };
-}
-
-describeStoreContract('PlanetScale driver', planetscaleHarness());
-describeStoreContract(
-  'PlanetScale driver, table renamed',
-  planetscaleHarness(mysqlKeysTable('idem_keys')),
-);
-describeLeaseContract('PlanetScale driver', planetscaleHarness());
-// The same option over mysql2, as for a self-hosted Vitess.
-describeStoreContract(
-  'MySQL server, mysql2 with vitess: true',
-  mysqlHarness(url, { vitess: true }),
-);
-
 describe('what the PlanetScale driver gives the store', () => {
   let s: Served;
   beforeAll(async () => {
-    s = await served();
+    s = await served(url);
     await applyPlanetscaleMigrations(s.db);
   });
   afterAll(async () => s?.drop());
@@ -142,7 +53,7 @@ describe('what the PlanetScale driver gives the store', () => {
   });
 
   it('sends no SKIP LOCKED, FORCE INDEX or GET_LOCK, in the migrations, the purge or the sweep', async () => {
-    const fresh = await served();
+    const fresh = await served(url);
     try {
       await applyPlanetscaleMigrations(fresh.db);
       const store = new PlanetscaleIdempotencyStore(fresh.db);
@@ -172,7 +83,7 @@ describe('applyPlanetscaleMigrations', () => {
     )[0].map((row) => Number(row.created_at));
 
   it('migrates a fresh database, then only reads; mysql2’s migrator finds it up to date', async () => {
-    const s = await served();
+    const s = await served(url);
     try {
       await applyPlanetscaleMigrations(s.db);
       const first = await journal(s);
@@ -189,7 +100,7 @@ describe('applyPlanetscaleMigrations', () => {
   });
 
   it('lets three instances migrate at once and ends with the table the store needs', async () => {
-    const s = await served();
+    const s = await served(url);
     try {
       const table = mysqlKeysTable('idem_keys');
       await Promise.all([1, 2, 3].map(() => applyPlanetscaleMigrations(s.db, { table })));
@@ -204,7 +115,7 @@ describe('applyPlanetscaleMigrations', () => {
   });
 
   it('refuses a foreign table of the same name before writing', async () => {
-    const s = await served();
+    const s = await served(url);
     try {
       await s.direct.query('CREATE TABLE `keys` (id int PRIMARY KEY)');
       await expect(applyPlanetscaleMigrations(s.db)).rejects.toThrow(
@@ -239,7 +150,7 @@ describe('planetscaleTransaction', () => {
   };
 
   beforeAll(async () => {
-    s = await served();
+    s = await served(url);
     await applyPlanetscaleMigrations(s.db);
     await s.direct.query('CREATE TABLE effects (id varchar(64) PRIMARY KEY, amount int NOT NULL)');
     store = new PlanetscaleIdempotencyStore(s.db);

@@ -84,48 +84,10 @@ describe('in workerd (Miniflare), bundled as wrangler bundles a Worker', () => {
     ]);
   });
 
-  it('keeps the store contract on D1', async () => {
-    expect(await json('/contract')).toEqual({
-      reserveNew: true,
-      reserveAgain: false,
-      finishOtherDigest: false,
-      finish: true,
-      finishAgain: false,
-      fetchLive: { receipt: 1, text: 'é\u{1F600}' },
-      fetchAtExpiry: null,
-      fetchMissing: null,
-      reservePendingPast: true,
-      // Ascending by id bytes: upper case before lower case.
-      expired: ['B', 'a', 'a2', 'b', 'c'],
-      purgeTwo: ['B', 'a'],
-      purgeRest: ['a2', 'b', 'c'],
-      countsAfterPurge: { pending: 1, done: 0 },
-      reserveAfterPurge: true,
-      sweepTwo: 2,
-      leftAfterSweep: ['s3'],
-      sweepRest: 1,
-      counts: { pending: 2, done: 0 },
-      pendingKept: expect.objectContaining({ key: 'p', status: 'pending', expires: 1 }),
-      badLimit: 'InvalidLimitError',
-    });
-  });
-
   it('gives exactly one of 10 concurrent acquires the key', async () => {
     const outcomes = (await json('/race?key=race-1')) as string[];
     expect(outcomes.filter((outcome) => outcome === 'acquired')).toHaveLength(1);
     expect(outcomes.filter((outcome) => outcome === 'inProgress')).toHaveLength(9);
-  });
-
-  it('refuses the finish of an owner whose lapsed lease was taken over', async () => {
-    expect(await json('/fence?key=fence-1')).toEqual({
-      first: 'acquired',
-      second: 'acquired',
-      takenOver: true,
-      tokenRaised: true,
-      staleFinish: false,
-      currentFinish: true,
-      answer: { by: 'second' },
-    });
   });
 
   it('renews, hands a key to the operator and releases it, and refuses a foreign table', async () => {

@@ -1,9 +1,7 @@
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { openSqliteStore, SqliteGroupCommitStore } from '../../src/sqlite/index.js';
-import { describeLeaseContract } from '../contract/lease-contract.js';
-import { describeStoreContract } from '../contract/store-contract.js';
-import { readRows, seedRows } from '../support/sqlite-harness.js';
+import { readRows } from '../support/sqlite-harness.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
 import { describeGroupCommit } from './group-commit-suite.js';
 
@@ -14,19 +12,6 @@ function open(busyTimeoutMs?: number) {
   const options = busyTimeoutMs === undefined ? {} : { busyTimeoutMs };
   return { path, store: new SqliteGroupCommitStore(openSqliteStore(path, options)) };
 }
-
-const groupCommitHarness = async () => {
-  const { path, store } = open();
-  return {
-    store,
-    rows: async () => readRows(path),
-    seed: async (rows: Parameters<typeof seedRows>[1]) => seedRows(path, rows),
-    close: () => store.close(),
-  };
-};
-
-describeStoreContract('SQLite file with group commit', groupCommitHarness);
-describeLeaseContract('SQLite file with group commit', groupCommitHarness);
 
 describeGroupCommit('SqliteGroupCommitStore', async (busyTimeoutMs) => open(busyTimeoutMs));
 

@@ -1,5 +1,4 @@
 import Database from 'better-sqlite3';
-import { getTableConfig } from 'drizzle-orm/sqlite-core';
 import { describe, expect, it } from 'vitest';
 import {
   DatabaseOpenError,
@@ -8,46 +7,18 @@ import {
   StoreClosedError,
 } from '../../src/index.js';
 import {
-  type OpenSqliteStoreOptions,
   openSqliteStore,
   openSqliteWorkerStore,
   StoreThreadExitedError,
-  sqliteKeysTable,
   sqliteTransaction,
   TransactionUnsupportedError,
 } from '../../src/sqlite/index.js';
-import type { HarnessFactory } from '../contract/harness.js';
-import { describeLeaseContract } from '../contract/lease-contract.js';
-import { describeStoreContract } from '../contract/store-contract.js';
-import { readRows, seedRows } from '../support/sqlite-harness.js';
+import { readRows } from '../support/sqlite-harness.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
 import { until } from '../support/waiting.js';
 import { describeGroupCommit } from './group-commit-suite.js';
 
 const dir = tempDir();
-
-function workerHarness(options: OpenSqliteStoreOptions = {}): HarnessFactory {
-  return async () => {
-    const path = freshDbPath(dir);
-    const store = await openSqliteWorkerStore(path, options);
-    const table = options.table === undefined ? 'keys' : getTableConfig(options.table).name;
-    return {
-      store,
-      rows: async () => readRows(path, table),
-      seed: async (rows) => seedRows(path, rows, table),
-      close: () => store.close(),
-    };
-  };
-}
-
-// One run of the store contract, on the configuration that crosses the most: a table name and an
-// answer cache that live in the worker. Each test starts a thread, which from the sources costs a
-// second or more, so the default table is left to the lease contract below.
-describeStoreContract(
-  'SQLite file on a worker thread, table renamed, answers cached',
-  workerHarness({ table: sqliteKeysTable('idem_keys'), answerCacheSize: 100 }),
-);
-describeLeaseContract('SQLite file on a worker thread', workerHarness());
 
 describeGroupCommit('the SQLite store on a worker thread', async (busyTimeoutMs) => {
   const path = freshDbPath(dir);

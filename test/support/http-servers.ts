@@ -5,11 +5,12 @@ import { serve } from '@hono/node-server';
 import express from 'express';
 import Fastify from 'fastify';
 import { Hono } from 'hono';
+import type { Step } from '../../src/core/steps.js';
 import { expressIdempotency, keepRawBody } from '../../src/http/express.js';
 import { fastifyIdempotency } from '../../src/http/fastify.js';
 import { fetchIdempotency } from '../../src/http/fetch.js';
 import { honoIdempotency } from '../../src/http/hono.js';
-import { type IdempotentOptions, idempotent } from '../../src/http/index.js';
+import { type IdempotentOptions, idempotencyStep, idempotent } from '../../src/http/index.js';
 import { toWire } from '../../src/http/response.js';
 import type { LeasedIdempotencyStore } from '../../src/index.js';
 
@@ -21,8 +22,11 @@ export interface Answer {
   readonly body: unknown;
 }
 
-/** The handler behind every test route: the same logic in every framework. */
-export type Behaviour = (body: unknown, path: string) => Promise<Answer>;
+/**
+ * The handler behind every test route: the same logic in every framework. `step` asks the layer
+ * for the request's step function (the layer's `steps` option), as the framework's handler does.
+ */
+export type Behaviour = (body: unknown, path: string, step: () => Step<unknown>) => Promise<Answer>;
 
 /** A running server on 127.0.0.1. */
 export interface TestServer {
@@ -81,8 +85,11 @@ const startCore: ServerFactory = async (store, options, behave) => {
           body: bytes.byteLength === 0 ? undefined : bytes,
           scope: typeof client === 'string' ? client : undefined,
         },
-        async () => {
-          const answer = await behave(body, path);
+        async (step) => {
+          const answer = await behave(body, path, () => {
+            if (step === undefined) throw new Error('the layer gave no step function');
+            return step;
+          });
           return { status: answer.status, headers: answer.headers, body: answer.body as never };
         },
       );
@@ -105,7 +112,7 @@ const startExpress: ServerFactory = async (store, options, behave) => {
     ROUTES,
     expressIdempotency(store, { ...options, scope: (req) => req.header('x-client') }),
     async (req, res) => {
-      const answer = await behave(req.body, req.path);
+      const answer = await behave(req.body, req.path, () => idempotencyStep(req));
       res.status(answer.status).set(answer.headers);
       if (answer.kind === 'json') res.json(answer.body);
       else
@@ -122,7 +129,9 @@ const startHono: ServerFactory = async (store, options, behave) => {
   for (const route of ROUTES) {
     app.all(route, middleware, async (c) => {
       const text = await c.req.text();
-      const answer = await behave(text === '' ? undefined : JSON.parse(text), c.req.path);
+      const answer = await behave(text === '' ? undefined : JSON.parse(text), c.req.path, () =>
+        idempotencyStep(c),
+      );
       const init = { status: answer.status, headers: answer.headers };
       if (answer.kind === 'json') {
         return new Response(JSON.stringify(answer.body), {
@@ -151,7 +160,9 @@ const startFastify: ServerFactory = async (store, options, behave) => {
   });
   for (const route of ROUTES) {
     app.all(route, { ...idempotency }, async (request, reply) => {
-      const answer = await behave(request.body, request.url.split('?', 1)[0] ?? '/');
+      const answer = await behave(request.body, request.url.split('?', 1)[0] ?? '/', () =>
+        idempotencyStep(request),
+      );
       reply.code(answer.status).headers(answer.headers);
       if (answer.kind === 'binary') return reply.send(Buffer.from(answer.body as Uint8Array));
       return reply.send(answer.body);
@@ -208,6 +219,7 @@ const startFetch: ServerFactory = async (store, options, behave) => {
     const answer = await behave(
       text === '' ? undefined : JSON.parse(text),
       new URL(request.url).pathname,
+      () => idempotencyStep(request),
     );
     if (answer.kind === 'json') {
       return Response.json(answer.body, { status: answer.status, headers: answer.headers });

@@ -3,6 +3,7 @@ import { getTableConfig } from 'drizzle-orm/mysql-core';
 import { drizzle } from 'drizzle-orm/mysql2';
 import mysql from 'mysql2/promise';
 import { afterAll } from 'vitest';
+import type { Keyring } from '../../src/index.js';
 import {
   type AnyMysqlDatabase,
   applyMysqlMigrations,
@@ -110,6 +111,7 @@ export function mysqlHarness(
     readonly viaDrizzle?: boolean;
     readonly table?: MysqlKeysTable;
     readonly vitess?: boolean;
+    readonly encryption?: Keyring;
   } = {},
 ): HarnessFactory {
   const table = options.table ?? keys;
@@ -127,7 +129,7 @@ export function mysqlHarness(
     await db.execute(sql`DELETE FROM ${sql.identifier(name)}`);
     const store = new MysqlIdempotencyStore(
       options.viaDrizzle ? drizzle({ client: pool, logger: { logQuery: () => undefined } }) : db,
-      { table, vitess: options.vitess },
+      { table, vitess: options.vitess, encryption: options.encryption },
     );
     return {
       store,

@@ -18,6 +18,7 @@ import {
   IdempotencyModule,
   IdempotencyProblemFilter,
   Idempotent,
+  idempotencyStep,
 } from '../../src/http/nestjs.js';
 import type { Behaviour, ServerFactory, ServerKind } from './http-servers.js';
 import type { NestPlatform } from './nest-app.js';
@@ -39,7 +40,9 @@ function controllerOf(behave: Behaviour): Type {
       @Req() req: { body?: unknown; url: string },
       @Res({ passthrough: true }) res: Reply,
     ): Promise<unknown> {
-      const answer = await behave(req.body, req.url.split('?', 1)[0] ?? '/');
+      const answer = await behave(req.body, req.url.split('?', 1)[0] ?? '/', () =>
+        idempotencyStep(req),
+      );
       res.status(answer.status);
       const headers = { ...answer.headers };
       if (answer.kind === 'json' && headers['content-type'] === undefined) {

@@ -12,6 +12,7 @@ import {
   type AnyPgDatabase,
   applyPgMigrations,
   PgIdempotencyStore,
+  type PgStoreOptions,
   pgKeysTable,
 } from '../../src/pg/index.js';
 import type { HarnessFactory, RawRow } from '../contract/harness.js';
@@ -161,7 +162,7 @@ export async function seedPgRows(
 function schemaHarness(
   shared: () => Promise<AnyPgDatabase>,
   name = 'keys',
-  storeOptions: { readonly prepare?: boolean } = {},
+  storeOptions: PgStoreOptions = {},
 ): HarnessFactory {
   const schema = uniqueName('c');
   const table = pgKeysTable(name, { schema });
@@ -215,8 +216,8 @@ export function sharedPglite(): () => Promise<AnyPgDatabase> {
  * A harness over one in-process PGlite database per test file, on the keys table `table` (a
  * renamed table exercises the derived names and the rewritten migrations).
  */
-export function pgliteHarness(table = 'keys'): HarnessFactory {
-  return schemaHarness(sharedPglite(), table);
+export function pgliteHarness(table = 'keys', storeOptions: PgStoreOptions = {}): HarnessFactory {
+  return schemaHarness(sharedPglite(), table, storeOptions);
 }
 
 /**
@@ -231,19 +232,31 @@ export function pgHarnessOver(
 }
 
 /** A harness over the real server at `url` through node-postgres, with one pool per test file. */
-export function serverHarness(url: string, table = 'keys'): HarnessFactory {
+export function serverHarness(
+  url: string,
+  table = 'keys',
+  storeOptions: PgStoreOptions = {},
+): HarnessFactory {
   const pool = once(
     async () => new pg.Pool({ connectionString: url, max: 4 }),
     (value) => value.end(),
   );
-  return schemaHarness(async () => drizzleNodePg({ client: await pool() }), table);
+  return schemaHarness(async () => drizzleNodePg({ client: await pool() }), table, storeOptions);
 }
 
 /** A harness over the real server at `url` through postgres-js, one client per test file. */
-export function postgresJsHarness(url: string): HarnessFactory {
+export function postgresJsHarness(
+  url: string,
+  table = 'keys',
+  storeOptions: PgStoreOptions = {},
+): HarnessFactory {
   const client = once(
     async () => postgres(url, { max: 4, onnotice: () => undefined }),
     (value) => value.end(),
   );
-  return schemaHarness(async () => drizzlePostgresJs({ client: await client() }));
+  return schemaHarness(
+    async () => drizzlePostgresJs({ client: await client() }),
+    table,
+    storeOptions,
+  );
 }

@@ -1,12 +1,7 @@
-import { openBunSqliteStore } from '../../src/bun-sqlite/index.js';
 import type { LeasedIdempotencyStore } from '../../src/index.js';
-import { openLibsqlStore } from '../../src/libsql/index.js';
-import { openSqliteStore, openSqliteWorkerStore } from '../../src/sqlite/index.js';
-import { underBun } from './bun-harness.js';
-import { fileUrl } from './libsql-harness.js';
-import { mysqlHarness, mysqlUrl } from './mysql.js';
-import { pgliteHarness, serverHarness, serverUrl } from './pg.js';
-import { freshDbPath, tempDir } from './temp.js';
+import { reachableStores } from '../contract/over-stores.js';
+import { NODE_STORES } from '../contract/stores.js';
+import { VARIANTS } from '../contract/variants.js';
 
 /** A fresh, empty store of one dialect, for the HTTP tests. */
 export interface StoreFactory {
@@ -15,67 +10,21 @@ export interface StoreFactory {
 }
 
 /**
- * Every dialect the HTTP and function layers are tested on: a SQLite file through better-sqlite3
- * and through libSQL, PostgreSQL in process through PGlite (so the PostgreSQL store runs without a
- * server), the real PostgreSQL server whenever `DATABASE_URL` is set and the real MySQL server
- * whenever `MYSQL_URL` is set (CI sets both; if one is set but unreachable, the tests fail rather
- * than skip). Call it at the top level of a test file: it makes a temporary directory, a PGlite
- * database and a pool, created on first use and cleaned up when the file ends. A dialect is one
- * more entry.
+ * The stores of the table in `test/contract/stores.ts` the HTTP and function suites run on, on
+ * their default table: those marked `http: 'every'`, and for `suite: 'behaviour'` those marked
+ * `'behaviour'` too (a store that costs too much per test to run under every suite). A store whose
+ * environment is missing is skipped, saying why, or fails the run under CI. Call it at the top
+ * level of a test file: the stores' temporary directories, PGlite databases and pools are created
+ * on first use and cleaned up when the file ends.
  */
-export function storeFactories(): StoreFactory[] {
-  const dir = tempDir('idem-http-');
-  const url = serverUrl();
-  const server: StoreFactory[] =
-    url === undefined ? [] : [{ name: 'PostgreSQL server', open: serverHarness(url) }];
-  const mysql = mysqlUrl();
-  if (mysql !== undefined) server.push({ name: 'MySQL server', open: mysqlHarness(mysql) });
-  // Under Bun, better-sqlite3 does not load: bun:sqlite is its SQLite there. The run under Bun is
-  // about bun:sqlite, so PGlite (the same store as under Node) stays out of it.
-  if (underBun) {
-    return [
-      {
-        name: 'bun:sqlite file',
-        open: async () => {
-          const store = await openBunSqliteStore(freshDbPath(dir));
-          return { store, close: async () => store.close() };
-        },
-      },
-      ...server,
-    ];
-  }
-  return [
-    {
-      name: 'SQLite file',
-      open: async () => {
-        const store = openSqliteStore(freshDbPath(dir));
-        return { store, close: async () => store.close() };
-      },
-    },
-    {
-      name: 'libSQL file',
-      open: async () => {
-        const store = await openLibsqlStore(fileUrl(freshDbPath(dir)));
-        return { store, close: async () => store.close() };
-      },
-    },
-    { name: 'PGlite', open: pgliteHarness() },
-    ...server,
-  ];
-}
-
-/**
- * The SQLite store whose statements run on a worker thread, on a fresh file in its own temporary
- * directory. Not one of {@link storeFactories}: each store starts a thread, which from the sources
- * costs a second or more, so only the HTTP behaviour suite runs on it besides its own contract.
- */
-export function sqliteWorkerFactory(): StoreFactory {
-  const dir = tempDir('idem-http-worker-');
-  return {
-    name: 'SQLite file on a worker thread',
-    open: async () => {
-      const store = await openSqliteWorkerStore(freshDbPath(dir));
-      return { store, close: () => store.close() };
-    },
-  };
+export function storeFactories(suite: 'every' | 'behaviour' = 'every'): StoreFactory[] {
+  const [plain] = VARIANTS;
+  if (plain === undefined) throw new Error('the table of stores has no default variant');
+  const wanted = NODE_STORES.filter(
+    (entry) => entry.http === 'every' || (suite === 'behaviour' && entry.http === 'behaviour'),
+  );
+  return reachableStores(wanted).map((entry) => ({
+    name: entry.name,
+    open: entry.harness(plain.variant),
+  }));
 }

@@ -33,10 +33,16 @@ function packagedEntries(worker: string, app: string): Plugin {
  * Bundles the Worker at `worker` against the package installed in `app`, as wrangler does for a
  * Worker with nodejs_compat: one ES module, the workerd/worker/browser export conditions, and
  * Node's built-ins (and `cloudflare:` modules) left to the runtime. Without `app`, the source it
- * imports is bundled as it is, for a benchmark of the checkout rather than of the packed package.
+ * imports is bundled as it is, for a benchmark or a suite of the checkout rather than of the
+ * packed package. `alias` replaces a package with a file (e.g. 'vitest' with a Worker's own).
  */
-export async function bundleWorker(worker: string, app?: string): Promise<string> {
+export async function bundleWorker(
+  worker: string,
+  app?: string,
+  alias: Record<string, string> = {},
+): Promise<string> {
   const result = await build({
+    alias,
     entryPoints: [worker],
     bundle: true,
     write: false,

@@ -7,7 +7,8 @@ import { clusterUnavailable, type PgCluster, startPgCluster } from '../support/p
 import { until } from '../support/waiting.js';
 
 // drizzle's withReplicas over a primary and an asynchronous standby of our own that lags 20 ms,
-// so a read there right after a write on the primary misses it, as design.md §7 measured.
+// so a read there right after a write on the primary misses it (docs/topologies.md, "Read
+// replicas").
 const unavailable = clusterUnavailable();
 if (unavailable !== undefined && process.env.CI) {
   throw new Error(`the replica tests need PostgreSQL's server binaries: ${unavailable}`);

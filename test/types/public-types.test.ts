@@ -7,6 +7,7 @@ import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { getTableConfig } from 'drizzle-orm/pg-core';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import type * as fn from '../../src/function/index.js';
+import type * as express from '../../src/http/express.js';
 import type { IdempotentResult } from '../../src/http/index.js';
 import * as http from '../../src/http/index.js';
 import type {
@@ -37,7 +38,10 @@ import {
   SqliteIdempotencyStore,
   type SqliteStoreOptions,
   sqliteKeysTable,
+  type sqliteSteps,
 } from '../../src/sqlite/index.js';
+
+type SqliteSteps = ReturnType<typeof sqliteSteps>;
 
 interface Receipt {
   charged: number;
@@ -216,5 +220,16 @@ describe('the public types', () => {
       { readonly schema?: string } | undefined
     >();
     expect(getTableName(table)).toBe('idempotency_keys');
+  });
+
+  it("an HTTP handler's step function is typed by its step log's transaction", () => {
+    type Tx = Parameters<Parameters<SqliteSteps['transact']>[1]>[0];
+    expectTypeOf(http.idempotencyStep<Tx>).returns.toEqualTypeOf<fn.Step<Tx>>();
+    expectTypeOf<http.IdempotentOptions['steps']>().toEqualTypeOf<
+      http.StepLog<unknown> | undefined
+    >();
+    expectTypeOf<express.ExpressIdempotencyOptions>().toHaveProperty('steps');
+    expectTypeOf<express.ExpressTransactionOptions<undefined>>().not.toHaveProperty('steps');
+    expect(Object.keys(http)).toContain('idempotencyStep');
   });
 });

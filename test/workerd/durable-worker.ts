@@ -21,14 +21,8 @@ import {
 } from '../../src/durable-sqlite/index.js';
 import { makeIdempotent } from '../../src/function/index.js';
 import { fetchTransaction } from '../../src/http/fetch.js';
+import type { AcquireResult } from '../../src/index.js';
 import { stepsScenario } from './steps-scenario.js';
-import {
-  attemptOf,
-  contractScenario,
-  fenceScenario,
-  leaseScenario,
-  outcomeOf,
-} from './store-scenarios.js';
 
 /** The part of a Durable Object's state this object uses. */
 interface ObjectState {
@@ -45,6 +39,16 @@ interface Env {
     idFromName(name: string): unknown;
     get(id: unknown): ObjectStub;
   };
+}
+
+// The fencing token of an acquired outcome; `undefined` otherwise.
+function attemptOf(outcome: AcquireResult<unknown>): number | undefined {
+  return outcome.status === 'acquired' ? outcome.fencingToken : undefined;
+}
+
+// An acquire's outcome in one word: a takeover is not a fresh `acquired`.
+function outcomeOf(outcome: AcquireResult<unknown>): string {
+  return outcome.status === 'acquired' && outcome.takenOver ? 'takenOver' : outcome.status;
 }
 
 function nameOf(error: unknown): string {
@@ -221,30 +225,16 @@ export class Account {
     const url = new URL(request.url);
     const key = url.searchParams.get('key') ?? 'k';
     const store = this.#store;
-    const tableStore = (name: string) =>
-      new DurableSqliteIdempotencyStore(this.#db, { table: sqliteKeysTable(name) });
     try {
       switch (url.pathname) {
         case '/entry':
           return Response.json(Object.keys(durableEntry).sort());
         case '/migrate':
           return Response.json(await migrations(this.#db, this.#storage));
-        case '/contract': {
-          const table = sqliteKeysTable('contract_keys');
-          await applyDurableSqliteMigrations(this.#db, { table });
-          return Response.json(await contractScenario(tableStore('contract_keys')));
-        }
         case '/acquire':
           return Response.json(
             outcomeOf(await store.acquire(key, 'd', { expires: 1000, now: 1, leaseSeconds: 30 })),
           );
-        case '/fence':
-          return Response.json(await fenceScenario(store, key));
-        case '/leases': {
-          const table = sqliteKeysTable('lease_keys');
-          await applyDurableSqliteMigrations(this.#db, { table });
-          return Response.json(await leaseScenario(tableStore('lease_keys')));
-        }
         case '/transaction':
           return Response.json(await transactional(store, key));
         case '/steps':

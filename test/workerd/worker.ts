@@ -48,53 +48,6 @@ const ENTRIES: Record<string, Record<string, unknown>> = {
   './d1': d1Entry,
 };
 
-// The contract of design §2 on a table of its own, so no other scenario's rows are counted.
-async function contract(env: Env) {
-  const db = drizzle(env.DB);
-  const table = sqliteKeysTable('contract_keys');
-  await applyD1Migrations(db, { table });
-  const store = new D1IdempotencyStore<unknown>(db, { table });
-  const seen: Record<string, unknown> = {};
-  seen.reserveNew = await store.reserve('a', 'd', 5);
-  seen.reserveAgain = await store.reserve('a', 'other', 50);
-  seen.finishOtherDigest = await store.finish('a', 'other', { r: 0 });
-  seen.finish = await store.finish('a', 'd', { receipt: 1, text: 'é\u{1F600}' });
-  seen.finishAgain = await store.finish('a', 'd', { r: 2 });
-  seen.fetchLive = await store.fetch('a', 4.5);
-  seen.fetchAtExpiry = await store.fetch('a', 5);
-  seen.fetchMissing = await store.fetch('nope', 0);
-  for (const id of ['c', 'b', 'B', 'a2']) {
-    await store.reserve(id, 'd', 5);
-    await store.finish(id, 'd', { id });
-  }
-  seen.reservePendingPast = await store.reserve('p', 'd', 1);
-  seen.expired = await store.expired(10, 100);
-  seen.purgeTwo = await store.purge(10, 2);
-  seen.purgeRest = await store.purge(10);
-  seen.countsAfterPurge = await store.counts();
-  seen.reserveAfterPurge = await store.reserve('a', 'v2', 20);
-  for (const [id, expires] of [
-    ['s3', 3],
-    ['s1', 1],
-    ['s2', 2],
-  ] as const) {
-    await store.reserve(id, 'd', expires);
-    await store.finish(id, 'd', null);
-  }
-  seen.sweepTwo = await store.sweepBatch(10, 2);
-  seen.leftAfterSweep = await store.expired(10, 100);
-  seen.sweepRest = await store.sweepBatch(10, 10);
-  seen.counts = await store.counts();
-  seen.pendingKept = await store.get('p');
-  try {
-    await store.purge(10, 0);
-    seen.badLimit = 'accepted';
-  } catch (error) {
-    seen.badLimit = (error as Error).name;
-  }
-  return seen;
-}
-
 // Three isolates starting at once on a fresh table, then the same Worker's later cold starts.
 async function migrations(env: Env) {
   const db = drizzle(env.DB);
@@ -127,24 +80,6 @@ async function race(env: Env, key: string) {
   return outcomes.map((outcome) =>
     outcome.status === 'acquired' && !outcome.takenOver ? 'acquired' : outcome.status,
   );
-}
-
-async function fencing(env: Env, key: string) {
-  await applyD1Migrations(drizzle(env.DB));
-  const store = new D1IdempotencyStore(drizzle(env.DB));
-  const first = await store.acquire(key, 'd', { expires: 1000, now: 1, leaseSeconds: 10 });
-  const second = await store.acquire(key, 'd', { expires: 1000, now: 20, leaseSeconds: 10 });
-  const attempt = (outcome: typeof first) =>
-    outcome.status === 'acquired' ? outcome.fencingToken : undefined;
-  return {
-    first: first.status,
-    second: second.status,
-    takenOver: second.status === 'acquired' && second.takenOver,
-    tokenRaised: (attempt(second) ?? 0) > (attempt(first) ?? Number.POSITIVE_INFINITY),
-    staleFinish: await store.finish(key, 'd', { by: 'first' }, attempt(first)),
-    currentFinish: await store.finish(key, 'd', { by: 'second' }, attempt(second)),
-    answer: await store.fetch(key, 30),
-  };
 }
 
 // The operator's and the heartbeat's side of leases, and a foreign table refused, on a table of
@@ -319,12 +254,8 @@ export default {
         );
       case '/migrate':
         return Response.json(await migrations(env));
-      case '/contract':
-        return Response.json(await contract(env));
       case '/race':
         return Response.json(await race(env, key));
-      case '/fence':
-        return Response.json(await fencing(env, key));
       case '/leases':
         return Response.json(await leases(env));
       case '/transaction':

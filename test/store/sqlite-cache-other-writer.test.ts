@@ -1,20 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openSqliteStore, type SqliteIdempotencyStore } from '../../src/sqlite/index.js';
-import { describeLeaseContract } from '../contract/lease-contract.js';
-import { describeStoreContract } from '../contract/store-contract.js';
-import { sqliteHarness } from '../support/sqlite-harness.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
-
-// The answer cache must not change a single observable result of the contracts, whose
-// "fetch again after a replay" cases fetch each answer a second time in every state it leaves.
-describeStoreContract(
-  'SQLite file with an answer cache',
-  sqliteHarness(tempDir(), { answerCacheSize: 64 }),
-);
-describeLeaseContract(
-  'SQLite file with an answer cache',
-  sqliteHarness(tempDir(), { answerCacheSize: 64 }),
-);
 
 // Another process on the same file retires a row this store replayed: the store must stop
 // replaying it as soon as it finds the row absent, by reserving or acquiring the key afresh.

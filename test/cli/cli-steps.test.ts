@@ -1,0 +1,57 @@
+// `idem pending` names the last step each pending key's handler recorded (docs/steps.md).
+import { describe, expect, it } from 'vitest';
+import { makeIdempotent } from '../../src/function/index.js';
+import { openSqliteStore, sqliteSteps } from '../../src/sqlite/index.js';
+import { idem } from '../support/cli.js';
+import { freshDbPath, tempDir } from '../support/temp.js';
+
+const dir = tempDir('idem-cli-steps-');
+
+// Three pending keys: one whose handler failed after two steps, one after one, and one claimed
+// by a handler that recorded none yet.
+async function seeded(): Promise<string> {
+  const path = freshDbPath(dir);
+  const store = openSqliteStore(path);
+  const pay = makeIdempotent(
+    async (step, order: { id: string; steps: number }) => {
+      await step('charge', () => `ch_${order.id}`);
+      if (order.steps > 1) await step('ledger', () => 1);
+      throw new Error('the handler failed after its steps');
+    },
+    {
+      steps: sqliteSteps(store, { secret: 'a secret of at least sixteen bytes' }),
+      key: (o) => o.id,
+    },
+  );
+  await expect(pay({ id: 'a-two', steps: 2 })).rejects.toThrow(/after its steps/);
+  await expect(pay({ id: 'b-one', steps: 1 })).rejects.toThrow(/after its steps/);
+  store.acquire('c-none', 'fc', {
+    expires: Date.now() / 1000 + 3600,
+    now: Date.now() / 1000,
+    leaseSeconds: 600,
+  });
+  store.close();
+  return path;
+}
+
+describe('idem pending with steps', () => {
+  it('shows the last recorded step of each key', async () => {
+    const path = await seeded();
+    const human = await idem(['pending', '--db', path]);
+    expect(human.code).toBe(0);
+    const lines = human.stdout.trim().split('\n');
+    expect(lines).toHaveLength(3);
+    expect(lines[0]).toMatch(/^a-two {2}lapsed .* {2}last step ledger$/);
+    expect(lines[1]).toMatch(/^b-one {2}lapsed .* {2}last step charge$/);
+    expect(lines[2]).toMatch(/^c-none {2}live /);
+    expect(lines[2]).not.toMatch(/last step/);
+
+    const json = await idem(['pending', '--db', path, '--json']);
+    const rows = JSON.parse(json.stdout) as { key: string; lastStep: string | null }[];
+    expect(rows.map((row) => [row.key, row.lastStep])).toEqual([
+      ['a-two', 'ledger'],
+      ['b-one', 'charge'],
+      ['c-none', null],
+    ]);
+  });
+});

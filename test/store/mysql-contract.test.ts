@@ -1,0 +1,6 @@
+import { describeLeaseContract } from '../contract/lease-contract.js';
+import { describeOverStores } from '../contract/over-stores.js';
+import { describeStoreContract } from '../contract/store-contract.js';
+
+describeOverStores('mysql', describeStoreContract);
+describeOverStores('mysql', describeLeaseContract);
