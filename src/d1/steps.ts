@@ -40,10 +40,15 @@ export function d1Steps(
       write: async (owner, stored) => (await fenced(owner, stored)).meta.changes === 1,
       transact: async (owner, body, stored) => {
         let written: string | undefined;
-        const { result, failed } = await runFencedBatch(db, body, async (result) => {
-          written = await stored(result);
-          return fenced(owner, written);
-        });
+        const { result, failed } = await runFencedBatch(
+          db,
+          body,
+          async (result) => {
+            written = await stored(result);
+            return written;
+          },
+          (text) => fenced(owner, text),
+        );
         if (failed === undefined) return { committed: true, result };
         // Decided from what the row holds, as for a failed answer batch: our record there means
         // the batch committed and only its answer was lost; the owner's row without it means a

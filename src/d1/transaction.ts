@@ -47,7 +47,8 @@ function bound(query: D1Query): SqliteStatement {
 /**
  * Runs `handler` on a {@link D1HandlerBatch}, then its queued writes, `fenced` (the UPDATE that
  * records on the owner's row) and the guard in one D1 `batch`: all commit, or none when the
- * UPDATE changed no row or any statement failed. `fenced` is built from the handler's result.
+ * UPDATE changed no row or any statement failed. `fenced` builds that UPDATE from the value
+ * `stored` answers for the handler's result.
  *
  * @returns the handler's result, and the batch's error (the guard's when the row was no longer the
  *   owner's) when it did not commit or its answer was lost
@@ -55,7 +56,8 @@ function bound(query: D1Query): SqliteStatement {
 export async function runFencedBatch<R>(
   db: AnyD1Database,
   handler: (batch: D1HandlerBatch) => R | Promise<R>,
-  fenced: (result: R) => Promise<D1Query>,
+  stored: (result: R) => Promise<string>,
+  fenced: (stored: string) => D1Query,
 ): Promise<{ readonly result: R; readonly failed?: { readonly error: unknown } }> {
   const queued: SqliteStatement[] = [];
   const result = await handler({
@@ -64,7 +66,9 @@ export async function runFencedBatch<R>(
       queued.push(...queries.map(bound));
     },
   });
-  const write = bound(await fenced(result));
+  // Built only once the stored value is known, and never awaited: a drizzle query is a thenable,
+  // and awaiting it would run it outside the batch.
+  const write = bound(fenced(await stored(result)));
   const client = db.$client;
   try {
     await client.batch(
@@ -119,11 +123,15 @@ export function d1Transaction(
     store,
     synchronous: false,
     run: async (owner, handler, record) => {
-      const { result, failed } = await runFencedBatch(db, handler, async (result) =>
-        db
-          .update(table)
-          .set({ status: KeyStatus.done, response: await record(result) })
-          .where(ownerRow(table, owner.key, owner.fingerprint, owner.fencingToken)),
+      const { result, failed } = await runFencedBatch(
+        db,
+        handler,
+        async (result) => record(result),
+        (response) =>
+          db
+            .update(table)
+            .set({ status: KeyStatus.done, response })
+            .where(ownerRow(table, owner.key, owner.fingerprint, owner.fencingToken)),
       );
       return failed === undefined
         ? { committed: true, result }
