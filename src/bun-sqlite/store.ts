@@ -64,6 +64,7 @@ export class BunSqliteIdempotencyStore<T = unknown>
   /** {@inheritDoc IdempotencyStore.sweepBatchMillis} */
   readonly sweepBatchMillis: number = DEFAULT_BATCH_MILLIS;
   readonly #db: AnyBunSqliteDatabase;
+  readonly #table: SqliteKeysTable;
 
   /**
    * @param db - a drizzle database over a bun:sqlite `Database`; the store shares it
@@ -76,10 +77,16 @@ export class BunSqliteIdempotencyStore<T = unknown>
       options.encryption,
     );
     this.#db = db;
+    this.#table = options.table ?? defaultKeys;
   }
 
   /** The drizzle database the store runs on. */
   get db(): AnyBunSqliteDatabase {
     return this.#db;
+  }
+
+  /** The keys table the store runs on. */
+  get table(): SqliteKeysTable {
+    return this.#table;
   }
 }

@@ -46,11 +46,14 @@ export interface RekeyOptions {
 
 /** What `rekey` did. */
 export interface RekeyResult {
-  /** Answers re-sealed under the current key. */
+  /** Answers and step records re-sealed under the current key. */
   readonly resealed: number;
-  /** Answers already under the current key, left as they were. */
+  /** Answers and step records already under the current key, left as they were. */
   readonly current: number;
-  /** The ids of answers that did not open (key id missing, or altered), left as they were. */
+  /**
+   * The ids of rows whose answer or step record did not open (key id missing, or altered), left
+   * as they were.
+   */
   readonly unreadable: string[];
 }
 

@@ -198,6 +198,13 @@ export interface KeyStatementsOf<M extends Mode> {
   ): ModeResult<M, readonly { readonly id: string; readonly response: string | null }[]>;
   /** Replaces the stored answer of the done row `id` while it is still `previous`; rows changed. */
   reseal(id: string, previous: string, response: string): ModeResult<M, number>;
+  /** Up to `limit` rows with recorded steps and an id above `after`, ascending: id and steps. */
+  stepRecords(
+    after: string,
+    limit: number,
+  ): ModeResult<M, readonly { readonly id: string; readonly steps: string | null }[]>;
+  /** Replaces the recorded steps of row `id` while they are still `previous`; rows changed. */
+  resealSteps(id: string, previous: string, steps: string): ModeResult<M, number>;
   /** The `GROUP BY status` counts. */
   counts(): ModeResult<M, readonly { readonly status: string; readonly count: number | string }[]>;
   /** The `GROUP BY status` counts at `now`. */
@@ -264,7 +271,41 @@ function answerScan(
   batchSize: number,
   visit: (id: string, stored: string) => MaybePromise<unknown>,
 ): () => MaybePromise<boolean> {
-  let rows: readonly { readonly id: string; readonly response: string | null }[] = [];
+  return storedScan(
+    (after) =>
+      then(statements.answers(after, batchSize), (rows) =>
+        rows.map((row) => ({ id: row.id, stored: row.response })),
+      ),
+    batchSize,
+    visit,
+  );
+}
+
+// Every row's recorded steps, in batches of `batchSize`, in id order.
+function stepScan(
+  statements: KeyStatementsOf<Mode>,
+  batchSize: number,
+  visit: (id: string, stored: string) => MaybePromise<unknown>,
+): () => MaybePromise<boolean> {
+  return storedScan(
+    (after) =>
+      then(statements.stepRecords(after, batchSize), (rows) =>
+        rows.map((row) => ({ id: row.id, stored: row.steps })),
+      ),
+    batchSize,
+    visit,
+  );
+}
+
+// One stored value per row, read by `read` in batches of `batchSize` after the last id seen.
+function storedScan(
+  read: (
+    after: string,
+  ) => MaybePromise<readonly { readonly id: string; readonly stored: string | null }[]>,
+  batchSize: number,
+  visit: (id: string, stored: string) => MaybePromise<unknown>,
+): () => MaybePromise<boolean> {
+  let rows: readonly { readonly id: string; readonly stored: string | null }[] = [];
   let at = 0;
   let after = '';
   let last = false;
@@ -272,7 +313,7 @@ function answerScan(
     const row = rows[at];
     if (row === undefined) {
       if (last) return false;
-      return then(statements.answers(after, batchSize), (batch) => {
+      return then(read(after), (batch) => {
         rows = batch;
         at = 0;
         last = batch.length < batchSize;
@@ -281,7 +322,7 @@ function answerScan(
       });
     }
     at++;
-    return row.response === null ? true : then(visit(row.id, row.response), () => true);
+    return row.stored === null ? true : then(visit(row.id, row.stored), () => true);
   };
 }
 
@@ -602,11 +643,12 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
   }
 
   /**
-   * Re-seals every stored answer that is not sealed under the keyring's current key (sealed under
-   * a retired key, or plain JSON kept before encryption was turned on), in batches of `batchSize`
-   * rows in id order. Each answer is replaced only while it is still the value read, so an answer
-   * recorded or erased meanwhile is left as it is. Answers that do not open (their key id is not in
-   * the keyring, or they fail authentication) are counted and left unchanged.
+   * Re-seals every stored answer and step record that is not sealed under the keyring's current
+   * key (sealed under a retired key, or plain JSON kept before encryption was turned on), in
+   * batches of `batchSize` rows in id order. Each value is replaced only while it is still the
+   * value read, so one recorded or erased meanwhile is left as it is. Values that do not open
+   * (their key id is not in the keyring, or they fail authentication) are counted and left
+   * unchanged.
    *
    * @example
    * ```ts
@@ -634,27 +676,42 @@ export class KeyStore<T, M extends Mode> implements LeasedIdempotencyStore<T> {
           return undefined;
         }
       };
-      const resealOne = (id: string, stored: string): MaybePromise<unknown> => {
-        if (sealedKeyId(stored) === encryption.current) {
-          result.current++;
-          return undefined;
-        }
-        return then(opened(id, stored), (text) => {
-          if (text === undefined) {
-            result.unreadable.push(id);
+      // Re-seals one stored value of row `id` with `write`, unless it is already current.
+      const resealWith =
+        (write: (id: string, previous: string, sealed: string) => MaybePromise<number>) =>
+        (id: string, stored: string): MaybePromise<unknown> => {
+          if (sealedKeyId(stored) === encryption.current) {
+            result.current++;
             return undefined;
           }
-          return then(this.#sealing.seal(id, text), (sealed) =>
-            then(statements.reseal(id, stored, sealed), (changed) => {
-              result.resealed += changed;
-            }),
-          );
-        });
-      };
-      const scan = answerScan(statements, batchSize, resealOne);
-      return then(repeat(scan), () => ({
+          return then(opened(id, stored), (text) => {
+            if (text === undefined) {
+              result.unreadable.push(id);
+              return undefined;
+            }
+            return then(this.#sealing.seal(id, text), (sealed) =>
+              then(write(id, stored, sealed), (changed) => {
+                result.resealed += changed;
+              }),
+            );
+          });
+        };
+      const answers = answerScan(
+        statements,
+        batchSize,
+        resealWith((id, previous, sealed) => statements.reseal(id, previous, sealed)),
+      );
+      // The recorded steps are sealed like the answers, so a retired key must leave them too.
+      const steps = stepScan(
+        statements,
+        batchSize,
+        resealWith((id, previous, sealed) => statements.resealSteps(id, previous, sealed)),
+      );
+      const scan = () => then(repeat(answers), () => repeat(steps));
+      return then(scan(), () => ({
         ...result,
-        unreadable: result.unreadable.sort(compareKeys),
+        // A row whose answer and step record both failed to open is named once.
+        unreadable: [...new Set(result.unreadable)].sort(compareKeys),
       }));
     });
   }

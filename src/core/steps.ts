@@ -1,5 +1,7 @@
 import { createHmac } from 'node:crypto';
+import { encryptionOf, isSealed, sealedKeyId } from './encryption.js';
 import {
+  EncryptionKeyMissingError,
   InvalidOptionError,
   StepNotStorableError,
   StepSupersededError,
@@ -17,7 +19,7 @@ export const DEFAULT_MAX_STEP_BYTES = 256 * 1024;
 /** The shortest secret {@link StepLogOptions.secret} accepts, in bytes. */
 export const MIN_STEP_SECRET_BYTES = 16;
 
-/** Options of a step log (`sqliteSteps`, `pgSteps`, `mysqlSteps`). */
+/** Options of a step log (`sqliteSteps`, `pgSteps`, `mysqlSteps`, `libsqlSteps`, …). */
 export interface StepLogOptions {
   /**
    * The key of the keyed hash that gives each step its derived key (see {@link StepContext.key}):
@@ -33,18 +35,57 @@ export interface StepLogOptions {
 }
 
 /**
- * What a dialect does for steps: read the steps recorded on a pending key and write them, fenced
- * by the owner's token, alone or in a transaction with the step's own writes. The recorded steps
- * live in the key's row (the `steps` column), so retention and erasure take them with the key.
+ * What a dialect does for steps, on stored values: read the `steps` column of a pending key and
+ * write it, fenced by the owner's token, alone or in a transaction with the step's own writes. The
+ * recorded steps live in the key's row, so retention and erasure take them with the key. Built by
+ * `interactiveStepRecorder` or `synchronousStepRecorder` (`core/step-recorders.ts`) from a
+ * dialect's statements, or written whole where the transaction is a batch (D1).
  *
- * @typeParam TX - the drizzle transaction a transactional step receives
+ * @typeParam TX - the drizzle transaction (or batch) a transactional step receives
  */
-export interface StepRecorder<TX> {
+export type StepRecorder<TX> = StepRecorderOf<TX, true> | StepRecorderOf<TX, false>;
+
+/**
+ * A {@link StepRecorder} of one mode: a synchronous one (its transaction cannot span an `await`)
+ * gets its stored value at once.
+ */
+interface StepRecorderOf<TX, Sync extends boolean> {
   /** The store of the keys. */
   readonly store: LeasedIdempotencyStore<unknown>;
-  /** Whether a transactional step must be synchronous (better-sqlite3). */
+  /** Whether a transactional step must be synchronous. */
+  readonly synchronous: Sync;
+  /** The stored `steps` column of the pending row of `key` claimed with `digest`, or `null`. */
+  read(key: string, digest: string): Promise<string | null>;
+  /** Writes `stored` on the owner's pending row; `false` when the row is no longer the owner's. */
+  write(owner: KeyOwner, stored: string): Promise<boolean>;
+  /**
+   * Runs `body(tx)` and writes `stored(result)` on the owner's pending row in one transaction:
+   * `{ committed: false }` (rolled back) when the row is no longer the owner's; what `body` or
+   * `stored` throws rolls back and is rethrown.
+   */
+  transact<R>(
+    owner: KeyOwner,
+    body: (tx: TX) => R | Promise<R>,
+    stored: (result: R) => Sync extends true ? string : string | Promise<string>,
+  ): Promise<TransactionOutcome<R>>;
+}
+
+/**
+ * A dialect's step log with its checked options: what `makeIdempotent` takes as `steps`. It reads
+ * and writes the steps' JSON text; with the store's `encryption` on, the column holds it sealed
+ * (AES-256-GCM under the keyring's current key, as the answers), and a record sealed under a key
+ * id the keyring lacks rejects with `EncryptionKeyMissingError` instead of being read as absent.
+ *
+ * @typeParam TX - the drizzle transaction (or batch) a transactional step receives
+ */
+export interface StepLog<TX> {
+  /** The store of the keys. */
+  readonly store: LeasedIdempotencyStore<unknown>;
+  /** Whether a transactional step must be synchronous (better-sqlite3, bun:sqlite, Durable Objects). */
   readonly synchronous: boolean;
-  /** The recorded steps' text of the pending row of `key` claimed with `digest`, or `null`. */
+  /** The checked cap on a step's stored result, in bytes. */
+  readonly maxStepBytes: number;
+  /** The recorded steps' JSON text of the pending row of `key` claimed with `digest`, or `null`. */
   read(key: string, digest: string): Promise<string | null>;
   /** Writes `text` on the owner's pending row; `false` when the row is no longer the owner's. */
   write(owner: KeyOwner, text: string): Promise<boolean>;
@@ -58,12 +99,6 @@ export interface StepRecorder<TX> {
     body: (tx: TX) => R | Promise<R>,
     text: (result: R) => string,
   ): Promise<TransactionOutcome<R>>;
-}
-
-/** A {@link StepRecorder} with its checked options: what `makeIdempotent` takes as `steps`. */
-export interface StepLog<TX> extends StepRecorder<TX> {
-  /** The checked cap on a step's stored result, in bytes. */
-  readonly maxStepBytes: number;
   /** The derived key of step `name` of the stored key `key` (see {@link StepContext.key}). */
   deriveKey(key: string, name: string): string;
 }
@@ -159,15 +194,50 @@ export function stepLog<TX>(recorder: StepRecorder<TX>, options: StepLogOptions)
   if (!Number.isInteger(maxStepBytes) || maxStepBytes < 1 || maxStepBytes > 16 * 1024 * 1024) {
     throw new InvalidOptionError('maxStepBytes must be an integer from 1 to 16 MiB');
   }
-  return {
+  const derive = (key: string, name: string) =>
+    createHmac('sha256', bytes).update(key).update('\u0000').update(name).digest('base64url');
+  return { ...sealedSteps(recorder), maxStepBytes, deriveKey: derive };
+}
+
+// The reads and writes of a recorder on the steps' JSON text, sealed and opened as the store
+// seals its answers: bound to the key's row, under the keyring's current key.
+function sealedSteps<TX>(
+  recorder: StepRecorder<TX>,
+): Pick<StepLog<TX>, 'store' | 'synchronous' | 'read' | 'write' | 'transact'> {
+  const encryption = encryptionOf(recorder.store);
+  const open = async (key: string, stored: string | null): Promise<string | null> => {
+    if (stored === null) return null;
+    if (encryption !== undefined) return encryption.open(key, stored);
+    // A record sealed while encryption was on, read by a store opened without it.
+    if (isSealed(stored)) throw new EncryptionKeyMissingError(sealedKeyId(stored) ?? '');
+    return stored;
+  };
+  const common = {
     store: recorder.store,
-    synchronous: recorder.synchronous,
-    read: (key, digest) => recorder.read(key, digest),
-    write: (owner, text) => recorder.write(owner, text),
-    transact: (owner, body, text) => recorder.transact(owner, body, text),
-    maxStepBytes,
-    deriveKey: (key, name) =>
-      createHmac('sha256', bytes).update(key).update('\u0000').update(name).digest('base64url'),
+    read: async (key: string, digest: string) => open(key, await recorder.read(key, digest)),
+    write: async (owner: KeyOwner, text: string) =>
+      recorder.write(
+        owner,
+        encryption === undefined ? text : await encryption.seal(owner.key, text),
+      ),
+  };
+  if (recorder.synchronous) {
+    return {
+      ...common,
+      synchronous: true,
+      transact: (owner, body, text) =>
+        recorder.transact(owner, body, (result) =>
+          encryption === undefined ? text(result) : encryption.sealSync(owner.key, text(result)),
+        ),
+    };
+  }
+  return {
+    ...common,
+    synchronous: false,
+    transact: (owner, body, text) =>
+      recorder.transact(owner, body, (result) =>
+        encryption === undefined ? text(result) : encryption.seal(owner.key, text(result)),
+      ),
   };
 }
 

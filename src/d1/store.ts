@@ -67,6 +67,7 @@ export class D1IdempotencyStore<T = unknown>
   implements LeasedIdempotencyStore<T>
 {
   readonly #db: AnyD1Database;
+  readonly #table: SqliteKeysTable;
 
   /**
    * @param db - a drizzle database over a D1 binding; the store runs on its binding
@@ -78,10 +79,16 @@ export class D1IdempotencyStore<T = unknown>
       options.encryption,
     );
     this.#db = db;
+    this.#table = options.table ?? defaultKeys;
   }
 
   /** The drizzle database the store runs on. */
   get db(): AnyD1Database {
     return this.#db;
+  }
+
+  /** The keys table the store runs on. */
+  get table(): SqliteKeysTable {
+    return this.#table;
   }
 }

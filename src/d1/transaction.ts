@@ -31,7 +31,7 @@ export interface D1TransactionOptions {
   readonly table?: SqliteKeysTable;
 }
 
-// The last statement of the batch: it fails, rolling the whole batch back, unless the answer's
+// The last statement of the batch: it fails, rolling the whole batch back, unless the fenced
 // UPDATE just before it changed the owner's row. json('x') is malformed JSON: the one way to raise
 // an error from a plain SELECT in SQLite.
 const FENCE_GUARD: SqliteStatement = {
@@ -42,6 +42,42 @@ const FENCE_GUARD: SqliteStatement = {
 function bound(query: D1Query): SqliteStatement {
   const { sql, params } = 'toSQL' in query ? query.toSQL() : query.getQuery();
   return { sql, args: params };
+}
+
+/**
+ * Runs `handler` on a {@link D1HandlerBatch}, then its queued writes, `fenced` (the UPDATE that
+ * records on the owner's row) and the guard in one D1 `batch`: all commit, or none when the
+ * UPDATE changed no row or any statement failed. `fenced` builds that UPDATE from the value
+ * `stored` answers for the handler's result.
+ *
+ * @returns the handler's result, and the batch's error (the guard's when the row was no longer the
+ *   owner's) when it did not commit or its answer was lost
+ */
+export async function runFencedBatch<R>(
+  db: AnyD1Database,
+  handler: (batch: D1HandlerBatch) => R | Promise<R>,
+  stored: (result: R) => Promise<string>,
+  fenced: (stored: string) => D1Query,
+): Promise<{ readonly result: R; readonly failed?: { readonly error: unknown } }> {
+  const queued: SqliteStatement[] = [];
+  const result = await handler({
+    db,
+    add: (...queries) => {
+      queued.push(...queries.map(bound));
+    },
+  });
+  // Built only once the stored value is known, and never awaited: a drizzle query is a thenable,
+  // and awaiting it would run it outside the batch.
+  const write = bound(fenced(await stored(result)));
+  const client = db.$client;
+  try {
+    await client.batch(
+      [...queued, write, FENCE_GUARD].map((statement) => prepare(client, statement)),
+    );
+    return { result };
+  } catch (error) {
+    return { result, failed: { error } };
+  }
 }
 
 /**
@@ -87,28 +123,19 @@ export function d1Transaction(
     store,
     synchronous: false,
     run: async (owner, handler, record) => {
-      const queued: SqliteStatement[] = [];
-      const result = await handler({
+      const { result, failed } = await runFencedBatch(
         db,
-        add: (...queries) => {
-          queued.push(...queries.map(bound));
-        },
-      });
-      const answer = bound(
-        db
-          .update(table)
-          .set({ status: KeyStatus.done, response: await record(result) })
-          .where(ownerRow(table, owner.key, owner.fingerprint, owner.fencingToken)),
+        handler,
+        async (result) => record(result),
+        (response) =>
+          db
+            .update(table)
+            .set({ status: KeyStatus.done, response })
+            .where(ownerRow(table, owner.key, owner.fingerprint, owner.fencingToken)),
       );
-      const client = db.$client;
-      try {
-        await client.batch(
-          [...queued, answer, FENCE_GUARD].map((statement) => prepare(client, statement)),
-        );
-        return { committed: true, result };
-      } catch (error) {
-        return failedBatchOutcome(store, owner, result, error);
-      }
+      return failed === undefined
+        ? { committed: true, result }
+        : failedBatchOutcome(store, owner, result, failed.error);
     },
   };
 }

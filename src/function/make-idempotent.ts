@@ -147,6 +147,9 @@ function plainExecute<TX, A extends unknown[], R>(
       if (steps === undefined) {
         result = await (fn as (...args: A) => R | Promise<R>)(...args);
       } else {
+        // A taken-over key whose steps cannot be read (sealed under a key id the keyring lacks)
+        // may hold recorded effects: it keeps them, as after a step that failed.
+        hasRecorded = () => ownership.takenOver;
         const session = await startSteps(steps, ownership, storedArgs(args));
         hasRecorded = session.hasRecorded;
         result = await (fn as (step: Step<TX>, ...args: A) => R | Promise<R>)(
@@ -331,7 +334,9 @@ export function makeIdempotent<TX, A extends unknown[], R>(
   if (typeof options === 'object' && options !== null && 'steps' in options) {
     const log = options.steps;
     if (typeof log?.write !== 'function' || typeof log.deriveKey !== 'function') {
-      throw new InvalidOptionError('steps must come from sqliteSteps, pgSteps or mysqlSteps');
+      throw new InvalidOptionError(
+        'steps must come from a step log: sqliteSteps, pgSteps, mysqlSteps, libsqlSteps, d1Steps, durableSqliteSteps or bunSqliteSteps',
+      );
     }
     const settings = resolveFunctionOptions<A, R>({ ...options, store: log.store });
     return wrap(

@@ -121,8 +121,9 @@ export interface TransactionalOptions<TX, A extends unknown[], R>
 export interface SteppedOptions<TX, A extends unknown[], R>
   extends Omit<MakeIdempotentOptions<A, R>, 'store'> {
   /**
-   * Records the function's steps under its key (`sqliteSteps(store, { secret })`,
-   * `pgSteps(store, { secret })`, `mysqlSteps(store, { secret })`); see docs/steps.md.
+   * Records the function's steps under its key: the step log of the store's dialect or runtime
+   * (`sqliteSteps(store, { secret })`, `pgSteps`, `mysqlSteps`, `libsqlSteps`, `d1Steps`,
+   * `durableSqliteSteps`, `bunSqliteSteps`); see docs/steps.md.
    */
   readonly steps: StepLog<TX>;
 }

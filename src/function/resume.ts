@@ -81,13 +81,14 @@ export async function resumeAbandoned<TX>(
       outcomes.push({ key: row.key, outcome: 'skipped', reason: 'no handler' });
       continue;
     }
-    const record = parseStepRecord(await log.read(row.key, row.fingerprint));
-    if (record.args === undefined || record.steps.length === 0) {
-      outcomes.push({ key: row.key, outcome: 'skipped', reason: 'nothing recorded' });
-      continue;
-    }
-    const args = decodeResult(record.args as JsonValue);
     try {
+      // Inside the try: a record sealed under a key id the keyring lacks fails this key alone.
+      const record = parseStepRecord(await log.read(row.key, row.fingerprint));
+      if (record.args === undefined || record.steps.length === 0) {
+        outcomes.push({ key: row.key, outcome: 'skipped', reason: 'nothing recorded' });
+        continue;
+      }
+      const args = decodeResult(record.args as JsonValue);
       await handler(...(Array.isArray(args) ? args : []));
       const last = record.steps[record.steps.length - 1]?.[0] ?? null;
       outcomes.push({ key: row.key, outcome: 'completed', lastStep: last });

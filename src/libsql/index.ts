@@ -9,6 +9,7 @@ export type { OpenLibsqlStoreOptions } from './open.js';
 export { openLibsqlStore } from './open.js';
 export type { SqliteKeysTable } from './schema.js';
 export { keys, sqliteKeysTable } from './schema.js';
+export { libsqlSteps } from './steps.js';
 export type { AnyLibsqlDatabase, LibsqlStoreOptions } from './store.js';
 export { LibsqlIdempotencyStore } from './store.js';
 export type { LibsqlHandlerTransaction } from './transaction.js';

@@ -1,8 +1,6 @@
 import { leaseHolderRow, ownerRow } from '../core/key-conditions.js';
-import { runRetryingRollbacks } from '../core/rolled-back.js';
+import { interactiveStepRecorder } from '../core/step-recorders.js';
 import { type StepLog, type StepLogOptions, stepLog } from '../core/steps.js';
-import type { KeyOwner } from '../core/transaction-runner.js';
-import { runFenced } from '../core/transaction-runner.js';
 import { mysqlRollbackRetry } from './errors.js';
 import type { MysqlIdempotencyStore } from './store.js';
 import type { MysqlHandlerTransaction } from './transaction.js';
@@ -26,12 +24,9 @@ export function mysqlSteps(
   options: StepLogOptions,
 ): StepLog<MysqlHandlerTransaction> {
   const { table } = store;
-  const owned = (owner: KeyOwner) =>
-    leaseHolderRow(table, owner.key, owner.fingerprint, owner.fencingToken);
   return stepLog(
-    {
+    interactiveStepRecorder<MysqlHandlerTransaction, MysqlIdempotencyStore<unknown>['db']>({
       store,
-      synchronous: false,
       async read(key, digest) {
         const [row] = await store.db
           .select({ steps: table.steps })
@@ -39,27 +34,16 @@ export function mysqlSteps(
           .where(ownerRow(table, key, digest));
         return row?.steps ?? null;
       },
-      async write(owner, text) {
-        const [written] = await store.db.update(table).set({ steps: text }).where(owned(owner));
-        return written.affectedRows === 1;
+      async record(on, owner, stored) {
+        const [written] = await on
+          .update(table)
+          .set({ steps: stored })
+          .where(leaseHolderRow(table, owner.key, owner.fingerprint, owner.fencingToken));
+        return written.affectedRows;
       },
-      transact: (owner, body, text) =>
-        runRetryingRollbacks(
-          () =>
-            runFenced(
-              (inner) => store.db.transaction(inner, { isolationLevel: 'read committed' }),
-              (tx: MysqlHandlerTransaction) => body(tx),
-              async (tx, result) => {
-                const [written] = await tx
-                  .update(table)
-                  .set({ steps: text(result) })
-                  .where(owned(owner));
-                return written.affectedRows;
-              },
-            ),
-          mysqlRollbackRetry(owner.key, STEP_ATTEMPTS),
-        ),
-    },
+      transaction: (body) => store.db.transaction(body, { isolationLevel: 'read committed' }),
+      rollbackRetry: (key) => mysqlRollbackRetry(key, STEP_ATTEMPTS),
+    }),
     options,
   );
 }

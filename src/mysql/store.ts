@@ -405,6 +405,22 @@ function mysqlStatements(
             ),
         ),
       ),
+    stepRecords: (after, limit) =>
+      db
+        .select({ id: keys.id, steps: keys.steps })
+        .from(keys)
+        .where(and(isNotNull(keys.steps), gt(keys.id, after)))
+        .orderBy(asc(keys.id))
+        .limit(limit),
+    resealSteps: async (id, previous, steps) =>
+      affected(
+        await retryDeadlocks(() =>
+          db
+            .update(keys)
+            .set({ steps })
+            .where(and(eq(keys.id, id), eq(keys.steps, previous))),
+        ),
+      ),
     counts: () => queries.counts.execute(),
     stats: (now) => queries.stats.execute({ now }),
     close: () => context.onClose?.(),

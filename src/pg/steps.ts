@@ -1,8 +1,6 @@
 import { leaseHolderRow, ownerRow } from '../core/key-conditions.js';
-import { runRetryingRollbacks } from '../core/rolled-back.js';
+import { interactiveStepRecorder } from '../core/step-recorders.js';
 import { type StepLog, type StepLogOptions, stepLog } from '../core/steps.js';
-import type { KeyOwner } from '../core/transaction-runner.js';
-import { runFenced } from '../core/transaction-runner.js';
 import { pgRollbackRetry } from './rolled-back.js';
 import type { PgIdempotencyStore } from './store.js';
 import type { PgHandlerTransaction } from './transaction.js';
@@ -26,12 +24,9 @@ export function pgSteps(
   options: StepLogOptions,
 ): StepLog<PgHandlerTransaction> {
   const { table } = store;
-  const owned = (owner: KeyOwner) =>
-    leaseHolderRow(table, owner.key, owner.fingerprint, owner.fencingToken);
   return stepLog(
-    {
+    interactiveStepRecorder<PgHandlerTransaction, PgIdempotencyStore<unknown>['db']>({
       store,
-      synchronous: false,
       async read(key, digest) {
         const [row] = await store.db
           .select({ steps: table.steps })
@@ -39,32 +34,17 @@ export function pgSteps(
           .where(ownerRow(table, key, digest));
         return row?.steps ?? null;
       },
-      async write(owner, text) {
-        const written = await store.db
+      async record(on, owner, stored) {
+        const written = await on
           .update(table)
-          .set({ steps: text })
-          .where(owned(owner))
+          .set({ steps: stored })
+          .where(leaseHolderRow(table, owner.key, owner.fingerprint, owner.fencingToken))
           .returning({ id: table.id });
-        return written.length === 1;
+        return written.length;
       },
-      transact: (owner, body, text) =>
-        runRetryingRollbacks(
-          () =>
-            runFenced(
-              (inner) => store.db.transaction(inner),
-              (tx: PgHandlerTransaction) => body(tx),
-              async (tx, result) => {
-                const written = await tx
-                  .update(table)
-                  .set({ steps: text(result) })
-                  .where(owned(owner))
-                  .returning({ id: table.id });
-                return written.length;
-              },
-            ),
-          pgRollbackRetry(owner.key, STEP_ATTEMPTS),
-        ),
-    },
+      transaction: (body) => store.db.transaction(body),
+      rollbackRetry: (key) => pgRollbackRetry(key, STEP_ATTEMPTS),
+    }),
     options,
   );
 }

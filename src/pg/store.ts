@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { and, asc, eq, gt, type SQL, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, isNotNull, type SQL, sql } from 'drizzle-orm';
 import { AsyncIdempotencyStore, type KeyStatements } from '../core/async-store.js';
 import { assertDrizzleDatabase } from '../core/database-identity.js';
 import type { DeploymentReport } from '../core/deployment.js';
@@ -365,6 +365,23 @@ function prepareQueries(
         .where(and(eq(keys.id, p('id')), isDone, sql`${keys.response} = ${p('previous')}::text`))
         .returning({ id: keys.id }),
     ),
+    stepRecords: prepare(
+      'stepRecords',
+      db
+        .select({ id: keys.id, steps: keys.steps })
+        .from(keys)
+        .where(and(isNotNull(keys.steps), gt(keys.id, sql`${p('after')}::text`)))
+        .orderBy(asc(keys.id))
+        .limit(p('limit')),
+    ),
+    resealSteps: prepare(
+      'resealSteps',
+      db
+        .update(keys)
+        .set({ steps: sql<string>`${p('steps')}::text` })
+        .where(and(eq(keys.id, p('id')), sql`${keys.steps} = ${p('previous')}::text`))
+        .returning({ id: keys.id }),
+    ),
     counts: prepare(
       'counts',
       db
@@ -491,6 +508,9 @@ function pgStatements(
     answers: (after, limit) => queries.answers.execute({ after, limit }),
     reseal: async (id, previous, response) =>
       (await queries.reseal.execute({ id, previous, response })).length,
+    stepRecords: (after, limit) => queries.stepRecords.execute({ after, limit }),
+    resealSteps: async (id, previous, steps) =>
+      (await queries.resealSteps.execute({ id, previous, steps })).length,
     counts: () => queries.counts.execute(),
     stats: (now) => queries.stats.execute({ now }),
     close: () => onClose?.(),

@@ -1,4 +1,4 @@
-import { and, asc, eq, gt, inArray, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, isNotNull, sql } from 'drizzle-orm';
 import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
 import {
   expiredAnswer,
@@ -205,6 +205,22 @@ function compileQueries(db: AnySqliteBuilder, keys: SqliteKeysTable) {
         .set({ response: sql<string>`${p('response')}` })
         .where(and(eq(keys.id, p('id')), isDone, eq(keys.response, p('previous')))),
       ['id', 'previous', 'response'],
+    ),
+    stepRecords: compileSqliteStatement(
+      db
+        .select({ id: keys.id, steps: keys.steps })
+        .from(keys)
+        .where(and(isNotNull(keys.steps), gt(keys.id, p('after'))))
+        .orderBy(asc(keys.id))
+        .limit(p('limit')),
+      ['after', 'limit'],
+    ),
+    resealSteps: compileSqliteStatement(
+      db
+        .update(keys)
+        .set({ steps: sql<string>`${p('steps')}` })
+        .where(and(eq(keys.id, p('id')), eq(keys.steps, p('previous')))),
+      ['id', 'previous', 'steps'],
     ),
     counts: compileSqliteStatement(
       db

@@ -160,6 +160,12 @@ export function sqliteStatements<M extends Mode>(
       >,
     reseal: (id, previous, response) =>
       run.changes(queries.reseal.bind({ id, previous, response })),
+    stepRecords: (after, limit) =>
+      run.read(queries.stepRecords.bind({ after, limit })) as MaybePromise<
+        { id: string; steps: string | null }[]
+      >,
+    resealSteps: (id, previous, steps) =>
+      run.changes(queries.resealSteps.bind({ id, previous, steps })),
     counts: () =>
       run.read(queries.counts.bind({})) as MaybePromise<
         readonly { status: string; count: number }[]

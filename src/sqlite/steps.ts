@@ -1,16 +1,11 @@
 import { and, eq, sql } from 'drizzle-orm';
-import { InvalidOptionError } from '../core/errors.js';
 import { KeyStatus } from '../core/status.js';
+import { synchronousStepRecorder } from '../core/step-recorders.js';
 import { type StepLog, type StepLogOptions, stepLog } from '../core/steps.js';
-import { isThenable } from '../core/thenable.js';
-import type { KeyOwner } from '../core/transaction-runner.js';
 import type { SqliteIdempotencyStore } from './store.js';
 import type { SqliteHandlerTransaction } from './transaction.js';
 
 const p = sql.placeholder;
-
-// Thrown inside the transaction callback to make better-sqlite3 roll back, then caught outside.
-class OwnershipLost extends Error {}
 
 /**
  * The step log on SQLite (better-sqlite3): `makeIdempotent`'s `steps` option. Each step's record
@@ -67,47 +62,20 @@ export function sqliteSteps(
     .from(table)
     .where(and(...pendingRow))
     .prepare();
-  const written = (owner: KeyOwner, steps: string): boolean =>
-    writeStatement.run({
-      id: owner.key,
-      fingerprint: owner.fingerprint,
-      steps,
-      attempt: owner.fencingToken,
-    }).changes === 1;
   return stepLog(
-    {
+    synchronousStepRecorder<SqliteHandlerTransaction>({
       store,
-      synchronous: true,
-      async read(key, digest) {
-        return readStatement.get({ id: key, fingerprint: digest })?.steps ?? null;
-      },
-      async write(owner, text) {
-        return written(owner, text);
-      },
-      async transact(owner, body, text) {
-        try {
-          const result = store.db.transaction(
-            (tx) => {
-              const result = body(tx);
-              if (isThenable(result)) {
-                // Its outcome no longer matters, and must not surface as an unhandled rejection.
-                result.then(undefined, () => undefined);
-                throw new InvalidOptionError(
-                  'a SQLite transactional step must be synchronous: it returned a promise',
-                );
-              }
-              if (!written(owner, text(result))) throw new OwnershipLost();
-              return result;
-            },
-            { behavior: 'immediate' },
-          );
-          return { committed: true, result };
-        } catch (error) {
-          if (error instanceof OwnershipLost) return { committed: false };
-          throw error;
-        }
-      },
-    },
+      runtime: 'SQLite',
+      read: (key, digest) => readStatement.get({ id: key, fingerprint: digest })?.steps ?? null,
+      record: (owner, stored) =>
+        writeStatement.run({
+          id: owner.key,
+          fingerprint: owner.fingerprint,
+          steps: stored,
+          attempt: owner.fencingToken,
+        }).changes === 1,
+      transaction: (body) => store.db.transaction(body, { behavior: 'immediate' }),
+    }),
     options,
   );
 }

@@ -1,7 +1,7 @@
 // The step suite's harnesses on PostgreSQL and MySQL: a store in a schema (or database) of its
 // own with a ledger table beside it.
 import { sql } from 'drizzle-orm';
-import { openMysqlStore } from '../../src/mysql/index.js';
+import { type MysqlIdempotencyStore, openMysqlStore } from '../../src/mysql/index.js';
 import { mysqlSteps } from '../../src/mysql/steps.js';
 import type { MysqlHandlerTransaction } from '../../src/mysql/transaction.js';
 import { queryRows } from '../../src/pg/client.js';
@@ -28,6 +28,7 @@ export async function pgStepsHarness(
   await applyPgMigrations(db, { schema });
   await db.execute(sql.raw(`CREATE TABLE ${quoted}.ledger (id text NOT NULL)`));
   const store = new PgIdempotencyStore(db, { schema });
+  const others: PgIdempotencyStore<unknown>[] = [];
   return {
     store,
     steps: (options) => pgSteps(store, options),
@@ -46,7 +47,16 @@ export async function pgStepsHarness(
       );
       return row?.steps ?? null;
     },
+    reopen: async (encryption) => {
+      const other = new PgIdempotencyStore(db, {
+        schema,
+        ...(encryption === undefined ? {} : { encryption }),
+      });
+      others.push(other);
+      return { store: other, steps: (options) => pgSteps(other, options) };
+    },
     close: async () => {
+      for (const other of others) await other.close();
       await store.close();
       await db.execute(sql.raw(`DROP SCHEMA ${quoted} CASCADE`));
       await done();
@@ -61,6 +71,7 @@ export async function mysqlStepsHarness(
   const database = await freshMysqlDatabase(url);
   await database.pool.query('CREATE TABLE ledger (id varchar(64) NOT NULL)');
   const store = await openMysqlStore(database.url);
+  const others: MysqlIdempotencyStore<unknown>[] = [];
   return {
     store,
     steps: (options) => mysqlSteps(store, options),
@@ -77,7 +88,17 @@ export async function mysqlStepsHarness(
       ])) as unknown as [{ steps: string | null }[]];
       return rows[0]?.steps ?? null;
     },
+    reopen: async (encryption) => {
+      // Small pools: the suite opens several stores on a server other suites share.
+      const other = await openMysqlStore(database.url, {
+        poolSize: 2,
+        ...(encryption === undefined ? {} : { encryption }),
+      });
+      others.push(other);
+      return { store: other, steps: (options) => mysqlSteps(other, options) };
+    },
     close: async () => {
+      for (const other of others) await other.close();
       await store.close();
       await database.drop();
     },

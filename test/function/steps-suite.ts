@@ -8,12 +8,22 @@ import {
   type StepLog,
   type StepLogOptions,
 } from '../../src/function/index.js';
+import { storedId } from '../../src/http/scope.js';
 import {
+  EncryptionKeyMissingError,
+  IdempotencyError,
   InvalidOptionError,
+  type Keyring,
   type LeasedIdempotencyStore,
   StepNotStorableError,
   StepSupersededError,
 } from '../../src/index.js';
+
+/** What `rekey` answers, as far as the suite reads it. */
+interface Rekeyed {
+  readonly resealed: number;
+  readonly unreadable: string[];
+}
 
 /** One store with a ledger table of its own, on one dialect. */
 export interface StepsHarness<TX> {
@@ -26,10 +36,22 @@ export interface StepsHarness<TX> {
   ledgerRows(id: string): Promise<number>;
   /** The `steps` column of `key`'s row. */
   stepsColumn(key: string): Promise<string | null>;
+  /**
+   * Another store over the same database, sealing with `keyring` (or storing JSON text without
+   * one), and its step log; closed by {@link close}.
+   */
+  reopen(keyring?: Keyring): Promise<{
+    readonly store: LeasedIdempotencyStore<unknown> & {
+      rekey(): Rekeyed | Promise<Rekeyed>;
+    };
+    steps(options: StepLogOptions): StepLog<TX>;
+  }>;
   close(): Promise<void>;
 }
 
 const SECRET = 'a secret of at least 16 bytes';
+const OLD_KEY = new Uint8Array(32).fill(7);
+const NEW_KEY = new Uint8Array(32).fill(9);
 
 // `value` once `written` is done: at once for SQLite's synchronous writes, a promise otherwise, so
 // a synchronous transactional step stays synchronous.
@@ -273,6 +295,143 @@ export function stepsSuite<TX>(name: string, open: () => Promise<StepsHarness<TX
       await pay({ id: 's1', cents: 1 });
       expect(await harness.store.sweepBatch(1e10, 100)).toBe(1);
       expect(await harness.store.get('pay:s1')).toBeNull();
+    });
+
+    // A two-step call whose second step fails once: the first step's record stays on the key.
+    function sealedPayment(log: StepLog<TX>, calls: { charge: number }, fail: { on: boolean }) {
+      return makeIdempotent(
+        async (step: Step<TX>, card: string) => {
+          const charge = await step('charge', () => {
+            calls.charge++;
+            return { charged: `plain-charge-${card}` };
+          });
+          await step('receipt', () => {
+            if (fail.on) throw new Error('receipt failed');
+          });
+          return charge.charged;
+        },
+        { steps: log, key: (card) => `seal:${card}`, now },
+      );
+    }
+
+    it('with encryption on, a step record is sealed in the row and the next owner opens it', async () => {
+      const sealed = await harness.reopen({ keys: { old: OLD_KEY }, current: 'old' });
+      const calls = { charge: 0 };
+      const fail = { on: true };
+      const pay = sealedPayment(sealed.steps({ secret: SECRET }), calls, fail);
+      await expect(pay('4242')).rejects.toThrow('receipt failed');
+      const stored = (await harness.stepsColumn('seal:4242')) ?? '';
+      expect(stored).toMatch(/^\$aes256gcm:old:/);
+      // Neither the result nor the recorded arguments appear in the raw column.
+      expect(stored).not.toContain('plain-charge');
+      expect(stored).not.toContain('4242');
+      fail.on = false;
+      expect(await pay('4242')).toBe('plain-charge-4242');
+      expect(calls.charge).toBe(1);
+    });
+
+    it('a step record sealed under a key the keyring lacks is refused, never run again, and kept', async () => {
+      const sealed = await harness.reopen({ keys: { old: OLD_KEY }, current: 'old' });
+      const calls = { charge: 0 };
+      const fail = { on: true };
+      await expect(
+        sealedPayment(sealed.steps({ secret: SECRET }), calls, fail)('5555'),
+      ).rejects.toThrow('receipt failed');
+      const stored = await harness.stepsColumn('seal:5555');
+      fail.on = false;
+      const other = await harness.reopen({ keys: { new: NEW_KEY }, current: 'new' });
+      const otherLog = other.steps({ secret: SECRET });
+      // The claim itself refuses the call (its fingerprint is keyed under the missing key too).
+      await expect(sealedPayment(otherLog, calls, fail)('5555')).rejects.toBeInstanceOf(
+        IdempotencyError,
+      );
+      const [row] = await harness.store.pendingKeys({ now: now(), prefix: 'seal:' });
+      await expect(otherLog.read('seal:5555', row?.fingerprint ?? '')).rejects.toBeInstanceOf(
+        EncryptionKeyMissingError,
+      );
+      // The completer reports the key as failed with the typed error and runs nothing.
+      clock += 1000;
+      const resumed = await resumeAbandoned(
+        otherLog,
+        {
+          'seal:': sealedPayment(otherLog, calls, fail),
+        },
+        { now },
+      );
+      expect(resumed).toEqual([
+        { key: 'seal:5555', outcome: 'failed', error: expect.any(EncryptionKeyMissingError) },
+      ]);
+      // A store with no keyring at all refuses the record the same way.
+      const plainStore = await harness.reopen();
+      await expect(
+        plainStore.steps({ secret: SECRET }).read('seal:5555', row?.fingerprint ?? ''),
+      ).rejects.toBeInstanceOf(EncryptionKeyMissingError);
+      expect(calls.charge).toBe(1);
+      expect(await harness.stepsColumn('seal:5555')).toBe(stored);
+      expect(await harness.store.get('seal:5555')).toMatchObject({ status: 'pending' });
+      // Once the key is back in the keyring the call goes on from the recorded charge.
+      expect(await sealedPayment(sealed.steps({ secret: SECRET }), calls, fail)('5555')).toBe(
+        'plain-charge-5555',
+      );
+      expect(calls.charge).toBe(1);
+    });
+
+    it('rekey re-seals step records under the current key, so the retired key can go', async () => {
+      const sealed = await harness.reopen({ keys: { old: OLD_KEY }, current: 'old' });
+      const calls = { charge: 0 };
+      const fail = { on: true };
+      await expect(
+        sealedPayment(sealed.steps({ secret: SECRET }), calls, fail)('6666'),
+      ).rejects.toThrow('receipt failed');
+      const rotated = await harness.reopen({
+        keys: { old: OLD_KEY, new: NEW_KEY },
+        current: 'new',
+      });
+      const result = await rotated.store.rekey();
+      expect(result.unreadable).toEqual([]);
+      expect(result.resealed).toBeGreaterThanOrEqual(1);
+      expect(await harness.stepsColumn('seal:6666')).toMatch(/^\$aes256gcm:new:/);
+      // A keyring without the retired key opens the record now.
+      const retired = await harness.reopen({ keys: { new: NEW_KEY }, current: 'new' });
+      const [row] = await harness.store.pendingKeys({ now: now(), prefix: 'seal:' });
+      const text = await retired
+        .steps({ secret: SECRET })
+        .read('seal:6666', row?.fingerprint ?? '');
+      expect(JSON.parse(text ?? 'null')).toMatchObject({ steps: [['charge', expect.anything()]] });
+      fail.on = false;
+      expect(await sealedPayment(rotated.steps({ secret: SECRET }), calls, fail)('6666')).toBe(
+        'plain-charge-6666',
+      );
+      expect(calls.charge).toBe(1);
+    });
+
+    it('an erasure deletes a done key with its step records and leaves a pending one with its own', async () => {
+      const fail = { on: true };
+      const pay = makeIdempotent(
+        async (step: Step<TX>, id: string) => {
+          await step('charge', () => `ch-${id}`);
+          if (id === 'e-pending' && fail.on) throw new Error('crash after charge');
+          return id;
+        },
+        { steps: harness.steps({ secret: SECRET }), key: (id) => storedId('customer-9', id), now },
+      );
+      await expect(pay('e-pending')).rejects.toThrow('crash after charge');
+      await pay('e-done');
+      const done = storedId('customer-9', 'e-done');
+      const pending = storedId('customer-9', 'e-pending');
+      expect(await harness.stepsColumn(done)).not.toBeNull();
+      const store = harness.store as LeasedIdempotencyStore<unknown> & {
+        erase(options: { scope: string }): Promise<{ erased: string[]; pending: string[] }>;
+      };
+      expect(await store.erase({ scope: 'customer-9' })).toEqual({
+        erased: ['e-done'],
+        pending: ['e-pending'],
+      });
+      expect(await harness.stepsColumn(done)).toBeNull();
+      expect(await harness.store.get(done)).toBeNull();
+      expect(await harness.stepsColumn(pending)).toMatch(/charge/);
+      fail.on = false;
+      expect(await pay('e-pending')).toBe('e-pending');
     });
   });
 }

@@ -1,12 +1,18 @@
 import { sql } from 'drizzle-orm';
-import { openSqliteStore, sqliteSteps } from '../../src/sqlite/index.js';
+import {
+  openSqliteStore,
+  type SqliteIdempotencyStore,
+  sqliteSteps,
+} from '../../src/sqlite/index.js';
 import { freshDbPath, tempDir } from '../support/temp.js';
 import { stepsSuite } from './steps-suite.js';
 
 const dir = tempDir('idem-steps-');
 
 stepsSuite('SQLite (better-sqlite3)', async () => {
-  const store = openSqliteStore(freshDbPath(dir));
+  const path = freshDbPath(dir);
+  const store = openSqliteStore(path);
+  const others: SqliteIdempotencyStore<unknown>[] = [];
   store.db.run(sql`CREATE TABLE ledger (id TEXT NOT NULL)`);
   return {
     store,
@@ -19,6 +25,14 @@ stepsSuite('SQLite (better-sqlite3)', async () => {
     stepsColumn: async (key) =>
       store.db.get<{ steps: string | null }>(sql`SELECT steps FROM keys WHERE id = ${key}`)
         ?.steps ?? null,
-    close: async () => store.close(),
+    reopen: async (encryption) => {
+      const other = openSqliteStore(path, encryption === undefined ? {} : { encryption });
+      others.push(other);
+      return { store: other, steps: (options) => sqliteSteps(other, options) };
+    },
+    close: async () => {
+      for (const other of others) other.close();
+      store.close();
+    },
   };
 });

@@ -19,6 +19,7 @@ const BUN_FILES = [
   'test/http/wire.test.ts',
   'test/http/lease.test.ts',
   'test/function/make-idempotent.test.ts',
+  'test/function/steps-bun.test.ts',
 ];
 const present = existsSync(bun);
 if (!present && process.env.CI === undefined) {

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packedTarball, repoRoot, scratchApp } from '../package/scratch-app.js';
 import { tempDir } from '../support/temp.js';
 import { bundleWorker } from '../support/worker-bundle.js';
+import { STEPS_SCENARIO_EXPECTED } from '../workerd/steps-scenario.js';
 
 const WORKER = fileURLToPath(new URL('../workerd/durable-worker.ts', import.meta.url));
 
@@ -51,10 +52,15 @@ describe('in a SQLite Durable Object in workerd (Miniflare), bundled as wrangler
     expect(await json('/objects/entry/entry')).toEqual([
       'DurableSqliteIdempotencyStore',
       'applyDurableSqliteMigrations',
+      'durableSqliteSteps',
       'durableSqliteTransaction',
       'keys',
       'sqliteKeysTable',
     ]);
+  });
+
+  it('records steps, seals them with encryption on, and fences a taken-over owner in the object', async () => {
+    expect(await json('/objects/steps/steps')).toEqual(STEPS_SCENARIO_EXPECTED);
   });
 
   it('applies the migrations once, however often and concurrently they run, and refuses a foreign table', async () => {

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packedTarball, repoRoot, scratchApp } from '../package/scratch-app.js';
 import { tempDir } from '../support/temp.js';
 import { bundleWorker } from '../support/worker-bundle.js';
+import { STEPS_SCENARIO_EXPECTED } from '../workerd/steps-scenario.js';
 
 const WORKER = fileURLToPath(new URL('../workerd/worker.ts', import.meta.url));
 
@@ -120,6 +121,10 @@ describe('in workerd (Miniflare), bundled as wrangler bundles a Worker', () => {
       answerLostReplay: { credited: 3 },
       lostAnswerRuns: 1,
     });
+  });
+
+  it('records steps, seals them with encryption on, and fences a taken-over owner on D1', async () => {
+    expect(await json('/steps')).toEqual(STEPS_SCENARIO_EXPECTED);
   });
 
   describe.each(['/hono/pay', '/fetch/pay'])('the middleware at %s', (path) => {

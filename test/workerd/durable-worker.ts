@@ -15,12 +15,14 @@ import {
   type DurableSqliteHandlerTransaction,
   DurableSqliteIdempotencyStore,
   type DurableSqliteStorageLike,
+  durableSqliteSteps,
   durableSqliteTransaction,
   sqliteKeysTable,
 } from '../../src/durable-sqlite/index.js';
 import { makeIdempotent } from '../../src/function/index.js';
 import { fetchTransaction } from '../../src/http/fetch.js';
 import type { AcquireResult } from '../../src/index.js';
+import { stepsScenario } from './steps-scenario.js';
 
 /** The part of a Durable Object's state this object uses. */
 interface ObjectState {
@@ -185,6 +187,40 @@ export class Account {
     );
   }
 
+  // The step log in the object's storage: step.tx runs in one transactionSync with its record.
+  #steps() {
+    const db = this.#db;
+    const sqlite = this.#storage.sql;
+    sqlite.exec('CREATE TABLE IF NOT EXISTS step_ledger (id TEXT NOT NULL)');
+    return stepsScenario<DurableSqliteHandlerTransaction>(
+      {
+        steps: (options, encryption) =>
+          durableSqliteSteps(
+            new DurableSqliteIdempotencyStore(db, encryption === undefined ? {} : { encryption }),
+            options,
+          ),
+        ledger: (tx, id) => {
+          tx.run(sql`INSERT INTO step_ledger (id) VALUES (${id})`);
+        },
+        ledgerRows: async (id) =>
+          Number(
+            (
+              sqlite.exec('SELECT count(*) AS n FROM step_ledger WHERE id = ?', id).toArray()[0] as
+                | { n: number }
+                | undefined
+            )?.n,
+          ),
+        stepsColumn: async (key) =>
+          (
+            sqlite.exec('SELECT steps FROM keys WHERE id = ?', key).toArray()[0] as
+              | { steps: string | null }
+              | undefined
+          )?.steps ?? null,
+      },
+      'steps',
+    );
+  }
+
   async fetch(request: Request): Promise<Response> {
     const url = new URL(request.url);
     const key = url.searchParams.get('key') ?? 'k';
@@ -201,6 +237,8 @@ export class Account {
           );
         case '/transaction':
           return Response.json(await transactional(store, key));
+        case '/steps':
+          return Response.json(await this.#steps());
         case '/pay':
           return this.#pay(request);
         case '/ledger':

@@ -10,7 +10,9 @@ import { Hono } from 'hono';
 import * as d1Entry from '../../src/d1/index.js';
 import {
   applyD1Migrations,
+  type D1HandlerBatch,
   D1IdempotencyStore,
+  d1Steps,
   d1Transaction,
   sqliteKeysTable,
 } from '../../src/d1/index.js';
@@ -26,6 +28,7 @@ import * as libsqlEntry from '../../src/libsql/index.js';
 import * as mysqlEntry from '../../src/mysql/index.js';
 import * as observeEntry from '../../src/observe/index.js';
 import * as pgEntry from '../../src/pg/index.js';
+import { stepsScenario } from './steps-scenario.js';
 
 interface Env {
   // biome-ignore lint/suspicious/noExplicitAny: the binding's type comes from workers-types, not installed here
@@ -193,6 +196,35 @@ async function transactional(env: Env, key: string) {
   };
 }
 
+// The step log on D1: step.tx queues its writes in the batch that records the step.
+async function steps(env: Env) {
+  const db = drizzle(env.DB);
+  await applyD1Migrations(db);
+  await env.DB.prepare('CREATE TABLE IF NOT EXISTS step_ledger (id TEXT NOT NULL)').run();
+  return stepsScenario<D1HandlerBatch>(
+    {
+      steps: (options, encryption) =>
+        d1Steps(
+          new D1IdempotencyStore(db, encryption === undefined ? {} : { encryption }),
+          options,
+        ),
+      ledger: (batch, id) =>
+        batch.add(batch.db.run(sql`INSERT INTO step_ledger (id) VALUES (${id})`)),
+      ledgerRows: async (id) => {
+        const row = await env.DB.prepare('SELECT count(*) AS n FROM step_ledger WHERE id = ?')
+          .bind(id)
+          .first();
+        return Number(row?.n);
+      },
+      stepsColumn: async (key) => {
+        const row = await env.DB.prepare('SELECT steps FROM keys WHERE id = ?').bind(key).first();
+        return (row?.steps as string | null | undefined) ?? null;
+      },
+    },
+    'steps',
+  );
+}
+
 const app = new Hono<{ Bindings: Env }>();
 app.post(
   '/hono/pay',
@@ -228,6 +260,8 @@ export default {
         return Response.json(await leases(env));
       case '/transaction':
         return Response.json(await transactional(env, key));
+      case '/steps':
+        return Response.json(await steps(env));
       case '/fetch/pay': {
         const db = drizzle(env.DB);
         await applyD1Migrations(db);

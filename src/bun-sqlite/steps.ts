@@ -1,0 +1,48 @@
+import type { SQLiteTransaction } from 'drizzle-orm/sqlite-core';
+import { leaseHolderRow, ownerRow } from '../core/key-conditions.js';
+import { synchronousStepRecorder } from '../core/step-recorders.js';
+import { type StepLog, type StepLogOptions, stepLog } from '../core/steps.js';
+import type { BunSqliteIdempotencyStore } from './store.js';
+
+/** The drizzle transaction a bun:sqlite transactional step receives. */
+// biome-ignore lint/suspicious/noExplicitAny: the step may use any schema of the app's
+export type BunSqliteHandlerTransaction = SQLiteTransaction<'sync', void, any, any>;
+
+/**
+ * The step log on bun:sqlite (under Bun): `makeIdempotent`'s `steps` option. Each step's record is
+ * one fenced `UPDATE` of the key's row; a transactional step (`step.tx`) runs its writes and that
+ * `UPDATE` in one `BEGIN IMMEDIATE` transaction on the store's connection, so the app's tables must
+ * live in the store's database file, and the step's function is synchronous.
+ *
+ * @param store - the store the keys are kept in
+ * @param options - the secret of the derived keys and the size cap of a step's result
+ * @throws `InvalidOptionError` for a missing or short secret or a bad `maxStepBytes`
+ */
+export function bunSqliteSteps(
+  store: BunSqliteIdempotencyStore<unknown>,
+  options: StepLogOptions,
+): StepLog<BunSqliteHandlerTransaction> {
+  const { db, table } = store;
+  return stepLog(
+    synchronousStepRecorder<BunSqliteHandlerTransaction>({
+      store,
+      runtime: 'bun:sqlite',
+      read: (key, digest) =>
+        db
+          .select({ steps: table.steps })
+          .from(table)
+          .where(ownerRow(table, key, digest))
+          .get()?.steps ?? null,
+      // RETURNING counts the changed row the same on every driver version.
+      record: (owner, stored, tx) =>
+        (tx ?? db)
+          .update(table)
+          .set({ steps: stored })
+          .where(leaseHolderRow(table, owner.key, owner.fingerprint, owner.fencingToken))
+          .returning({ id: table.id })
+          .all().length === 1,
+      transaction: (body) => db.transaction(body, { behavior: 'immediate' }),
+    }),
+    options,
+  );
+}
