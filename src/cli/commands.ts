@@ -1,5 +1,6 @@
 import { inspect } from 'node:util';
-import { InvalidOptionError } from '../core/errors.js';
+import { encryptionOf, isSealed } from '../core/encryption.js';
+import { EncryptionKeyMissingError, InvalidOptionError } from '../core/errors.js';
 import type { JsonValue } from '../core/json.js';
 import { KeyStore, type Mode } from '../core/key-store.js';
 import { releaseStuckKey } from '../core/release-stuck.js';
@@ -12,6 +13,7 @@ import { fromStoredAnswer, omittedSize } from '../http/response.js';
 import { storedId } from '../http/scope.js';
 import { formatPrometheusStats } from '../observe/prometheus.js';
 import { asciiJson, type CliIo, writeJson } from './io.js';
+import { KEYRING_VARIABLE } from './keyring.js';
 import { printableKey, printableWord, splitStoredId, terminalSafe } from './keys.js';
 import { describeLocation, type StoreLocation } from './location.js';
 import { withStore } from './open-store.js';
@@ -159,14 +161,24 @@ function expiresText(expires: number, now: number): string {
   return expires > now ? `expires ${fromNow(expires, now)}` : `expired ${fromNow(expires, now)}`;
 }
 
-// The name of a key's last recorded step. A record this version cannot parse shows no step rather
-// than failing the whole listing.
-function lastStepOf(text: string | undefined): string | null {
-  if (text === undefined) return null;
+// The name of a key's last recorded step, read as the store reads it: a record sealed under the
+// store's keyring is opened first. A record this version cannot parse, or one sealed under a key
+// the keyring lacks (or with no keyring set), shows no step rather than failing the whole listing;
+// the text listing says why.
+async function lastStepOf(
+  store: object,
+  key: string,
+  text: string | undefined,
+): Promise<{ lastStep: string | null; stepsSealed?: true }> {
+  if (text === undefined) return { lastStep: null };
   try {
-    return parseStepRecord(text).steps.at(-1)?.[0] ?? null;
-  } catch {
-    return null;
+    const encryption = encryptionOf(store);
+    if (isSealed(text) && encryption === undefined) return { lastStep: null, stepsSealed: true };
+    const opened = encryption === undefined ? text : await encryption.open(key, text);
+    return { lastStep: parseStepRecord(opened).steps.at(-1)?.[0] ?? null };
+  } catch (error) {
+    if (error instanceof EncryptionKeyMissingError) return { lastStep: null, stepsSealed: true };
+    return { lastStep: null };
   }
 }
 
@@ -185,7 +197,12 @@ export async function pendingCommand(io: CliIo, options: PendingOptions): Promis
       ...(options.scope === undefined ? {} : { prefix: storedId(options.scope, '') }),
     });
     const steps = (await opened.recordedSteps?.(pending.map((row) => row.key))) ?? new Map();
-    return pending.map((row) => ({ ...row, lastStep: lastStepOf(steps.get(row.key)) }));
+    return Promise.all(
+      pending.map(async (row) => ({
+        ...row,
+        ...(await lastStepOf(store, row.key, steps.get(row.key))),
+      })),
+    );
   });
   if (options.json) {
     writeJson(io.stdout, rows);
@@ -202,7 +219,12 @@ export async function pendingCommand(io: CliIo, options: PendingOptions): Promis
     return;
   }
   for (const row of rows) {
-    const step = row.lastStep === null ? '' : `  last step ${printableWord(row.lastStep)}`;
+    const step =
+      row.lastStep !== null
+        ? `  last step ${printableWord(row.lastStep)}`
+        : row.stepsSealed === true
+          ? `  steps sealed under a key ${KEYRING_VARIABLE} lacks`
+          : '';
     io.stdout.write(
       `${printableKey(row.key)}  ${row.state}  token ${row.fencingToken}  ${leaseText(row.leaseUntil, options.now)}  ${expiresText(row.expires, options.now)}${step}\n`,
     );

@@ -1,4 +1,5 @@
 // `idem pending` names the last step each pending key's handler recorded (docs/steps.md).
+import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { makeIdempotent } from '../../src/function/index.js';
 import { openSqliteStore, sqliteSteps } from '../../src/sqlite/index.js';
@@ -9,9 +10,9 @@ const dir = tempDir('idem-cli-steps-');
 
 // Three pending keys: one whose handler failed after two steps, one after one, and one claimed
 // by a handler that recorded none yet.
-async function seeded(): Promise<string> {
+async function seeded(options: Parameters<typeof openSqliteStore>[1] = {}): Promise<string> {
   const path = freshDbPath(dir);
-  const store = openSqliteStore(path);
+  const store = openSqliteStore(path, options);
   const pay = makeIdempotent(
     async (step, order: { id: string; steps: number }) => {
       await step('charge', () => `ch_${order.id}`);
@@ -53,5 +54,26 @@ describe('idem pending with steps', () => {
       ['b-one', 'charge'],
       ['c-none', null],
     ]);
+  });
+
+  it('opens step records sealed under the keyring, and says when it cannot', async () => {
+    const k1 = randomBytes(32);
+    const path = await seeded({ encryption: { keys: { k1 }, current: 'k1' } });
+
+    const keyring = { IDEM_ENCRYPTION_KEYS: `k1:${k1.toString('base64')}` };
+    const opened = await idem(['pending', '--db', path, '--json'], keyring);
+    expect(opened.code).toBe(0);
+    const rows = JSON.parse(opened.stdout) as { key: string; lastStep: string | null }[];
+    expect(rows.map((row) => [row.key, row.lastStep])).toEqual([
+      ['a-two', 'ledger'],
+      ['b-one', 'charge'],
+      ['c-none', null],
+    ]);
+
+    const without = await idem(['pending', '--db', path]);
+    expect(without.code).toBe(0);
+    const lines = without.stdout.trim().split('\n');
+    expect(lines[0]).toMatch(/^a-two .* {2}steps sealed under a key IDEM_ENCRYPTION_KEYS lacks$/);
+    expect(lines[2]).not.toMatch(/steps sealed/);
   });
 });
