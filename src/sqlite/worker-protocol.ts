@@ -75,6 +75,7 @@ export const READS: ReadonlySet<StatementName> = new Set<StatementName>([
   'counts',
   'stats',
   'answers',
+  'stepRecords',
 ]);
 
 /** Turns an error into what crosses the thread. */
