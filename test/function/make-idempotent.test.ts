@@ -424,7 +424,7 @@ describe.each(factories)('makeIdempotent on $name', (factory) => {
 
 describe('makeIdempotent options', () => {
   it('refuses bad options when the wrapper is made', async () => {
-    const [factory] = storeFactories();
+    const [factory] = factories;
     const { store, close } = await (factory as NonNullable<typeof factory>).open();
     const fn = async () => 1;
     const key = () => 'k';
