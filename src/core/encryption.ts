@@ -49,7 +49,15 @@ const FINGERPRINT_LABEL = new TextEncoder().encode('drizzle-idempotency fingerpr
 const utf8 = new TextEncoder();
 const fromUtf8 = new TextDecoder('utf-8', { fatal: true });
 
+// Node's and Bun's `Buffer` encodes base64 natively; `btoa` over a binary string took forty times
+// as long to seal a 64 KB answer on Node 24. Workers without `nodejs_compat` have no `Buffer`: they
+// take the portable path.
+const NativeBuffer = (globalThis as { readonly Buffer?: typeof Buffer }).Buffer;
+
 function toBase64(bytes: Uint8Array): string {
+  if (NativeBuffer !== undefined) {
+    return NativeBuffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
+  }
   let binary = '';
   for (let at = 0; at < bytes.length; at += 0x8000) {
     binary += String.fromCharCode(...bytes.subarray(at, at + 0x8000));
