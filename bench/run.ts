@@ -1,6 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { d1Ops } from './d1.js';
+import { featureCosts } from './feature-costs.js';
 import { functionTransactional } from './function-transactional.js';
 import { httpEndToEnd } from './http.js';
 import { mysqlOps } from './mysql.js';
@@ -79,6 +80,7 @@ const GROUPS: Record<string, (size: BenchSize) => Promise<GroupResult>> = {
   d1: d1Ops,
   pgbouncer: pgbouncerOps,
   'pg-peers': pgPeers,
+  'feature-costs': featureCosts,
 };
 
 function format(value: number): string {
