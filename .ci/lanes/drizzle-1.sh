@@ -31,7 +31,7 @@ lane_say "Drizzle 1.0 lane: tested with"
 lane_versions "$app" drizzle-orm drizzle-kit better-sqlite3 @libsql/client @electric-sql/pglite pg postgres express fastify hono @nestjs/core typescript
 
 lane_say 'the store and lease contracts, the HTTP behaviour suite, the packed package'
-lane_vitest "$app" test/store/sqlite-contract.test.ts test/store/libsql-contract.test.ts \
+lane_vitest "$app" test/store/sqlite-contract.test.ts \
   test/store/pg-contract.test.ts test/http/behaviour.test.ts test/package/pack.test.ts \
   test/package/push.test.ts test/open/unrecognised-pg-mysql-database.test.ts
 

@@ -30,8 +30,8 @@ lane_app "$app" "$tarball" "${newest[@]}"
 lane_say "newest peers: the suites"
 lane_vitest "$app" test/http/behaviour.test.ts test/http/adapters.test.ts \
   test/http/nestjs.test.ts test/http/nestjs-redirect.test.ts \
-  test/store/sqlite-contract.test.ts test/store/libsql-contract.test.ts \
-  test/store/pg-contract.test.ts test/store/mysql-contract.mysql-server.test.ts \
+  test/store/sqlite-contract.test.ts \
+  test/store/pg-contract.test.ts test/store/mysql-contract.test.ts \
   test/runtimes/neon-http.pg-server.test.ts test/runtimes/planetscale.mysql-server.test.ts \
   test/observe/requests.test.ts test/observe/store.test.ts test/package/install.test.ts
 

@@ -13,6 +13,6 @@ for major in 22 26; do
     lane_say "Node $major: tested with"
     lane_versions "$app" better-sqlite3 drizzle-orm drizzle-kit @libsql/client @electric-sql/pglite vitest
     lane_vitest "$app" test/package/pack.test.ts test/store/sqlite-contract.test.ts \
-      test/store/libsql-contract.test.ts test/store/pg-contract.test.ts
+      test/store/pg-contract.test.ts
   )
 done
