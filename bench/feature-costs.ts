@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { alternate, check, median, nowMs, pairedRatio } from './support/measure.js';
+import { pairsPerSecond } from './support/cycles.js';
+import { alternate, check, median, pairedRatio } from './support/measure.js';
 import type { BenchSize, GroupResult } from './support/report.js';
 import { shippedFunction, shippedSqlite } from './support/shipped.js';
 import { benchDir, freshStoreFile } from './support/sqlite-files.js';
@@ -10,25 +11,6 @@ const { openSqliteStore, sqliteSteps } = shippedSqlite;
 // A fixed keyring: the figures do not depend on the key's bytes.
 const KEYRING = { keys: { k1: new Uint8Array(32).fill(7) }, current: 'k1' };
 const STEP_SECRET = 'a bench secret of at least sixteen bytes';
-
-/**
- * Calls per second of `count` pairs of calls of `call`: a first call with a new key (claim, run,
- * record) and its replay (read the recorded result), each checked to answer `expected`.
- */
-async function pairsPerSecond(
-  count: number,
-  expected: string,
-  call: (key: string) => Promise<string>,
-  prefix: string,
-): Promise<number> {
-  const start = nowMs();
-  for (let index = 0; index < count; index++) {
-    const key = `${prefix}-${index}`;
-    check((await call(key)) === expected, 'first call answers its result');
-    check((await call(key)) === expected, 'replay answers the recorded result');
-  }
-  return count / ((nowMs() - start) / 1000);
-}
 
 /**
  * The cost of sealing against plain storage, on SQLite through `makeIdempotent`: the same

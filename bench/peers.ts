@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { IdempotencyConfig, makeIdempotent } from '@aws-lambda-powertools/idempotency';
 import { CachePersistenceLayer } from '@aws-lambda-powertools/idempotency/cache';
 import type { IdempotencyRecord } from '@aws-lambda-powertools/idempotency/persistence';
@@ -6,7 +5,18 @@ import { Idempotency } from '@node-idempotency/core';
 import { RedisStorageAdapter } from '@node-idempotency/storage-adapter-redis';
 import { createClient } from '@redis/client';
 import type { LeasedIdempotencyStore } from '../src/index.js';
-import { answerOfSize } from './support/inputs.js';
+import {
+  answer,
+  bareSqliteCycleWith,
+  body,
+  type Cycle,
+  cyclesPerSecond,
+  expectReplay,
+  layerCycleWith,
+  noop,
+  type Synchronous,
+  TTL_SECONDS,
+} from './support/cycles.js';
 import {
   check,
   median,
@@ -22,24 +32,6 @@ import { benchDir, freshStoreFile } from './support/sqlite-files.js';
 
 const { idempotent } = shippedHttp;
 const { openSqliteStore, openSqliteWorkerStore, SqliteGroupCommitStore } = shippedSqlite;
-
-// Long enough for every cycle of a run; the benchmark's Redis is its own and is stopped after.
-const TTL_SECONDS = 3600;
-
-/** One full request cycle on `key`: the first request, the work, the answer, the replayed retry. */
-type Cycle = (key: string) => Promise<void>;
-type Synchronous = 'NORMAL' | 'FULL';
-
-// The request every cycle sends, the answer its first execution returns (about 1 KB, the same
-// object on every side), and the "work": nothing, but async, so requests in flight interleave as
-// they do in a server.
-const body = { amount: 4200, currency: 'EUR', customer: 'cus_123', items: [{ sku: 'a', qty: 2 }] };
-const answer = answerOfSize(1024, 1);
-const noop = () => new Promise<void>((resolve) => setImmediate(resolve));
-
-function expectReplay(replayed: unknown): void {
-  check((replayed as { id?: unknown } | null | undefined)?.id === answer.id, 'replay');
-}
 
 /**
  * Our shipped request path: `idempotent(store).handle()` with its default fingerprint (SHA-256 of
@@ -58,60 +50,16 @@ export async function oursWorkerCycle(path: string, synchronous: Synchronous) {
   return layerCycle(await openSqliteWorkerStore(path, { synchronous }));
 }
 
-/**
- * The shipped request path over any store: `idempotent(store).handle()` with its default
- * fingerprint; the first request runs the handler, the retry must be replayed with its bytes.
- */
+/** {@link layerCycleWith} on the checkout's build. */
 export function layerCycle(
   store: LeasedIdempotencyStore<unknown> & { close(): void | Promise<void> },
 ) {
-  const layer = idempotent(store, { ttlSeconds: TTL_SECONDS });
-  const handler = async () => {
-    await noop();
-    return { status: 201, body: answer };
-  };
-  const request = (key: string) => ({
-    method: 'POST',
-    path: '/charges',
-    headers: { 'idempotency-key': `"${key}"` },
-    body,
-  });
-  // The layer answers with the bytes to send, as a server writes them: compared, not parsed.
-  const answerBytes = Buffer.from(JSON.stringify(answer));
-  const cycle: Cycle = async (key) => {
-    check((await layer.handle(request(key), handler)).outcome === 'executed', 'first request');
-    const retry = await layer.handle(request(key), handler);
-    const body = retry.response.body;
-    check(
-      retry.outcome === 'replayed' && body instanceof Uint8Array && answerBytes.equals(body),
-      'retry replayed with the first answer',
-    );
-  };
-  return { cycle, close: () => store.close() };
+  return layerCycleWith(idempotent, store);
 }
 
-/**
- * The least any durable SQLite cycle does, written straight on better-sqlite3 with the store's file
- * and pragmas: one autocommit insert, the work, one autocommit update of the answer, one read of
- * it. No fingerprint, no lookup, no argument checks: the physical limit of this design.
- */
+/** {@link bareSqliteCycleWith} on the checkout's build. */
 export function bareSqliteCycle(path: string, synchronous: Synchronous) {
-  const store = openSqliteStore(path, { synchronous });
-  const db = store.db.$client;
-  const insert = db.prepare(
-    "INSERT INTO keys (id, fingerprint, status, expires) VALUES (?, 'd', 'pending', ?) ON CONFLICT DO NOTHING",
-  );
-  const update = db.prepare(
-    "UPDATE keys SET status = 'done', response = ? WHERE id = ? AND fingerprint = 'd' AND status = 'pending'",
-  );
-  const select = db.prepare('SELECT response FROM keys WHERE id = ?').pluck();
-  const cycle: Cycle = async (key) => {
-    check(insert.run(key, Date.now() / 1000 + TTL_SECONDS).changes === 1, 'bare insert');
-    await noop();
-    check(update.run(JSON.stringify(answer), key).changes === 1, 'bare update');
-    expectReplay(JSON.parse(select.get(key) as string));
-  };
-  return { cycle, close: () => store.close() };
+  return bareSqliteCycleWith(openSqliteStore, path, synchronous);
 }
 
 /** `@node-idempotency/core` on its Redis adapter: onRequest, work, onResponse, then the retry. */
@@ -197,18 +145,6 @@ async function powertoolsCycle(url: string) {
       await client.quit();
     },
   };
-}
-
-/** Full cycles per second with `inFlight` requests running at once, each on a fresh UUID key. */
-export async function cyclesPerSecond(cycle: Cycle, count: number, inFlight: number) {
-  const keys = Array.from({ length: count }, () => randomUUID());
-  let next = 0;
-  const worker = async () => {
-    while (next < count) await cycle(keys[next++] as string);
-  };
-  const start = nowMs();
-  await Promise.all(Array.from({ length: inFlight }, worker));
-  return count / ((nowMs() - start) / 1000);
 }
 
 /**

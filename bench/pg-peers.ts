@@ -1,5 +1,6 @@
 import type pg from 'pg';
-import { cyclesPerSecond, layerCycle, nodeIdempotencyCycle } from './peers.js';
+import { layerCycle, nodeIdempotencyCycle } from './peers.js';
+import { cyclesPerSecond } from './support/cycles.js';
 import { median, pairedRatio, rotate } from './support/measure.js';
 import { benchPool, createBenchDatabase } from './support/pg-database.js';
 import { type RedisDurability, startRedis } from './support/redis.js';

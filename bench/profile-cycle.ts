@@ -3,7 +3,8 @@
 // SQLite cycle beside it) under the V8 sampling profiler and prints each side's time per cycle and
 // the share of samples by source file and by function (self time).
 import { Session } from 'node:inspector/promises';
-import { bareSqliteCycle, cyclesPerSecond, oursCycle } from './peers.js';
+import { bareSqliteCycle, oursCycle } from './peers.js';
+import { cyclesPerSecond } from './support/cycles.js';
 import { benchDir, freshStoreFile } from './support/sqlite-files.js';
 
 interface ProfileNode {
