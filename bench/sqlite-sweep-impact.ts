@@ -32,17 +32,22 @@ const SETTLE_MS = 300;
 const IDLE_MS = 2000;
 const REBUILD_SETTLE_MS = 3000;
 
-interface Window {
+/** A stretch of time on the epoch clock, comparable with the writer's samples. */
+export interface Window {
   readonly start: number;
   readonly end: number;
 }
 
-// The writer prints `ready` first and its samples last.
-function lastLine(output: string): string {
+/** The writer's samples: it prints `ready` first and its samples last. */
+export function lastLine(output: string): string {
   return output.trimEnd().split('\n').at(-1) ?? '';
 }
 
-function p99Within(samples: { scheduled: number[]; latencies: number[] }, window: Window): number {
+/** The p99 latency of the writer's reserves scheduled within `window`. */
+export function p99Within(
+  samples: { scheduled: number[]; latencies: number[] },
+  window: Window,
+): number {
   const inside = samples.latencies.filter((_, i) => {
     const at = samples.scheduled[i] as number;
     return at >= window.start && at <= window.end;
@@ -50,7 +55,8 @@ function p99Within(samples: { scheduled: number[]; latencies: number[] }, window
   return percentile(inside, 99);
 }
 
-async function during(run: () => unknown): Promise<Window> {
+/** Runs `run` with a settling pause either side, and returns the window it ran in. */
+export async function during(run: () => unknown): Promise<Window> {
   await sleep(SETTLE_MS);
   const start = epochMs();
   await run();
