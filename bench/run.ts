@@ -1,10 +1,12 @@
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { d1Ops } from './d1.js';
+import { drizzleVersions } from './drizzle-versions.js';
 import { featureCosts } from './feature-costs.js';
 import { functionTransactional } from './function-transactional.js';
 import { httpEndToEnd } from './http.js';
 import { mysqlOps } from './mysql.js';
+import { nodeVersions } from './node-versions.js';
 import { peers } from './peers.js';
 import { pgOps } from './pg.js';
 import { pgPeers } from './pg-peers.js';
@@ -15,6 +17,7 @@ import { sqliteOps } from './sqlite-ops.js';
 import { sqliteReplay } from './sqlite-replay.js';
 import { sqliteRetention } from './sqlite-retention.js';
 import { sqliteSweepImpact } from './sqlite-sweep-impact.js';
+import { sqliteSweeperImpact } from './sqlite-sweeper-impact.js';
 import { describeMachine } from './support/machine.js';
 import type { BenchSize, GroupResult, Metric } from './support/report.js';
 
@@ -70,6 +73,7 @@ const GROUPS: Record<string, (size: BenchSize) => Promise<GroupResult>> = {
   'sqlite-replay': sqliteReplay,
   'sqlite-retention': sqliteRetention,
   'sqlite-sweep-impact': sqliteSweepImpact,
+  'sqlite-sweeper-impact': sqliteSweeperImpact,
   pg: pgOps,
   'pg-replay': pgReplay,
   'pg-scale': pgScale,
@@ -81,6 +85,8 @@ const GROUPS: Record<string, (size: BenchSize) => Promise<GroupResult>> = {
   pgbouncer: pgbouncerOps,
   'pg-peers': pgPeers,
   'feature-costs': featureCosts,
+  'node-versions': nodeVersions,
+  'drizzle-versions': drizzleVersions,
 };
 
 function format(value: number): string {

@@ -10,10 +10,13 @@ export interface BenchChild {
   readonly output: Promise<string>;
 }
 
-/** Starts `bench/children/<name>` with `args` in a new Node process. */
-export function startChild(name: string, args: string[]): BenchChild {
+/**
+ * Starts `bench/children/<name>` with `args` in a new process of the Node binary `node` (default:
+ * the one running the benchmark).
+ */
+export function startChild(name: string, args: string[], node = process.execPath): BenchChild {
   const script = fileURLToPath(new URL(`../children/${name}`, import.meta.url));
-  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args]);
+  const child = spawn(node, ['--import', 'tsx', script, ...args]);
   let stdout = '';
   let stderr = '';
   let onLine: ((line: string) => void) | undefined;
