@@ -143,6 +143,18 @@ const STORES: readonly (StoreEntry | WorkerdStoreEntry)[] = [
       serverHarness(serverOf(serverUrl()), variant.table, encryptionOf(variant)),
   },
   {
+    // Concurrent claims, finishes and reads batched into one statement per kind.
+    name: 'PostgreSQL server, node-postgres, batching',
+    group: 'pg',
+    needs: 'DATABASE_URL',
+    http: 'behaviour',
+    harness: (variant) =>
+      serverHarness(serverOf(serverUrl()), variant.table, {
+        batch: true,
+        ...encryptionOf(variant),
+      }),
+  },
+  {
     name: 'PostgreSQL server, postgres-js',
     group: 'pg',
     needs: 'DATABASE_URL',
