@@ -32,14 +32,18 @@ interface Waiting<A, R> {
   readonly reject: (reason: unknown) => void;
 }
 
-// Whether the server answered `error` with a SQLSTATE: the statement failed and was rolled back
-// whole, so nothing of the batch was written and each call can run again on its own. An error
-// without one (a connection lost after the statement was sent, an unconfirmed synchronous commit)
-// leaves the outcome unknown or shared by every call, which all get it.
+// Whether `error` (or the driver error drizzle wrapped in it) is the server's refusal of the
+// statement: an error response, with its severity and SQLSTATE. The statement then failed and was
+// rolled back whole, so nothing of the batch was written and each call can run again on its own.
+// Any other error (a connection lost after the statement was sent, whose errno code can look like
+// a SQLSTATE; an unconfirmed synchronous commit) leaves the outcome unknown or shared by every
+// call, which all get it.
 function rolledBack(error: unknown): boolean {
-  const { code, cause } = (error ?? {}) as { code?: unknown; cause?: unknown };
-  const state = typeof code === 'string' ? code : (cause as { code?: unknown } | undefined)?.code;
-  return typeof state === 'string' && /^[0-9A-Z]{5}$/.test(state);
+  const serverError = (value: unknown) => {
+    const { code, severity } = (value ?? {}) as { code?: unknown; severity?: unknown };
+    return typeof severity === 'string' && typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code);
+  };
+  return serverError(error) || serverError((error as { cause?: unknown } | null)?.cause);
 }
 
 /**
@@ -48,11 +52,15 @@ function rolledBack(error: unknown): boolean {
  * the turn ends. Each call gets the result its own statement would have given it.
  *
  * ```
- *  turn n:  acquire(a), acquire(b), acquire(a'), … acquire(z)   ─ queued
- *  check:   one statement for a, b, … z (keys ascending)         ─ each resolved with its row
- *           a' waits: a key is in a batch at most once
- *  next:    one statement for a'                                 ─ sees what a left
+ *  turn n:   acquire(a) ─ sent at once (the last turn was quiet)
+ *            acquire(b), acquire(a'), … acquire(z) ─ queued
+ *  check:    one statement for b, … z (keys ascending) ─ each resolved with its row
+ *            a' waits: a key is in one statement at a time
+ *  turn n+1: every call queued (the last turn was a burst), a' among them once a answered
  * ```
+ *
+ * While calls come one at a time, each is sent at once as the single-row statement, with no added
+ * delay; once they come in bursts, the first call of a turn waits for its batch too.
  *
  * A key is in at most one statement at a time: a call of a key already in the batch, or in a
  * statement not yet answered, waits for the next one, so calls of one key run in the order they
@@ -70,6 +78,9 @@ export class StatementBatch<A, R> {
   readonly #maxSize: number;
   #queue: Waiting<A, R>[] = [];
   #scheduled = false;
+  // Whether the last turn's batch had more than one call: calls come in bursts, and the first
+  // call of a turn waits for its batch instead of paying a statement of its own.
+  #bursting = false;
   // The keys of the statements sent and not yet answered.
   readonly #inFlight = new Set<string>();
   #calls = 0;
@@ -89,7 +100,15 @@ export class StatementBatch<A, R> {
   run(key: string, args: A): Promise<R> {
     this.#calls += 1;
     return new Promise<R>((resolve, reject) => {
-      this.#queue.push({ item: { key, args }, resolve, reject });
+      const waiting = { item: { key, args }, resolve, reject };
+      // While calls come singly, the first call of a turn goes at once, with no wait; once they
+      // come in bursts, it waits for the turn's batch too, so a burst costs one statement.
+      if (!this.#bursting && !this.#scheduled && !this.#inFlight.has(key)) {
+        this.#schedule();
+        this.#dispatch([waiting]);
+        return;
+      }
+      this.#queue.push(waiting);
       this.#schedule();
     });
   }
@@ -104,7 +123,7 @@ export class StatementBatch<A, R> {
   }
 
   #schedule(): void {
-    if (this.#scheduled || this.#queue.length === 0) return;
+    if (this.#scheduled) return;
     this.#scheduled = true;
     setImmediate(() => {
       this.#scheduled = false;
@@ -133,14 +152,20 @@ export class StatementBatch<A, R> {
     // A call whose key is in flight waits until that statement has answered, so it sees what its
     // predecessor wrote; calls held back only by the size cap go in the next turn's statement.
     if (overflow) this.#schedule();
-    if (members.length === 0) return;
+    this.#bursting = members.length > 1;
+    if (members.length > 0) this.#dispatch(members);
+  }
+
+  // Sends `members` (of distinct keys, none in flight) as one statement.
+  #dispatch(members: Waiting<A, R>[]): void {
     members.sort((a, b) => compareKeys(a.item.key, b.item.key));
-    for (const key of picked) this.#inFlight.add(key);
+    const keys = members.map((waiting) => waiting.item.key);
+    for (const key of keys) this.#inFlight.add(key);
     this.#statements += 1;
     this.#sizes.set(members.length, (this.#sizes.get(members.length) ?? 0) + 1);
     void this.#send(members).finally(() => {
-      for (const key of picked) this.#inFlight.delete(key);
-      this.#schedule();
+      for (const key of keys) this.#inFlight.delete(key);
+      if (this.#queue.length > 0) this.#schedule();
     });
   }
 
