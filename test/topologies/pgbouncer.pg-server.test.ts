@@ -84,7 +84,9 @@ if (pgbouncerBinary() === undefined) {
       closers.push(() => pool.end());
       return drizzleNodePg({ client: pool });
     }
-    const client = postgres(target, { max, onnotice: () => undefined });
+    // postgres-js's own `prepare: false` too: it sends a transaction's COMMIT as a named
+    // statement, which behind the pooler can be refused and rolled back (docs/topologies.md).
+    const client = postgres(target, { max, prepare: false, onnotice: () => undefined });
     closers.push(() => client.end());
     return drizzlePostgresJs({ client });
   };
@@ -126,7 +128,11 @@ if (pgbouncerBinary() === undefined) {
                       batch,
                     });
                   }
-                  const client = postgres(target, { max: 1, onnotice: () => undefined });
+                  const client = postgres(target, {
+                    max: 1,
+                    prepare: false,
+                    onnotice: () => undefined,
+                  });
                   ends.push(() => client.end());
                   await client`SELECT 1`;
                   return new PgIdempotencyStore(drizzlePostgresJs({ client }), {
