@@ -135,6 +135,14 @@ const STORES: readonly (StoreEntry | WorkerdStoreEntry)[] = [
     harness: (variant) => pgliteHarness(variant.table, encryptionOf(variant)),
   },
   {
+    // The batched statements through drizzle's prepared queries, arrays bound by PGlite.
+    name: 'PGlite, batching',
+    group: 'pg',
+    needs: 'node',
+    http: 'none',
+    harness: (variant) => pgliteHarness(variant.table, { batch: true, ...encryptionOf(variant) }),
+  },
+  {
     name: 'PostgreSQL server, node-postgres',
     group: 'pg',
     needs: 'DATABASE_URL',
