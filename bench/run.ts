@@ -9,6 +9,7 @@ import { mysqlOps } from './mysql.js';
 import { nodeVersions } from './node-versions.js';
 import { peers } from './peers.js';
 import { pgOps } from './pg.js';
+import { pgBatch } from './pg-batch.js';
 import { pgPeers } from './pg-peers.js';
 import { pgReplay } from './pg-replay.js';
 import { pgScale } from './pg-scale.js';
@@ -85,6 +86,7 @@ const GROUPS: Record<string, (size: BenchSize) => Promise<GroupResult>> = {
   pgbouncer: pgbouncerOps,
   'pg-peers': pgPeers,
   'feature-costs': featureCosts,
+  'pg-batch': pgBatch,
   'node-versions': nodeVersions,
   'drizzle-versions': drizzleVersions,
 };

@@ -239,11 +239,6 @@ function hasHeaders(headers: unknown): headers is Record<string, string> {
   );
 }
 
-/** Whether the replay of this stored answer is {@link AnswerNotKeptError} rather than bytes. */
-export function omittedSize(stored: unknown): number | undefined {
-  return notKeptOf(stored)?.bytes;
-}
-
 const STREAM_REASONS: ReadonlySet<unknown> = new Set<NotKeptReason>([
   'stream',
   'unfinished',

@@ -34,6 +34,8 @@ type Driver = 'node-postgres' | 'postgres-js';
 interface Variant {
   readonly driver: Driver;
   readonly prepare: boolean;
+  /** The store batches concurrent claims, finishes and reads (`batch: true`). */
+  readonly batch?: boolean;
 }
 
 // postgres-js with its own named statements is left out: through PgBouncer 1.18 it re-sends a
@@ -45,10 +47,11 @@ const VARIANTS: readonly Variant[] = [
   { driver: 'node-postgres', prepare: false },
   { driver: 'node-postgres', prepare: true },
   { driver: 'postgres-js', prepare: false },
+  { driver: 'node-postgres', prepare: false, batch: true },
 ];
 
-const label = ({ driver, prepare }: Variant) =>
-  `through PgBouncer (transaction mode), ${driver}, ${prepare ? 'named statements' : 'prepare: false'}`;
+const label = ({ driver, prepare, batch }: Variant) =>
+  `through PgBouncer (transaction mode), ${driver}, ${prepare ? 'named statements' : 'prepare: false'}${batch === true ? ', batching' : ''}`;
 
 if (pgbouncerBinary() === undefined) {
   if (process.env.CI === 'true') {
@@ -90,13 +93,14 @@ if (pgbouncerBinary() === undefined) {
 
   for (const variant of VARIANTS) {
     const { driver, prepare } = variant;
+    const batch = variant.batch === true;
     let shared: Promise<AnyPgDatabase> | undefined;
     const sharedDb = () => {
       shared ??= connect(driver, 8);
       return shared;
     };
-    describeStoreContract(label(variant), pgHarnessOver(sharedDb, { prepare }));
-    describeLeaseContract(label(variant), pgHarnessOver(sharedDb, { prepare }));
+    describeStoreContract(label(variant), pgHarnessOver(sharedDb, { prepare, batch }));
+    describeLeaseContract(label(variant), pgHarnessOver(sharedDb, { prepare, batch }));
 
     // The races run with the configuration a pooler needs; named statements get the claim race
     // below, which is what a refused name used to break.
@@ -121,6 +125,7 @@ if (pgbouncerBinary() === undefined) {
                     return new PgIdempotencyStore(drizzleNodePg({ client: pool }), {
                       schema: direct.schema,
                       prepare,
+                      batch,
                     });
                   }
                   const client = postgres(target, {
@@ -133,6 +138,7 @@ if (pgbouncerBinary() === undefined) {
                   return new PgIdempotencyStore(drizzlePostgresJs({ client }), {
                     schema: direct.schema,
                     prepare,
+                    batch,
                   });
                 }),
               );
@@ -192,6 +198,7 @@ if (pgbouncerBinary() === undefined) {
                 new PgIdempotencyStore(await connect(driver, 1), {
                   schema: direct.schema,
                   prepare,
+                  batch,
                 }),
             ),
           );
