@@ -7,6 +7,7 @@ import { httpEndToEnd } from './http.js';
 import { mysqlOps } from './mysql.js';
 import { peers } from './peers.js';
 import { pgOps } from './pg.js';
+import { pgBatch } from './pg-batch.js';
 import { pgPeers } from './pg-peers.js';
 import { pgReplay } from './pg-replay.js';
 import { pgScale } from './pg-scale.js';
@@ -81,6 +82,7 @@ const GROUPS: Record<string, (size: BenchSize) => Promise<GroupResult>> = {
   pgbouncer: pgbouncerOps,
   'pg-peers': pgPeers,
   'feature-costs': featureCosts,
+  'pg-batch': pgBatch,
 };
 
 function format(value: number): string {

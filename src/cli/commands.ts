@@ -9,7 +9,7 @@ import { decodeResult } from '../core/result-encoding.js';
 import { KeyStatus } from '../core/status.js';
 import { parseStepRecord } from '../core/steps.js';
 import type { IdempotencyRecord } from '../core/store.js';
-import { fromStoredAnswer, omittedSize } from '../http/response.js';
+import { fromStoredAnswer, type NotKeptReason, notKeptOf } from '../http/response.js';
 import { storedId } from '../http/scope.js';
 import { formatPrometheusStats } from '../observe/prometheus.js';
 import { asciiJson, type CliIo, writeJson } from './io.js';
@@ -246,6 +246,8 @@ type AnswerSummary =
       readonly status: number;
       readonly bytes: number;
       readonly kept: boolean;
+      /** Why the body was not kept; absent when it was. */
+      readonly notKeptBecause?: NotKeptReason;
       readonly headers: Readonly<Record<string, string>>;
       /** The body's bytes; absent when none was kept. */
       readonly body?: Uint8Array;
@@ -273,11 +275,11 @@ function isResultEnvelope(response: unknown): response is JsonValue & object {
 }
 
 function summarize(id: string, response: unknown): AnswerSummary {
-  const omitted = omittedSize(response);
+  const notKept = notKeptOf(response);
   try {
     const wire = fromStoredAnswer(id, response);
     const body = wire.body ?? new Uint8Array();
-    return omitted === undefined
+    return notKept === undefined
       ? {
           kind: 'http',
           status: wire.status,
@@ -286,7 +288,14 @@ function summarize(id: string, response: unknown): AnswerSummary {
           headers: wire.headers,
           body,
         }
-      : { kind: 'http', status: wire.status, bytes: omitted, kept: false, headers: wire.headers };
+      : {
+          kind: 'http',
+          status: wire.status,
+          bytes: notKept.bytes,
+          kept: false,
+          notKeptBecause: notKept.reason,
+          headers: wire.headers,
+        };
   } catch {
     // Not an HTTP answer: a value stored by makeIdempotent or by the application.
     const bytes = Buffer.byteLength(JSON.stringify(response) ?? '', 'utf8');
@@ -355,13 +364,23 @@ function bodyJson(body: { text: string; encoding?: 'base64' }): Record<string, u
     : { body: body.text, encoding: body.encoding };
 }
 
+const NOT_KEPT_WHY: Record<NotKeptReason, string> = {
+  'too-large': 'over maxStoredBytes',
+  stream: 'a stream under storeStreams: false',
+  unfinished: 'the client left before its stream ended',
+  'still-open': 'its stream was still open after streamRecordAfterSeconds',
+};
+
 function answerLine(answer: AnswerSummary): string {
   if (answer.kind === 'value')
     return `a stored value (not an HTTP answer), ${answer.bytes} bytes of JSON`;
   if (answer.kind === 'result')
     return `a makeIdempotent result, ${answer.bytes} bytes of JSON (--body prints the value)`;
   const type = answer.headers['content-type'];
-  const kept = answer.kept ? '' : ', body not kept (over maxStoredBytes)';
+  const kept =
+    answer.notKeptBecause === undefined
+      ? ''
+      : `, body not kept (${NOT_KEPT_WHY[answer.notKeptBecause]})`;
   const typed = type === undefined ? '' : `, ${terminalSafe(type)}`;
   return `HTTP ${answer.status}, ${answer.bytes} bytes${typed}${kept}`;
 }

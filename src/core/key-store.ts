@@ -70,7 +70,9 @@ export type ModeResult<M extends Mode, T> = M extends 'sync' ? T : Promise<T>;
  * (`undefined` when it was deleted in between, so the key is new again and the store tries once
  * more).
  */
-type AcquireStep = { readonly attempt: number | string } | { readonly row: KeyRow | undefined };
+export type AcquireStep =
+  | { readonly attempt: number | string }
+  | { readonly row: KeyRow | undefined };
 
 /**
  * What a dialect's `releasePending` statements found: the pending row deleted, or else the row of

@@ -49,9 +49,11 @@ export interface Execution {
   /**
    * Instead of `complete`/`fail`, for an answer the handler streams: its status and headers are
    * out, and its body is teed as it is sent (see {@link AnswerStream}). Once it ends it is recorded
-   * as `complete` records an answer: with its bytes while they fit `maxStoredBytes` (and
-   * `storeStreams` is on), otherwise with only its size, so a retry gets 410 `answer-not-kept`
-   * and is never run again.
+   * as `complete` records an answer, with its bytes when they fit `maxStoredBytes` (and
+   * `storeStreams` is on). A stored status whose stream cannot be kept (past the cap, its first
+   * byte under `storeStreams: false`, still open after `streamRecordAfterSeconds`) is recorded
+   * then, before its end, with only the size sent so far: the lease is no longer renewed, and a
+   * retry gets 410 `answer-not-kept` and is never run again.
    */
   stream(head: Omit<WireResponse, 'body'>): AnswerStream;
   /**
@@ -307,7 +309,17 @@ class OwnedExecution implements Execution {
       complete: (response: WireResponse, notKept?: NotKept) => this.#complete(response, notKept),
       fail: (error: unknown) => this.fail(error),
     };
-    return teeAnswer(head, ending, this.#settings);
+    return teeAnswer(head, ending, this.#settings, this.#storesStatus(head.status));
+  }
+
+  // Whether an answer with this status is stored; a `shouldStore` of the app's that throws counts as
+  // no here, inside an adapter's write, and its error reaches the app at the stream's end.
+  #storesStatus(status: number): boolean {
+    try {
+      return this.#settings.shouldStore(status);
+    } catch {
+      return false;
+    }
   }
 
   complete(answer: HttpResponse): Promise<IdempotentResult> {

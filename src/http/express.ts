@@ -183,7 +183,8 @@ function chunkOf(args: readonly unknown[]): Buffer | undefined {
  * it is recorded, so the client never sees an answer that a retry would not get back: a crash
  * before `finish` leaves the client without an answer, and its retry is then replayed or run,
  * never answered differently. An answer written in parts (`res.write`, a piped stream, SSE) is a
- * stream: it is sent as it is written and teed (see `Execution.stream`), and recorded at its end.
+ * stream: it is sent as it is written and teed (see `Execution.stream`), and recorded at its end
+ * or as soon as it can no longer be kept.
  * An answer written after an error left the handler is the app's error handler's: it is sent and
  * the key released, never stored, as on Fastify and Hono.
  */

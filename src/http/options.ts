@@ -7,7 +7,7 @@ import { InvalidOptionError } from '../core/errors.js';
 import { type IgnoredMembers, readIgnoredMembers } from '../core/json-pointer.js';
 import type { Fingerprint } from '../core/member-digests.js';
 import type { StepLog } from '../core/steps.js';
-import { assertIntegerOption } from '../core/validation.js';
+import { assertIntegerOption, MAX_LEASE_SECONDS } from '../core/validation.js';
 import { keptRequestFingerprint } from './fingerprint.js';
 import type { OutcomeEvent } from './outcome.js';
 import type { IdempotentRequest } from './request.js';
@@ -17,6 +17,11 @@ export { DEFAULT_LEASE_SECONDS, DEFAULT_TTL_SECONDS } from '../core/claim-option
 
 /** The default largest answer body kept for replay: 1 MiB. */
 export const DEFAULT_MAX_STORED_BYTES = 1024 * 1024;
+
+// How many leases a stream may stay open, by default, before its key is recorded without it: five
+// minutes with the default lease, long enough for a download or a model's answer streamed whole,
+// short enough that a subscription that never ends gets a record within minutes.
+const STREAM_RECORD_AFTER_LEASES = 10;
 
 /** How the default request fingerprint is shaped: see `fingerprint` in {@link IdempotentOptions}. */
 export interface FingerprintOptions {
@@ -110,16 +115,32 @@ export interface IdempotentOptions {
    * The largest answer body kept for replay, in bytes. Default 1 MiB; `Infinity` keeps every answer.
    * A bigger answer is still sent to the client in full, and its key is completed with only the
    * body's size: a retry gets 410 `answer-not-kept` (the handler does not run again). A streamed
-   * answer is kept while it fits too: past it, the rest is sent and not kept.
+   * answer is kept while it fits too: the moment it grows past it, its key is recorded as done
+   * with only the size sent so far (a retry gets 410 at once, even while the stream goes on), and
+   * the rest is sent as it comes, not buffered.
    */
   readonly maxStoredBytes?: number;
   /**
    * Whether a streamed answer (chunked writes, SSE, a `StreamableFile`, a stream sent with
    * `reply.send`, a `Response` whose body is still coming) is kept for replay while it fits
    * `maxStoredBytes`. Default `true`. With `false`, no stream is buffered: it is sent as it comes,
-   * its key is recorded as done with only its size, and a retry gets 410 `answer-not-kept`.
+   * its key is recorded as done without it at its first byte, and a retry gets 410
+   * `answer-not-kept`, even while the stream goes on.
    */
   readonly storeStreams?: boolean;
+  /**
+   * How long a streamed answer may stay open and still be kept, in seconds, counted from when its
+   * status and headers go out. A stream still open then (a subscription, server-sent events that
+   * never end) has its key recorded as done with only the size sent so far, at once: its lease is
+   * no longer renewed, the rest of the stream is sent as it comes without being buffered, and a
+   * retry gets 410 `answer-not-kept` (never 409, never a second run). Only a stream that ends
+   * within it and fits `maxStoredBytes` is replayed. A status that is not stored (5xx by default)
+   * is never recorded: its key is released when its stream ends, however long that takes.
+   * Default: ten leases (300 with the default `leaseSeconds` of 30), at most
+   * {@link MAX_LEASE_SECONDS}. A value that is not a number above 0 and at most that is refused
+   * with an `InvalidOptionError` when the layer is built.
+   */
+  readonly streamRecordAfterSeconds?: number;
   /**
    * Told what happened to each request (see {@link OutcomeEvent}): for logs, metrics and traces.
    * It runs before the answer is sent; an error it throws is ignored and never changes the answer.
@@ -146,6 +167,8 @@ export interface ResolvedOptions extends ClaimSettings {
   readonly retryAfterSeconds: number | undefined;
   readonly maxStoredBytes: number;
   readonly storeStreams: boolean;
+  /** How long a stream may stay open and still be kept, in milliseconds. */
+  readonly streamRecordAfterMs: number;
   readonly onOutcome: ((event: OutcomeEvent) => void) | undefined;
   readonly steps: StepLog<unknown> | undefined;
 }
@@ -217,6 +240,19 @@ export function resolveOptions(options: IdempotentOptions): ResolvedOptions {
   if (typeof storeStreams !== 'boolean') {
     throw new InvalidOptionError('storeStreams must be a boolean');
   }
+  const streamRecordAfterSeconds =
+    options.streamRecordAfterSeconds ??
+    Math.min(STREAM_RECORD_AFTER_LEASES * claim.leaseSeconds, MAX_LEASE_SECONDS);
+  if (
+    typeof streamRecordAfterSeconds !== 'number' ||
+    !Number.isFinite(streamRecordAfterSeconds) ||
+    streamRecordAfterSeconds <= 0 ||
+    streamRecordAfterSeconds > MAX_LEASE_SECONDS
+  ) {
+    throw new InvalidOptionError(
+      `streamRecordAfterSeconds must be a number of seconds above 0 and at most ${MAX_LEASE_SECONDS} (7 days), got ${String(streamRecordAfterSeconds)}`,
+    );
+  }
   return {
     ...claim,
     required,
@@ -227,6 +263,7 @@ export function resolveOptions(options: IdempotentOptions): ResolvedOptions {
     retryAfterSeconds,
     maxStoredBytes,
     storeStreams,
+    streamRecordAfterMs: streamRecordAfterSeconds * 1000,
     onOutcome: options.onOutcome,
     steps,
   };

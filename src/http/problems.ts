@@ -281,6 +281,7 @@ const NOT_KEPT_BECAUSE: Readonly<Record<NotKeptReason, string>> = {
   'too-large': 'it was larger than the largest answer kept',
   stream: 'it was streamed, and streamed answers are not kept',
   unfinished: 'its stream did not end before the client left',
+  'still-open': 'its stream was still open when the layer stopped waiting for its end',
 };
 
 /**

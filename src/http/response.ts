@@ -49,7 +49,10 @@ export interface StoredAnswer {
   /** The body as UTF-8 text, or as base64 when `encoding` says so; absent: no body. */
   readonly body?: string;
   readonly encoding?: 'base64';
-  /** The size of a body not kept; the body itself is absent. */
+  /**
+   * The size of a body not kept, as far as it was sent when the key was recorded (a stream
+   * recorded before its end is larger); the body itself is absent.
+   */
   readonly omittedBytes?: number;
   /** Why the body was not kept; absent for one too large, the only reason earlier versions had. */
   readonly omittedBecause?: Exclude<NotKeptReason, 'too-large'>;
@@ -58,11 +61,15 @@ export interface StoredAnswer {
 /**
  * Why an answer was recorded without a replayable body: `too-large`, its body was larger than
  * `maxStoredBytes`; `stream`, it was streamed with `storeStreams: false`; `unfinished`, the
- * client left before the stream ended, so the body was never whole.
+ * client left before the stream ended, so the body was never whole; `still-open`, its stream was
+ * still open after `streamRecordAfterSeconds`, so its key was recorded before its end.
  */
-export type NotKeptReason = 'too-large' | 'stream' | 'unfinished';
+export type NotKeptReason = 'too-large' | 'stream' | 'unfinished' | 'still-open';
 
-/** An answer body that was sent but not kept: its size as far as it was sent, and why. */
+/**
+ * An answer body that was sent but not kept: its size as far as it was sent when its key was
+ * recorded (a stream recorded before its end goes on past it), and why.
+ */
 export interface NotKept {
   readonly bytes: number;
   readonly reason: NotKeptReason;
@@ -232,12 +239,11 @@ function hasHeaders(headers: unknown): headers is Record<string, string> {
   );
 }
 
-/** Whether the replay of this stored answer is {@link AnswerNotKeptError} rather than bytes. */
-export function omittedSize(stored: unknown): number | undefined {
-  return notKeptOf(stored)?.bytes;
-}
-
-const STREAM_REASONS: ReadonlySet<unknown> = new Set<NotKeptReason>(['stream', 'unfinished']);
+const STREAM_REASONS: ReadonlySet<unknown> = new Set<NotKeptReason>([
+  'stream',
+  'unfinished',
+  'still-open',
+]);
 
 /** What was not kept of this stored answer, or `undefined` when it replays. */
 export function notKeptOf(stored: unknown): NotKept | undefined {

@@ -90,6 +90,31 @@ async function announcedAndActualPid(
   return 'processID' in client ? read(client as BackendKeyClient) : undefined;
 }
 
+// A store told `prepare: false` is behind a transaction pooler, or its operator thinks so. Over
+// postgres-js that reaches only the store's own statements: the client still sends each
+// transaction's COMMIT as a named statement. Behind the pooler the COMMIT can land on a server
+// connection that never parsed it; the refusal aborts the transaction, postgres-js sends the
+// COMMIT again unnamed, and PostgreSQL answers a COMMIT of an aborted transaction with ROLLBACK and
+// no error: the migrations, or a handler's writes with their stored answer, are gone while every
+// call reported success.
+function postgresJsNamingUnderUnnamedStore(
+  db: AnyPgDatabase,
+  options: PgDeploymentOptions,
+): DeploymentFinding | undefined {
+  if (options.prepare !== false) return undefined;
+  const client = (db as unknown as { $client?: unknown }).$client;
+  if (typeof client !== 'function') return undefined;
+  const clientOptions = (client as { options?: { prepare?: unknown } }).options;
+  if (clientOptions?.prepare !== true) return undefined;
+  return {
+    level: DeploymentLevel.warn,
+    code: DeploymentCode.pooler,
+    message:
+      "the store sends its statements unnamed (prepare: false), but its postgres-js client names its own, a transaction's COMMIT among them: behind a transaction pooler a COMMIT refused by name is sent again after the refusal aborted the transaction, and the transaction is rolled back without an error (a handler's writes and their stored answer, or the migrations, lost).",
+    fix: 'create the client with postgres(url, { prepare: false })',
+  };
+}
+
 /**
  * Reads what the PostgreSQL server says about the store's deployment, without writing, and lists
  * what loses answers or can lose them:
@@ -99,7 +124,8 @@ async function announcedAndActualPid(
  *   to physical standbys that confirm no commit (`synchronous_standby_names` empty, or a
  *   `pg_stat_replication.sync_state` of `async`), when the connection is to a standby
  *   (`pg_is_in_recovery()`), and, with named statements, when a pooler is detected (over
- *   node-postgres only: the backend key the connection announced is not `pg_backend_pid()`).
+ *   node-postgres only: the backend key the connection announced is not `pg_backend_pid()`), and
+ *   when a store with `prepare: false` runs on a postgres-js client that names its statements.
  *
  * A missing keys table is no finding: the migrations create it permanent. Reading
  * `pg_stat_replication`'s `sync_state` needs `pg_monitor` (or `pg_read_all_stats`); without it only
@@ -157,6 +183,8 @@ export async function checkPgDeployment(
       fix: 'connect the store to the primary, e.g. target_session_attrs=read-write in the connection string',
     });
   }
+  const namingClient = postgresJsNamingUnderUnnamedStore(db, options);
+  if (namingClient !== undefined) findings.push(namingClient);
   if (options.prepare ?? true) {
     const pids = await announcedAndActualPid(db);
     if (pids !== undefined && pids.announced !== pids.actual) {

@@ -1,3 +1,5 @@
+export type { BatchSizes } from '../core/statement-batch.js';
+export type { PgBatchStats } from './batch.js';
 export type { AnyPgDatabase } from './client.js';
 export type { PgDeploymentOptions } from './deployment.js';
 export { checkPgDeployment } from './deployment.js';

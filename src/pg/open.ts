@@ -24,6 +24,11 @@ export interface OpenPgStoreOptions
    * Supabase's and Neon's pooled endpoints). Default `true`. See `PgStoreOptions.prepare`.
    */
   readonly prepare?: boolean;
+  /**
+   * `true` batches the claims, fenced finishes and reads of the requests in flight at the same
+   * moment into one statement per kind. Default `false`. See `PgStoreOptions.batch`.
+   */
+  readonly batch?: boolean;
 }
 
 /**
@@ -103,6 +108,7 @@ export async function openPgStore<T = unknown>(
     return new PgIdempotencyStore<T>(db, {
       table,
       prepare,
+      ...(options.batch === undefined ? {} : { batch: options.batch }),
       ...encryption,
       ...(ownsPool ? { onClose: () => pool.end() } : {}),
     });

@@ -21,6 +21,7 @@ import type { KeyRow } from '../core/record.js';
 import { primaryOf, replicasOf } from '../core/replicas.js';
 import { KeyStatus } from '../core/status.js';
 import type { LeasedIdempotencyStore, ReleasePendingResult } from '../core/store.js';
+import { batchedPgStatements, batchingPgStatements, type PgBatchStats } from './batch.js';
 import { type AnyPgDatabase, PG_DATABASE } from './client.js';
 import {
   compilePgStatement,
@@ -55,6 +56,14 @@ export interface PgStoreOptions extends PgTableOptions, EncryptionOption {
    * again unnamed, after which the store names no statement more; `false` saves that first refusal.
    */
   readonly prepare?: boolean;
+  /**
+   * `true` batches the requests in flight at the same moment: the claims (`acquire`), fenced
+   * finishes, replay reads (`fetch`) and row reads called in one turn of the event loop go to the
+   * server as one statement per kind over arrays (one round trip, one commit), and each caller
+   * still gets exactly its own answer. A call waits up to one turn for its batch. Every guarantee
+   * holds unchanged; see docs/store.md, "Batching on PostgreSQL". Default `false`.
+   */
+  readonly batch?: boolean;
 }
 
 const p = sql.placeholder;
@@ -551,12 +560,14 @@ export class PgIdempotencyStore<T = unknown>
   readonly #db: AnyPgDatabase;
   readonly #table: PgKeysTable;
   readonly #options: PgStoreOptions;
+  readonly #batchStats: (() => PgBatchStats) | undefined;
 
   /**
    * @param db - a drizzle PostgreSQL database; the store shares its connections
    * @param options - see {@link PgStoreOptions}
    * @throws {@link InvalidOptionError} for a schema name PostgreSQL cannot hold, a `schema`
-   * that is not the table's, or a `replays` other than `'primary'` or `'replica'`
+   * that is not the table's, a `replays` other than `'primary'` or `'replica'`, or a `batch`
+   * that is not a boolean
    * @throws {@link UnrecognisedDatabaseError} when `db` is not a drizzle PostgreSQL database (or
    * transaction) over a client of a PostgreSQL driver
    */
@@ -571,6 +582,9 @@ export class PgIdempotencyStore<T = unknown>
         `replays must be 'primary' or 'replica', got ${String(options.replays)}`,
       );
     }
+    if (options.batch !== undefined && typeof options.batch !== 'boolean') {
+      throw new InvalidOptionError(`batch must be a boolean, got ${typeof options.batch}`);
+    }
     const mode: PgStatementMode = { named: options.prepare ?? true };
     const primary = primaryOf(db);
     assertDrizzleDatabase(primary, PG_DATABASE);
@@ -578,10 +592,21 @@ export class PgIdempotencyStore<T = unknown>
       options.replays === 'replica'
         ? replicasOf(db).map((replica) => replicaFetch(replica, table, schema, name, mode))
         : [];
-    super(
-      pgStatements(prepareQueries(primary, table, schema, name, mode), replicas, options.onClose),
-      options.encryption,
+    const single = pgStatements(
+      prepareQueries(primary, table, schema, name, mode),
+      replicas,
+      options.onClose,
     );
+    const batching =
+      options.batch === true
+        ? batchingPgStatements(
+            single,
+            batchedPgStatements(primary, table, statementNames(schema, name), mode),
+            replicas.length === 0,
+          )
+        : undefined;
+    super(batching?.statements ?? single, options.encryption);
+    this.#batchStats = batching?.stats;
     this.#db = primary;
     this.#table = table;
     this.#options = options;
@@ -600,6 +625,21 @@ export class PgIdempotencyStore<T = unknown>
    */
   checkDeployment(): Promise<DeploymentReport> {
     return checkPgDeployment(this.#db, this.#options);
+  }
+
+  /**
+   * How the store's batches were sized so far, per batched statement (see the `batch` option):
+   * how many calls, how many statements, and how many statements carried each number of calls.
+   * `undefined` on a store opened without `batch: true`.
+   *
+   * @example
+   * ```ts
+   * const { claims } = store.batchStats() ?? {};
+   * console.log(claims?.sizes); // { 1: 12, 32: 40 }: 40 statements carried 32 claims each
+   * ```
+   */
+  batchStats(): PgBatchStats | undefined {
+    return this.#batchStats?.();
   }
 
   /** The drizzle database the store runs on: the primary of a `withReplicas` database. */

@@ -224,6 +224,12 @@ describe('idem show', () => {
       { wire: 1, status: 200, headers: {}, omittedBytes: 5_000_000 },
       claim('huge', 'fp'),
     );
+    store.finish(
+      'open-stream',
+      'fp',
+      { wire: 1, status: 200, headers: {}, omittedBytes: 70, omittedBecause: 'still-open' },
+      claim('open-stream', 'fp'),
+    );
     store.finish('value', 'fp', { receipt: 7 }, claim('value', 'fp'));
     claim('lapsed', 'fp-l', { ...lease, leaseSeconds: 1 });
     claim('lapsed', 'fp-l', { ...lease, now: 102 });
@@ -234,8 +240,8 @@ describe('idem show', () => {
 
   it('prints the whole record: status, lease, fencing token, fingerprint, retention and the answer', async () => {
     const path = seededRecords();
-    const [http, lapsed, value, huge, binary, unrecorded] = await Promise.all(
-      ['http', 'lapsed', 'value', 'huge', 'binary', 'unrecorded'].map((key) =>
+    const [http, lapsed, value, huge, binary, unrecorded, openStream] = await Promise.all(
+      ['http', 'lapsed', 'value', 'huge', 'binary', 'unrecorded', 'open-stream'].map((key) =>
         idem(['show', key, '--db', path, '--now', '1013.5']),
       ),
     );
@@ -259,7 +265,12 @@ describe('idem show', () => {
     expect(value?.stdout).toContain(
       'answer       a stored value (not an HTTP answer), 13 bytes of JSON',
     );
-    expect(huge?.stdout).toContain('answer       HTTP 200, 5000000 bytes, body not kept');
+    expect(huge?.stdout).toContain(
+      'answer       HTTP 200, 5000000 bytes, body not kept (over maxStoredBytes)\n',
+    );
+    expect(openStream?.stdout).toContain(
+      'answer       HTTP 200, 70 bytes, body not kept (its stream was still open after streamRecordAfterSeconds)\n',
+    );
     expect(binary?.stdout).toContain('answer       HTTP 200, 3 bytes');
     expect(unrecorded?.stdout).toContain('status       pending (unrecorded');
   });

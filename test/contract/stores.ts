@@ -135,12 +135,32 @@ const STORES: readonly (StoreEntry | WorkerdStoreEntry)[] = [
     harness: (variant) => pgliteHarness(variant.table, encryptionOf(variant)),
   },
   {
+    // The batched statements through drizzle's prepared queries, arrays bound by PGlite.
+    name: 'PGlite, batching',
+    group: 'pg',
+    needs: 'node',
+    http: 'none',
+    harness: (variant) => pgliteHarness(variant.table, { batch: true, ...encryptionOf(variant) }),
+  },
+  {
     name: 'PostgreSQL server, node-postgres',
     group: 'pg',
     needs: 'DATABASE_URL',
     http: 'every',
     harness: (variant) =>
       serverHarness(serverOf(serverUrl()), variant.table, encryptionOf(variant)),
+  },
+  {
+    // Concurrent claims, finishes and reads batched into one statement per kind.
+    name: 'PostgreSQL server, node-postgres, batching',
+    group: 'pg',
+    needs: 'DATABASE_URL',
+    http: 'behaviour',
+    harness: (variant) =>
+      serverHarness(serverOf(serverUrl()), variant.table, {
+        batch: true,
+        ...encryptionOf(variant),
+      }),
   },
   {
     name: 'PostgreSQL server, postgres-js',

@@ -11,7 +11,7 @@ import {
   requestFingerprint,
   storedId,
 } from '../../src/http/index.js';
-import { InvalidOptionError } from '../../src/index.js';
+import { InvalidOptionError, MAX_LEASE_SECONDS } from '../../src/index.js';
 import { openSqliteStore } from '../../src/sqlite/index.js';
 
 const request = (body: unknown, method = 'POST', path = '/payments') => ({
@@ -229,8 +229,24 @@ describe('idempotent options', () => {
     ['maxStoredBytes 1.5', { maxStoredBytes: 1.5 }],
     ['onOutcome not a function', { onOutcome: 'log' }],
     ['storeStreams as a string', { storeStreams: 'no' }],
+    ['streamRecordAfterSeconds 0', { streamRecordAfterSeconds: 0 }],
+    ['streamRecordAfterSeconds NaN', { streamRecordAfterSeconds: Number.NaN }],
+    ['streamRecordAfterSeconds as a string', { streamRecordAfterSeconds: '60' }],
+    ['streamRecordAfterSeconds past 7 days', { streamRecordAfterSeconds: MAX_LEASE_SECONDS + 1 }],
   ])('refuses %s when the layer is built', (_name, options) => {
     expect(() => idempotent(store, options as never)).toThrow(InvalidOptionError);
+  });
+
+  it('names streamRecordAfterSeconds when it refuses it', () => {
+    expect(() => idempotent(store, { streamRecordAfterSeconds: -1 })).toThrow(
+      /^streamRecordAfterSeconds must be a number of seconds above 0 and at most 604800 \(7 days\), got -1$/,
+    );
+  });
+
+  it('takes a stream bound from a fraction of a second up to 7 days', () => {
+    for (const streamRecordAfterSeconds of [0.05, 300, MAX_LEASE_SECONDS]) {
+      expect(idempotent(store, { streamRecordAfterSeconds }).begin).toBeTypeOf('function');
+    }
   });
 
   it('accepts a seconds clock, a test clock at 0 and maxStoredBytes Infinity', () => {

@@ -23,7 +23,8 @@ import { type Deferred, deferred, until } from '../support/waiting.js';
 
 // A streamed answer on every adapter, as docs/http.md ("Streamed answers") describes it: sent as
 // it comes, replayed byte for byte while it fits maxStoredBytes, and otherwise recorded as done
-// without a replayable answer, so a retry gets 410 answer-not-kept and never runs the handler.
+// without a replayable answer, so a retry gets 410 answer-not-kept and never runs the handler;
+// recorded the moment it cannot be kept, so a retry sent while it is still open gets 410 too.
 
 const dir = tempDir('idem-streamed-');
 const KEY = 'streamed-answer-1';
@@ -58,7 +59,10 @@ async function* events(): AsyncGenerator<string> {
   yield SECOND;
 }
 
-type Options = Pick<IdempotentOptions, 'maxStoredBytes' | 'storeStreams'>;
+type Options = Pick<
+  IdempotentOptions,
+  'maxStoredBytes' | 'storeStreams' | 'streamRecordAfterSeconds'
+>;
 
 async function listen(server: Server): Promise<string> {
   const served = await listening(server);
@@ -181,12 +185,13 @@ async function readUntil(
 }
 
 // The first request: the first event arrives while the handler still holds the second, so the
-// answer was not buffered; then the rest, whole.
-async function streamFirst(url: string): Promise<Response> {
+// answer was not buffered; `whileOpen` runs then, the stream still open; then the rest, whole.
+async function streamFirst(url: string, whileOpen?: () => Promise<void>): Promise<Response> {
   const first = await post(url);
   expect(first.status).toBe(200);
   const reader = (first.body as ReadableStream<Uint8Array>).getReader();
   expect(await readUntil(reader, FIRST)).toBe(FIRST);
+  await whileOpen?.();
   hold.resolve();
   expect(await readUntil(reader, SECOND)).toBe(SECOND);
   expect((await reader.read()).done).toBe(true);
@@ -234,6 +239,25 @@ describe.each(Object.entries(adapters))('%s', (_name, start) => {
     const url = await start({ storeStreams: false });
     await streamFirst(url);
     await expectNotKept(url, /streamed answers are not kept/);
+  });
+
+  it('records a stream the moment it passes maxStoredBytes: a retry while it is open gets 410', async () => {
+    // The first event alone is past the cap: the key is recorded while the handler holds the second.
+    const url = await start({ maxStoredBytes: 4 });
+    await streamFirst(url, () => expectNotKept(url, /larger than the largest answer kept/));
+    await expectNotKept(url, /larger than the largest answer kept/);
+  });
+
+  it('records a stream at its first byte with storeStreams: false: a retry while it is open gets 410', async () => {
+    const url = await start({ storeStreams: false });
+    await streamFirst(url, () => expectNotKept(url, /streamed answers are not kept/));
+    await expectNotKept(url, /streamed answers are not kept/);
+  });
+
+  it('records a stream still open after streamRecordAfterSeconds: a retry while it is open gets 410', async () => {
+    const url = await start({ streamRecordAfterSeconds: 0.2 });
+    await streamFirst(url, () => expectNotKept(url, /still open when the layer stopped waiting/));
+    await expectNotKept(url, /still open when the layer stopped waiting/);
   });
 
   it('records a stream the client abandons as done, and a retry gets 410', async () => {

@@ -226,7 +226,7 @@ export function pgliteHarness(table = 'keys', storeOptions: PgStoreOptions = {})
  */
 export function pgHarnessOver(
   shared: () => Promise<AnyPgDatabase>,
-  storeOptions: { readonly prepare?: boolean },
+  storeOptions: { readonly prepare?: boolean; readonly batch?: boolean },
 ): HarnessFactory {
   return schemaHarness(shared, 'keys', storeOptions);
 }

@@ -1,9 +1,11 @@
 import { sql } from 'drizzle-orm';
+import { drizzle as drizzlePostgresJs } from 'drizzle-orm/postgres-js';
+import postgres from 'postgres';
 import { describe, expect, it } from 'vitest';
 import { type DeploymentFinding, DeploymentRefusedError } from '../../src/index.js';
 import { queryRows } from '../../src/pg/client.js';
 import { quoteIdentifier } from '../../src/pg/identifier.js';
-import { applyPgMigrations, openPgStore } from '../../src/pg/index.js';
+import { applyPgMigrations, openPgStore, PgIdempotencyStore } from '../../src/pg/index.js';
 import { idem, jsonLine } from '../support/cli.js';
 import { freshServerSchema, type ServerSchema, serverUrl } from '../support/pg.js';
 
@@ -113,6 +115,37 @@ describe('the deployment check on PostgreSQL', () => {
         expect(await store.checkDeployment()).toEqual({ dialect: 'pg', findings: [] });
       } finally {
         await store.close();
+      }
+    });
+  });
+
+  it('warns when a store with prepare: false runs on a postgres-js client that names its statements', async () => {
+    await withSchema(async (fresh) => {
+      const naming = postgres(url, { max: 1, onnotice: () => undefined });
+      const unnamed = postgres(url, { max: 1, prepare: false, onnotice: () => undefined });
+      try {
+        const codes = async (client: postgres.Sql, prepare: boolean) =>
+          (
+            await new PgIdempotencyStore(drizzlePostgresJs({ client }), {
+              schema: fresh.schema,
+              prepare,
+            }).checkDeployment()
+          ).findings;
+        const findings = await codes(naming, false);
+        expect(findings).toEqual([
+          expect.objectContaining({
+            level: 'warn',
+            code: 'pooler',
+            fix: 'create the client with postgres(url, { prepare: false })',
+          }),
+        ]);
+        expect(findings[0]?.message).toContain('rolled back without an error');
+        // Named statements on both sides, or unnamed on both: nothing to say.
+        expect(await codes(naming, true)).toEqual([]);
+        expect(await codes(unnamed, false)).toEqual([]);
+      } finally {
+        await naming.end();
+        await unnamed.end();
       }
     });
   });

@@ -34,6 +34,8 @@ type Driver = 'node-postgres' | 'postgres-js';
 interface Variant {
   readonly driver: Driver;
   readonly prepare: boolean;
+  /** The store batches concurrent claims, finishes and reads (`batch: true`). */
+  readonly batch?: boolean;
 }
 
 // postgres-js with its own named statements is left out: through PgBouncer 1.18 it re-sends a
@@ -45,10 +47,11 @@ const VARIANTS: readonly Variant[] = [
   { driver: 'node-postgres', prepare: false },
   { driver: 'node-postgres', prepare: true },
   { driver: 'postgres-js', prepare: false },
+  { driver: 'node-postgres', prepare: false, batch: true },
 ];
 
-const label = ({ driver, prepare }: Variant) =>
-  `through PgBouncer (transaction mode), ${driver}, ${prepare ? 'named statements' : 'prepare: false'}`;
+const label = ({ driver, prepare, batch }: Variant) =>
+  `through PgBouncer (transaction mode), ${driver}, ${prepare ? 'named statements' : 'prepare: false'}${batch === true ? ', batching' : ''}`;
 
 if (pgbouncerBinary() === undefined) {
   if (process.env.CI === 'true') {
@@ -81,20 +84,23 @@ if (pgbouncerBinary() === undefined) {
       closers.push(() => pool.end());
       return drizzleNodePg({ client: pool });
     }
-    const client = postgres(target, { max, onnotice: () => undefined });
+    // postgres-js's own `prepare: false` too: it sends a transaction's COMMIT as a named
+    // statement, which behind the pooler can be refused and rolled back (docs/topologies.md).
+    const client = postgres(target, { max, prepare: false, onnotice: () => undefined });
     closers.push(() => client.end());
     return drizzlePostgresJs({ client });
   };
 
   for (const variant of VARIANTS) {
     const { driver, prepare } = variant;
+    const batch = variant.batch === true;
     let shared: Promise<AnyPgDatabase> | undefined;
     const sharedDb = () => {
       shared ??= connect(driver, 8);
       return shared;
     };
-    describeStoreContract(label(variant), pgHarnessOver(sharedDb, { prepare }));
-    describeLeaseContract(label(variant), pgHarnessOver(sharedDb, { prepare }));
+    describeStoreContract(label(variant), pgHarnessOver(sharedDb, { prepare, batch }));
+    describeLeaseContract(label(variant), pgHarnessOver(sharedDb, { prepare, batch }));
 
     // The races run with the configuration a pooler needs; named statements get the claim race
     // below, which is what a refused name used to break.
@@ -119,14 +125,20 @@ if (pgbouncerBinary() === undefined) {
                     return new PgIdempotencyStore(drizzleNodePg({ client: pool }), {
                       schema: direct.schema,
                       prepare,
+                      batch,
                     });
                   }
-                  const client = postgres(target, { max: 1, onnotice: () => undefined });
+                  const client = postgres(target, {
+                    max: 1,
+                    prepare: false,
+                    onnotice: () => undefined,
+                  });
                   ends.push(() => client.end());
                   await client`SELECT 1`;
                   return new PgIdempotencyStore(drizzlePostgresJs({ client }), {
                     schema: direct.schema,
                     prepare,
+                    batch,
                   });
                 }),
               );
@@ -186,6 +198,7 @@ if (pgbouncerBinary() === undefined) {
                 new PgIdempotencyStore(await connect(driver, 1), {
                   schema: direct.schema,
                   prepare,
+                  batch,
                 }),
             ),
           );
