@@ -2,10 +2,9 @@
 # Lane: Drizzle 1.0 (its newest release candidate until the final release ships) over the packed
 # package, on the active LTS with better-sqlite3 13. Runs the store and lease contracts, the HTTP
 # behaviour suite, the packed-package tests (drizzle-kit generate and migrate over a schema that
-# re-exports the keys table) and the stores' refusal of a database they do not recognise; then
-# proves a file store keeps its rows across a restart. The package's declarations do not yet
-# typecheck against drizzle 1.0 under skipLibCheck: false (docs/runtimes.md), so the consumer
-# typecheck (test/package/consumer-types.test.ts) runs on drizzle 0.45 only.
+# re-exports the keys table), the stores' refusal of a database they do not recognise and a
+# consumer of every entry point typechecked with skipLibCheck: false against drizzle 1.0
+# (test/package/consumer-types.test.ts); then proves a file store keeps its rows across a restart.
 source "$(dirname "$0")/lib.bash"
 
 # The newest 1.x release, or while there is none the newest 1.0 release candidate.
@@ -30,10 +29,11 @@ cp -R "$lane_root/.ci/lanes/drizzle-1/." "$app/lane/"
 lane_say "Drizzle 1.0 lane: tested with"
 lane_versions "$app" drizzle-orm drizzle-kit better-sqlite3 @libsql/client @electric-sql/pglite pg postgres express fastify hono @nestjs/core typescript
 
-lane_say 'the store and lease contracts, the HTTP behaviour suite, the packed package'
+lane_say 'the store and lease contracts, the HTTP behaviour suite, the packed package and its types'
 lane_vitest "$app" test/store/sqlite-contract.test.ts \
   test/store/pg-contract.test.ts test/http/behaviour.test.ts test/package/pack.test.ts \
-  test/package/push.test.ts test/open/unrecognised-pg-mysql-database.test.ts
+  test/package/push.test.ts test/open/unrecognised-pg-mysql-database.test.ts \
+  test/package/consumer-types.test.ts
 
 lane_say 'a file store keeps its rows across a restart'
 (cd "$app" && node lane/restart.mjs write "$lane_work/restart.db" && node lane/restart.mjs read "$lane_work/restart.db")

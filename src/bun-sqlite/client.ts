@@ -1,4 +1,4 @@
-import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
+import type { AnySqliteDatabase } from '../core/drizzle-types.js';
 
 /** A bun:sqlite prepared statement, as the store uses it. */
 export interface BunSqliteStatementLike {
@@ -21,7 +21,6 @@ export interface BunSqliteDatabaseLike {
 }
 
 /** Any drizzle database over bun:sqlite (`drizzle({ client: new Database(path) })` from `drizzle-orm/bun-sqlite`). */
-// biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
-export type AnyBunSqliteDatabase = BaseSQLiteDatabase<'sync', any, any> & {
+export type AnyBunSqliteDatabase = AnySqliteDatabase & {
   $client: BunSqliteDatabaseLike;
 };

@@ -1,12 +1,12 @@
-import type { SQLiteTransaction } from 'drizzle-orm/sqlite-core';
+import type { TransactionOf } from '../core/drizzle-types.js';
 import { leaseHolderRow, ownerRow } from '../core/key-conditions.js';
 import { synchronousStepRecorder } from '../core/step-recorders.js';
 import { type StepLog, type StepLogOptions, stepLog } from '../core/steps.js';
+import type { AnyBunSqliteDatabase } from './client.js';
 import type { BunSqliteIdempotencyStore } from './store.js';
 
 /** The drizzle transaction a bun:sqlite transactional step receives. */
-// biome-ignore lint/suspicious/noExplicitAny: the step may use any schema of the app's
-export type BunSqliteHandlerTransaction = SQLiteTransaction<'sync', void, any, any>;
+export type BunSqliteHandlerTransaction = TransactionOf<AnyBunSqliteDatabase>;
 
 /**
  * The step log on bun:sqlite (under Bun): `makeIdempotent`'s `steps` option. Each step's record is

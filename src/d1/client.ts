@@ -1,4 +1,4 @@
-import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
+import type { AnySqliteDatabase } from '../core/drizzle-types.js';
 import type { SqliteStatement } from '../sqlite-dialect/compile.js';
 
 /** What the store reads of a D1 result: the rows, and how many rows a write changed. */
@@ -24,8 +24,7 @@ export interface D1DatabaseLike {
 }
 
 /** Any drizzle database over a D1 binding (`drizzle(env.DB)` from `drizzle-orm/d1`). */
-// biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
-export type AnyD1Database = BaseSQLiteDatabase<'async', any, any> & { $client: D1DatabaseLike };
+export type AnyD1Database = AnySqliteDatabase & { $client: D1DatabaseLike };
 
 /** Prepares a compiled statement on the binding. */
 export function prepare(

@@ -1,4 +1,4 @@
-import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
+import type { AnySqliteDatabase } from '../core/drizzle-types.js';
 
 /** What the store reads of a Durable Object SQL cursor: its rows, as plain objects. */
 export interface DurableSqliteCursorLike {
@@ -21,7 +21,6 @@ export interface DurableSqliteStorageLike {
  * Any drizzle database over a Durable Object's storage (`drizzle(ctx.storage)` from
  * `drizzle-orm/durable-sqlite`).
  */
-// biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
-export type AnyDurableSqliteDatabase = BaseSQLiteDatabase<'sync', any, any> & {
+export type AnyDurableSqliteDatabase = AnySqliteDatabase & {
   $client: DurableSqliteStorageLike;
 };

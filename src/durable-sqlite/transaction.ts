@@ -1,4 +1,4 @@
-import type { SQLiteTransaction } from 'drizzle-orm/sqlite-core';
+import type { TransactionOf } from '../core/drizzle-types.js';
 import { InvalidOptionError } from '../core/errors.js';
 import { ownerRow } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
@@ -8,11 +8,11 @@ import type {
   TransactionOutcome,
   TransactionRunner,
 } from '../core/transaction-runner.js';
+import type { AnyDurableSqliteDatabase } from './client.js';
 import type { DurableSqliteIdempotencyStore } from './store.js';
 
 /** The drizzle transaction a Durable Object handler receives. */
-// biome-ignore lint/suspicious/noExplicitAny: the handler may use any schema of the app's
-export type DurableSqliteHandlerTransaction = SQLiteTransaction<'sync', any, any, any>;
+export type DurableSqliteHandlerTransaction = TransactionOf<AnyDurableSqliteDatabase>;
 
 // Thrown inside the transaction callback to make transactionSync roll back, then caught outside.
 class OwnershipLost extends Error {}

@@ -1,3 +1,4 @@
+export type { SqliteJournalTable, SqlitePushTables } from '../sqlite-dialect/push.js';
 export { sqlitePushTables } from '../sqlite-dialect/push.js';
 export type { LibsqlMigrationOptions } from './migrate.js';
 export {

@@ -1,5 +1,4 @@
-import type { ResultSet } from '@libsql/client';
-import type { SQLiteTransaction } from 'drizzle-orm/sqlite-core';
+import type { TransactionOf } from '../core/drizzle-types.js';
 import { ownerRow } from '../core/key-conditions.js';
 import { KeyStatus } from '../core/status.js';
 import type { MaybePromise } from '../core/store.js';
@@ -12,9 +11,11 @@ import {
 import type { AnyLibsqlDatabase, LibsqlIdempotencyStore } from './store.js';
 import { writeQueue } from './write-queue.js';
 
-/** The drizzle transaction a libSQL handler receives. */
-// biome-ignore lint/suspicious/noExplicitAny: the handler may use any schema of the app's
-export type LibsqlHandlerTransaction = SQLiteTransaction<'async', ResultSet, any, any>;
+/**
+ * The drizzle transaction a libSQL handler receives: the one a libSQL database's `transaction`
+ * hands its callback, in either major of drizzle-orm.
+ */
+export type LibsqlHandlerTransaction = TransactionOf<AnyLibsqlDatabase>;
 
 // Thrown out of a transaction SQLite already rolled back, whose handler caught the error that did it.
 class RolledBackUnderHandler extends Error {}

@@ -1,9 +1,5 @@
-import type { MySqlTransaction } from 'drizzle-orm/mysql-core';
-import type {
-  PlanetScaleDatabase,
-  PlanetScalePreparedQueryHKT,
-  PlanetscaleQueryResultHKT,
-} from 'drizzle-orm/planetscale-serverless';
+import type { PlanetScaleDatabase } from 'drizzle-orm/planetscale-serverless';
+import type { TransactionOf } from '../core/drizzle-types.js';
 import { ownerRow } from '../core/key-conditions.js';
 import { DEFAULT_TRANSACTION_ATTEMPTS, runRetryingRollbacks } from '../core/rolled-back.js';
 import { KeyStatus } from '../core/status.js';
@@ -17,15 +13,11 @@ import { MysqlIdempotencyStore, type MysqlStoreOptions } from './store.js';
 // biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
 export type AnyPlanetscaleDatabase = PlanetScaleDatabase<any>;
 
-/** The drizzle transaction a PlanetScale handler receives. */
-export type PlanetscaleHandlerTransaction = MySqlTransaction<
-  PlanetscaleQueryResultHKT,
-  PlanetScalePreparedQueryHKT,
-  // biome-ignore lint/suspicious/noExplicitAny: the handler may use any schema of the app's
-  any,
-  // biome-ignore lint/suspicious/noExplicitAny: the handler may use any schema of the app's
-  any
->;
+/**
+ * The drizzle transaction a PlanetScale handler receives: the one a PlanetScale database's
+ * `transaction` hands its callback, in either major of drizzle-orm.
+ */
+export type PlanetscaleHandlerTransaction = TransactionOf<AnyPlanetscaleDatabase>;
 
 /**
  * The idempotency store over PlanetScale's serverless driver (`@planetscale/database` with

@@ -3,6 +3,8 @@
 // being marked side-effect free, reads the barrel's re-exports before they initialise, so the
 // table below failed at load ("MySqlCustomColumnBuilder is not a constructor").
 
+// Types only, erased from the build: the barrel is safe to name here.
+import type { MySqlColumn, MySqlTableWithColumns } from 'drizzle-orm/mysql-core';
 import { bigint } from 'drizzle-orm/mysql-core/columns/bigint';
 import { boolean } from 'drizzle-orm/mysql-core/columns/boolean';
 import { customType } from 'drizzle-orm/mysql-core/columns/custom';
@@ -11,6 +13,7 @@ import { varchar } from 'drizzle-orm/mysql-core/columns/varchar';
 import { index } from 'drizzle-orm/mysql-core/indexes';
 import { mysqlTable } from 'drizzle-orm/mysql-core/table';
 import { getTableConfig } from 'drizzle-orm/mysql-core/utils';
+import type { ColumnConfig, ColumnFacts } from '../core/drizzle-types.js';
 import type { KeyStatus } from '../core/status.js';
 import { assertTableName, DEFAULT_TABLE_NAME, retentionIndexName } from '../core/table-name.js';
 import { MAX_KEY_BYTES } from '../core/validation.js';
@@ -58,34 +61,143 @@ const answerText = customType<{ data: string; driverData: string }>({
  */
 export function mysqlKeysTable<const N extends string = typeof DEFAULT_TABLE_NAME>(
   name: N = DEFAULT_TABLE_NAME as N,
-) {
+): MysqlKeysTable<N> {
   assertTableName(name);
-  return mysqlTable(
-    name,
-    {
-      id: utf8Bytes('id').primaryKey(),
-      fingerprint: utf8Bytes('fingerprint').notNull(),
-      status: varchar('status', { length: 7 }).$type<KeyStatus>().notNull(),
-      response: answerText('response'),
-      // DOUBLE, never FLOAT: a FLOAT would round 16777217 to 16777216.
-      expires: double('expires').notNull(),
-      // The pending owner's lease deadline on the caller's clock; NULL means no lease.
-      leaseUntil: double('lease_until'),
-      // The fencing token of the row's ownership: every owner's write requires it, a takeover
-      // raises it (see nextFencingToken); bigint, since tokens are 2^52 and up.
-      attempt: bigint('attempt', { mode: 'number' }).notNull().default(1),
-      // The handler ran but its answer was not recorded: never retried automatically.
-      unrecorded: boolean('unrecorded').notNull().default(false),
-      // The recorded steps of the key's handler (see docs/steps.md): a JSON object of step name
-      // to stored result, NULL until the first step. Kept in the key's row so it goes with the key.
-      steps: answerText('steps'),
-    },
-    (t) => [index(retentionIndexName(name)).on(t.status, t.expires, t.id)],
-  );
+  const table = mysqlTable(name, mysqlKeysColumns(), (t) => [
+    index(retentionIndexName(name)).on(t.status, t.expires, t.id),
+  ]);
+  // The declared type is written out (see MysqlKeysTable); test/types/table-types.test.ts checks
+  // that it reads and writes the rows drizzle infers from the columns above.
+  return table as unknown as MysqlKeysTable<N>;
 }
 
-/** A keys table built by {@link mysqlKeysTable}, whatever its name. */
-export type MysqlKeysTable = ReturnType<typeof mysqlKeysTable<string>>;
+/** The columns of the keys table on MySQL, as {@link mysqlKeysTable} builds them. */
+export function mysqlKeysColumns() {
+  return {
+    id: utf8Bytes('id').primaryKey(),
+    fingerprint: utf8Bytes('fingerprint').notNull(),
+    status: varchar('status', { length: 7 }).$type<KeyStatus>().notNull(),
+    response: answerText('response'),
+    // DOUBLE, never FLOAT: a FLOAT would round 16777217 to 16777216.
+    expires: double('expires').notNull(),
+    // The pending owner's lease deadline on the caller's clock; NULL means no lease.
+    leaseUntil: double('lease_until'),
+    // The fencing token of the row's ownership: every owner's write requires it, a takeover
+    // raises it (see nextFencingToken); bigint, since tokens are 2^52 and up.
+    attempt: bigint('attempt', { mode: 'number' }).notNull().default(1),
+    // The handler ran but its answer was not recorded: never retried automatically.
+    unrecorded: boolean('unrecorded').notNull().default(false),
+    // The recorded steps of the key's handler (see docs/steps.md): a JSON object of step name
+    // to stored result, NULL until the first step. Kept in the key's row so it goes with the key.
+    steps: answerText('steps'),
+  };
+}
+
+/** A column of a MySQL table named `TableName`, in the form drizzle 0.45 and 1.0 both accept. */
+type MysqlColumnOf<TableName extends string, Facts extends ColumnFacts> = MySqlColumn<
+  ColumnConfig<TableName, Facts>
+>;
+
+type Bytes<Name extends string, PrimaryKey extends boolean> = {
+  name: Name;
+  dataType: 'custom';
+  columnType: 'MySqlCustomColumn';
+  data: string;
+  driverParam: string | Uint8Array;
+  notNull: true;
+  hasDefault: false;
+  isPrimaryKey: PrimaryKey;
+  enumValues: undefined;
+};
+
+type Answer<Name extends string> = {
+  name: Name;
+  dataType: 'custom';
+  columnType: 'MySqlCustomColumn';
+  data: string;
+  driverParam: string;
+  notNull: false;
+  hasDefault: false;
+  isPrimaryKey: false;
+  enumValues: undefined;
+};
+
+type Double<Name extends string, NotNull extends boolean> = {
+  name: Name;
+  dataType: 'number';
+  columnType: 'MySqlDouble';
+  data: number;
+  driverParam: string | number;
+  notNull: NotNull;
+  hasDefault: false;
+  isPrimaryKey: false;
+  enumValues: undefined;
+};
+
+/** The columns of a keys table named `N` on MySQL, as {@link mysqlKeysTable} builds them. */
+type MysqlKeysColumns<N extends string> = {
+  id: MysqlColumnOf<N, Bytes<'id', true>>;
+  fingerprint: MysqlColumnOf<N, Bytes<'fingerprint', false>>;
+  status: MysqlColumnOf<
+    N,
+    {
+      name: 'status';
+      dataType: 'string';
+      columnType: 'MySqlVarChar';
+      data: KeyStatus;
+      driverParam: string | number;
+      notNull: true;
+      hasDefault: false;
+      isPrimaryKey: false;
+      enumValues: [string, ...string[]];
+    }
+  >;
+  response: MysqlColumnOf<N, Answer<'response'>>;
+  expires: MysqlColumnOf<N, Double<'expires', true>>;
+  leaseUntil: MysqlColumnOf<N, Double<'lease_until', false>>;
+  attempt: MysqlColumnOf<
+    N,
+    {
+      name: 'attempt';
+      dataType: 'number';
+      columnType: 'MySqlBigInt53';
+      data: number;
+      driverParam: string | number;
+      notNull: true;
+      hasDefault: true;
+      isPrimaryKey: false;
+      enumValues: undefined;
+    }
+  >;
+  unrecorded: MysqlColumnOf<
+    N,
+    {
+      name: 'unrecorded';
+      dataType: 'boolean';
+      columnType: 'MySqlBoolean';
+      data: boolean;
+      driverParam: number | boolean;
+      notNull: true;
+      hasDefault: true;
+      isPrimaryKey: false;
+      enumValues: undefined;
+    }
+  >;
+  steps: MysqlColumnOf<N, Answer<'steps'>>;
+};
+
+/**
+ * A keys table built by {@link mysqlKeysTable}, named `N` (any name by default). Written out
+ * rather than inferred from drizzle's builders: the inferred type names 0.45's column generics,
+ * which drizzle 1.0 changed, and the published declarations must typecheck under both.
+ */
+export type MysqlKeysTable<N extends string = string> = MySqlTableWithColumns<{
+  name: N;
+  schema: undefined;
+  columns: MysqlKeysColumns<N>;
+  dialect: 'mysql';
+  isAlias: false;
+}>;
 
 /** Options naming the keys table of a store, of the migrations or of the adoption check. */
 export interface MysqlTableOptions {

@@ -1,21 +1,18 @@
-import type { MySqlTransaction, MySqlTransactionConfig } from 'drizzle-orm/mysql-core';
-import type { MySql2PreparedQueryHKT, MySql2QueryResultHKT } from 'drizzle-orm/mysql2';
+import type { MySqlTransactionConfig } from 'drizzle-orm/mysql-core';
+import type { TransactionOf } from '../core/drizzle-types.js';
 import { ownerRow } from '../core/key-conditions.js';
 import { runRetryingRollbacks, transactionAttempts } from '../core/rolled-back.js';
 import { KeyStatus } from '../core/status.js';
 import { runFenced, type TransactionRunner } from '../core/transaction-runner.js';
+import type { AnyMysqlDatabase } from './client.js';
 import { mysqlRollbackRetry } from './errors.js';
 import type { MysqlIdempotencyStore } from './store.js';
 
-/** The drizzle transaction a MySQL handler receives. */
-export type MysqlHandlerTransaction = MySqlTransaction<
-  MySql2QueryResultHKT,
-  MySql2PreparedQueryHKT,
-  // biome-ignore lint/suspicious/noExplicitAny: the handler may use any schema of the app's
-  any,
-  // biome-ignore lint/suspicious/noExplicitAny: the handler may use any schema of the app's
-  any
->;
+/**
+ * The drizzle transaction a MySQL handler receives: the one a mysql2 database's `transaction` hands
+ * its callback, in either major of drizzle-orm.
+ */
+export type MysqlHandlerTransaction = TransactionOf<AnyMysqlDatabase>;
 
 /** Options of {@link mysqlTransaction}. */
 export interface MysqlTransactionOptions {

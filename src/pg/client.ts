@@ -1,12 +1,13 @@
 import type { SQL } from 'drizzle-orm';
-import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
+import type * as pgCore from 'drizzle-orm/pg-core';
 import { type DrizzleDatabaseKind, hasMethod } from '../core/database-identity.js';
+import type { ClassOf } from '../core/drizzle-types.js';
 
 /**
- * Any drizzle PostgreSQL database, whatever its driver (node-postgres, PGlite, …) and schema.
+ * Any drizzle PostgreSQL database, whatever its driver (node-postgres, PGlite, …) and schema:
+ * drizzle 0.45's `PgDatabase` or 1.0's `PgAsyncDatabase`, whichever the installed drizzle-orm has.
  */
-// biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
-export type AnyPgDatabase = PgDatabase<PgQueryResultHKT, any>;
+export type AnyPgDatabase = ClassOf<typeof pgCore, ['PgAsyncDatabase', 'PgDatabase']>;
 
 /**
  * Runs `statement` and returns its rows, whatever the driver: node-postgres and PGlite answer

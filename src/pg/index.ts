@@ -11,6 +11,7 @@ export type { AnyNeonHttpDatabase } from './neon-migrate.js';
 export { applyNeonHttpMigrations } from './neon-migrate.js';
 export type { OpenPgStoreOptions } from './open.js';
 export { openPgStore } from './open.js';
+export type { PgPushTables } from './push.js';
 export { pgPushTables } from './push.js';
 export type {
   PgKeysTable,

@@ -1,5 +1,14 @@
 import { sql } from 'drizzle-orm';
-import { bigint, index, type PgTableFn, pgSchema, pgTable, text } from 'drizzle-orm/pg-core';
+import {
+  bigint,
+  index,
+  type PgTableFn,
+  type PgTableWithColumns,
+  pgSchema,
+  pgTable,
+  text,
+} from 'drizzle-orm/pg-core';
+import type { ColumnFacts } from '../core/drizzle-types.js';
 import {
   assertTableName,
   DEFAULT_TABLE_NAME,
@@ -11,9 +20,64 @@ import { assertSchemaName } from './identifier.js';
 import {
   assertPgTablePlace,
   DEFAULT_PG_SCHEMA,
+  type PgColumnOf,
+  type PgKeysDataColumns,
   type PgKeysTableSchemaOptions,
   pgKeysColumns,
 } from './schema.js';
+
+type PgPushTable<Columns extends Record<string, PgColumnOf<ColumnFacts>>> = PgTableWithColumns<{
+  name: string;
+  schema: string | undefined;
+  columns: Columns;
+  dialect: 'pg';
+  isAlias: false;
+}>;
+
+/** What {@link pgPushTables} returns: the keys table as push reads it, and its journal. */
+export interface PgPushTables {
+  /** The keys table, `id` declared as plain `text`. */
+  readonly keys: PgPushTable<
+    PgKeysDataColumns & {
+      id: PgColumnOf<{
+        name: 'id';
+        dataType: 'string';
+        columnType: 'PgText';
+        data: string;
+        driverParam: string;
+        notNull: true;
+        hasDefault: false;
+        isPrimaryKey: true;
+        enumValues: [string, ...string[]];
+      }>;
+    }
+  >;
+  /** The library's migrations journal of that table. */
+  readonly journal: PgPushTable<{
+    hash: PgColumnOf<{
+      name: 'hash';
+      dataType: 'string';
+      columnType: 'PgText';
+      data: string;
+      driverParam: string;
+      notNull: true;
+      hasDefault: false;
+      isPrimaryKey: false;
+      enumValues: [string, ...string[]];
+    }>;
+    createdAt: PgColumnOf<{
+      name: 'created_at';
+      dataType: 'number';
+      columnType: 'PgBigInt53';
+      data: number;
+      driverParam: string | number;
+      notNull: true;
+      hasDefault: false;
+      isPrimaryKey: true;
+      enumValues: undefined;
+    }>;
+  }>;
+}
 
 /**
  * The library's tables on PostgreSQL as `drizzle-kit push` reads them back from a schema the
@@ -39,7 +103,7 @@ import {
  * export const { keys, journal } = pgPushTables();
  * ```
  */
-export function pgPushTables(name?: string, options: PgKeysTableSchemaOptions = {}) {
+export function pgPushTables(name?: string, options: PgKeysTableSchemaOptions = {}): PgPushTables {
   assertPgTablePlace('pgPushTables', name, options);
   const tableName = name ?? DEFAULT_TABLE_NAME;
   const schema = options.schema ?? DEFAULT_PG_SCHEMA;
@@ -58,5 +122,6 @@ export function pgPushTables(name?: string, options: PgKeysTableSchemaOptions = 
     hash: text('hash').notNull(),
     createdAt: bigint('created_at', { mode: 'number' }).primaryKey(),
   });
-  return { keys, journal };
+  // Written out (see PgPushTables), as the keys table's type is.
+  return { keys, journal } as unknown as PgPushTables;
 }

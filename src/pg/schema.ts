@@ -1,4 +1,5 @@
-import { sql } from 'drizzle-orm';
+import { type Column, sql } from 'drizzle-orm';
+import type * as pgCore from 'drizzle-orm/pg-core';
 import {
   bigint,
   boolean,
@@ -6,11 +7,14 @@ import {
   doublePrecision,
   getTableConfig,
   index,
+  type PgTable,
   type PgTableFn,
+  type PgTableWithColumns,
   pgSchema,
   pgTable,
   text,
 } from 'drizzle-orm/pg-core';
+import type { ClassOf, ColumnConfig, ColumnFacts } from '../core/drizzle-types.js';
 import { InvalidOptionError } from '../core/errors.js';
 import type { KeyStatus } from '../core/status.js';
 import {
@@ -95,7 +99,7 @@ export function assertPgTablePlace(
  * export const idempotencyKeys = pgKeysTable('idempotency_keys', { schema: 'billing' });
  * ```
  */
-export function pgKeysTable(name?: string, options: PgKeysTableSchemaOptions = {}) {
+export function pgKeysTable(name?: string, options: PgKeysTableSchemaOptions = {}): PgKeysTable {
   assertPgTablePlace('pgKeysTable', name, options);
   const tableName = name ?? DEFAULT_TABLE_NAME;
   const schema = options.schema ?? DEFAULT_PG_SCHEMA;
@@ -106,17 +110,109 @@ export function pgKeysTable(name?: string, options: PgKeysTableSchemaOptions = {
   const table = (schema === DEFAULT_PG_SCHEMA ? pgTable : pgSchema(schema).table) as PgTableFn<
     string | undefined
   >;
-  return table(tableName, pgKeysColumns(), (t) => [
+  const built = table(tableName, pgKeysColumns(), (t) => [
     index(retentionIndexName(tableName)).on(t.status, t.expires, t.id),
     // Done rows in id order with their deadlines: a purge of a large backlog walks it from the
     // lowest id, checking `expires` in the index, instead of sorting the whole backlog. Partial,
     // so a reserve (a pending row) never writes to it.
     index(doneIdIndexName(tableName)).on(t.id, t.expires).where(sql`status = 'done'`),
   ]);
+  // The declared type is written out (see PgKeysTable); test/types/table-types.test.ts checks
+  // that it reads and writes the rows drizzle infers from the columns.
+  return built as unknown as PgKeysTable;
 }
 
-/** The type of a keys table built by {@link pgKeysTable}, whatever its name and schema. */
-export type PgKeysTable = ReturnType<typeof pgKeysTable>;
+/**
+ * A column of a PostgreSQL table, in the form drizzle 0.45 and 1.0 both accept. `PgColumn`'s
+ * generics differ between the two (1.0 puts the data type first), so this is drizzle's own
+ * `Column` with what the installed major's `PgColumn` adds to it: in 0.45 the `pg` dialect in its
+ * type configuration and its table, a `PgTable`; in 1.0 its array dimensions and `toBuilder`.
+ * Either major's query builders take it as a `PgColumn`.
+ */
+export type PgColumnOf<Facts extends ColumnFacts> = Column<
+  ColumnConfig<string, Facts> & { dialect: 'pg' }
+> & { readonly table: PgTable } & Omit<ClassOf<typeof pgCore, ['PgColumn']>, keyof Column>;
+
+type PgTextFacts<Name extends string, Data, NotNull extends boolean> = {
+  name: Name;
+  dataType: 'string';
+  columnType: 'PgText';
+  data: Data;
+  driverParam: string;
+  notNull: NotNull;
+  hasDefault: false;
+  isPrimaryKey: false;
+  enumValues: [string, ...string[]];
+};
+
+type PgDoubleFacts<Name extends string, NotNull extends boolean> = {
+  name: Name;
+  dataType: 'number';
+  columnType: 'PgDoublePrecision';
+  data: number;
+  driverParam: string | number;
+  notNull: NotNull;
+  hasDefault: false;
+  isPrimaryKey: false;
+  enumValues: undefined;
+};
+
+/** The columns of a keys table on PostgreSQL, `id` left to the table (see {@link pgKeysColumns}). */
+export type PgKeysDataColumns = {
+  fingerprint: PgColumnOf<PgTextFacts<'fingerprint', string, true>>;
+  status: PgColumnOf<PgTextFacts<'status', KeyStatus, true>>;
+  response: PgColumnOf<PgTextFacts<'response', string, false>>;
+  expires: PgColumnOf<PgDoubleFacts<'expires', true>>;
+  leaseUntil: PgColumnOf<PgDoubleFacts<'lease_until', false>>;
+  attempt: PgColumnOf<{
+    name: 'attempt';
+    dataType: 'number';
+    columnType: 'PgBigInt53';
+    data: number;
+    driverParam: string | number;
+    notNull: true;
+    hasDefault: true;
+    isPrimaryKey: false;
+    enumValues: undefined;
+  }>;
+  unrecorded: PgColumnOf<{
+    name: 'unrecorded';
+    dataType: 'boolean';
+    columnType: 'PgBoolean';
+    data: boolean;
+    driverParam: boolean;
+    notNull: true;
+    hasDefault: true;
+    isPrimaryKey: false;
+    enumValues: undefined;
+  }>;
+  steps: PgColumnOf<PgTextFacts<'steps', string, false>>;
+};
+
+/**
+ * The type of a keys table built by {@link pgKeysTable}, whatever its name and schema. Written
+ * out rather than inferred from drizzle's builders: the inferred type names 0.45's column
+ * generics, which drizzle 1.0 changed, and the published declarations must typecheck under both.
+ */
+export type PgKeysTable = PgTableWithColumns<{
+  name: string;
+  schema: string | undefined;
+  columns: PgKeysDataColumns & {
+    id: PgColumnOf<{
+      name: 'id';
+      dataType: 'custom';
+      columnType: 'PgCustomColumn';
+      data: string;
+      driverParam: string;
+      notNull: true;
+      hasDefault: false;
+      isPrimaryKey: true;
+      enumValues: undefined;
+    }>;
+  };
+  dialect: 'pg';
+  isAlias: false;
+}>;
 
 /**
  * The `keys` table in the `public` schema. Import it into your own drizzle-kit schema if you keep

@@ -1,14 +1,18 @@
-import type { PgQueryResultHKT, PgTransaction, PgTransactionConfig } from 'drizzle-orm/pg-core';
+import type { PgTransactionConfig } from 'drizzle-orm/pg-core';
+import type { TransactionOf } from '../core/drizzle-types.js';
 import { ownerRow } from '../core/key-conditions.js';
 import { runRetryingRollbacks, transactionAttempts } from '../core/rolled-back.js';
 import { KeyStatus } from '../core/status.js';
 import { runFenced, type TransactionRunner } from '../core/transaction-runner.js';
+import type { AnyPgDatabase } from './client.js';
 import { pgRollbackRetry } from './rolled-back.js';
 import type { PgIdempotencyStore } from './store.js';
 
-/** The drizzle transaction a PostgreSQL handler receives, whatever the driver. */
-// biome-ignore lint/suspicious/noExplicitAny: the handler may use any schema of the app's
-export type PgHandlerTransaction = PgTransaction<PgQueryResultHKT, any, any>;
+/**
+ * The drizzle transaction a PostgreSQL handler receives, whatever the driver: the one a database's
+ * `transaction` hands its callback, in either major of drizzle-orm.
+ */
+export type PgHandlerTransaction = TransactionOf<AnyPgDatabase>;
 
 /** Options of {@link pgTransaction}. */
 export interface PgTransactionOptions {

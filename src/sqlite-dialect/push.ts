@@ -1,4 +1,12 @@
-import { index, integer, numeric, primaryKey, sqliteTable, text } from 'drizzle-orm/sqlite-core';
+import {
+  index,
+  integer,
+  numeric,
+  primaryKey,
+  type SQLiteTableWithColumns,
+  sqliteTable,
+  text,
+} from 'drizzle-orm/sqlite-core';
 import {
   assertTableName,
   DEFAULT_TABLE_NAME,
@@ -6,7 +14,65 @@ import {
   migrationsTableName,
   retentionIndexName,
 } from '../core/table-name.js';
-import { sqliteKeysColumns } from './schema.js';
+import { type SqliteColumnOf, type SqliteKeysTable, sqliteKeysColumns } from './schema.js';
+
+/** The migrations journal of a keys table on SQLite, as {@link sqlitePushTables} declares it. */
+export type SqliteJournalTable = SQLiteTableWithColumns<{
+  name: string;
+  schema: undefined;
+  columns: {
+    id: SqliteColumnOf<
+      string,
+      {
+        name: 'id';
+        dataType: 'number';
+        columnType: 'SQLiteInteger';
+        data: number;
+        driverParam: number;
+        notNull: false;
+        hasDefault: false;
+        isPrimaryKey: false;
+        enumValues: undefined;
+      }
+    >;
+    hash: SqliteColumnOf<
+      string,
+      {
+        name: 'hash';
+        dataType: 'string';
+        columnType: 'SQLiteText';
+        data: string;
+        driverParam: string;
+        notNull: true;
+        hasDefault: false;
+        isPrimaryKey: false;
+        enumValues: [string, ...string[]];
+      }
+    >;
+    createdAt: SqliteColumnOf<
+      string,
+      {
+        name: 'created_at';
+        dataType: 'string';
+        columnType: 'SQLiteNumeric';
+        data: string;
+        driverParam: string;
+        notNull: false;
+        hasDefault: false;
+        isPrimaryKey: false;
+        enumValues: undefined;
+      }
+    >;
+  };
+  dialect: 'sqlite';
+  isAlias: false;
+}>;
+
+/** What {@link sqlitePushTables} returns: the keys table and its migrations journal. */
+export interface SqlitePushTables {
+  readonly keys: SqliteKeysTable;
+  readonly journal: SqliteJournalTable;
+}
 
 /**
  * The library's tables on SQLite as `drizzle-kit push` reads them back from a database the
@@ -31,7 +97,7 @@ import { sqliteKeysColumns } from './schema.js';
  * export const { keys, journal } = sqlitePushTables();
  * ```
  */
-export function sqlitePushTables(name: string = DEFAULT_TABLE_NAME) {
+export function sqlitePushTables(name: string = DEFAULT_TABLE_NAME): SqlitePushTables {
   assertTableName(name);
   const keys = sqliteTable(name, sqliteKeysColumns(), (table) => [
     index(retentionIndexName(name)).on(table.status, table.expires, table.id),
@@ -44,5 +110,6 @@ export function sqlitePushTables(name: string = DEFAULT_TABLE_NAME) {
     { id: integer('id'), hash: text('hash').notNull(), createdAt: numeric('created_at') },
     (table) => [primaryKey({ columns: [table.id] })],
   );
-  return { keys, journal };
+  // Written out (see SqlitePushTables), as the keys table's type is.
+  return { keys, journal } as unknown as SqlitePushTables;
 }

@@ -1,5 +1,14 @@
 import { sql } from 'drizzle-orm';
-import { index, integer, real, sqliteTable, text } from 'drizzle-orm/sqlite-core';
+import {
+  index,
+  integer,
+  real,
+  type SQLiteColumn,
+  type SQLiteTableWithColumns,
+  sqliteTable,
+  text,
+} from 'drizzle-orm/sqlite-core';
+import type { ColumnConfig, ColumnFacts } from '../core/drizzle-types.js';
 import type { KeyStatus } from '../core/status.js';
 import {
   assertTableName,
@@ -27,15 +36,18 @@ import {
  */
 export function sqliteKeysTable<const N extends string = typeof DEFAULT_TABLE_NAME>(
   name: N = DEFAULT_TABLE_NAME as N,
-) {
+): SqliteKeysTable<N> {
   assertTableName(name);
-  return sqliteTable(name, sqliteKeysColumns(), (table) => [
+  const table = sqliteTable(name, sqliteKeysColumns(), (table) => [
     index(retentionIndexName(name)).on(table.status, table.expires, table.id),
     // Done rows in id order, with their deadlines: a purge of a large backlog walks it from the
     // lowest id and stops at its limit, instead of sorting the whole backlog. Partial, so a
     // reserve (a pending row) never writes to it.
     index(doneIdIndexName(name)).on(table.id, table.expires).where(sql`status = 'done'`),
   ]);
+  // The declared type is written out (see SqliteKeysTable); test/types/table-types.test.ts checks
+  // that it reads and writes the rows drizzle infers from the columns above.
+  return table as unknown as SqliteKeysTable<N>;
 }
 
 /** The columns of the keys table on SQLite, shared by {@link sqliteKeysTable} and the push tables. */
@@ -58,8 +70,91 @@ export function sqliteKeysColumns() {
   };
 }
 
-/** A keys table built by {@link sqliteKeysTable}, whatever its name. */
-export type SqliteKeysTable = ReturnType<typeof sqliteKeysTable<string>>;
+type Text<
+  Name extends string,
+  Data,
+  NotNull extends boolean,
+  PrimaryKey extends boolean = false,
+> = {
+  name: Name;
+  dataType: 'string';
+  columnType: 'SQLiteText';
+  data: Data;
+  driverParam: string;
+  notNull: NotNull;
+  hasDefault: false;
+  isPrimaryKey: PrimaryKey;
+  enumValues: [string, ...string[]];
+};
+
+type Real<Name extends string, NotNull extends boolean> = {
+  name: Name;
+  dataType: 'number';
+  columnType: 'SQLiteReal';
+  data: number;
+  driverParam: number;
+  notNull: NotNull;
+  hasDefault: false;
+  isPrimaryKey: false;
+  enumValues: undefined;
+};
+
+/** A column of a SQLite table named `TableName`, in the form drizzle 0.45 and 1.0 both accept. */
+export type SqliteColumnOf<TableName extends string, Facts extends ColumnFacts> = SQLiteColumn<
+  ColumnConfig<TableName, Facts>
+>;
+
+/** The columns of a keys table named `N` on SQLite, as {@link sqliteKeysColumns} builds them. */
+type SqliteKeysColumns<N extends string> = {
+  id: SqliteColumnOf<N, Text<'id', string, true, true>>;
+  fingerprint: SqliteColumnOf<N, Text<'fingerprint', string, true>>;
+  status: SqliteColumnOf<N, Text<'status', KeyStatus, true>>;
+  response: SqliteColumnOf<N, Text<'response', string, false>>;
+  expires: SqliteColumnOf<N, Real<'expires', true>>;
+  leaseUntil: SqliteColumnOf<N, Real<'lease_until', false>>;
+  attempt: SqliteColumnOf<
+    N,
+    {
+      name: 'attempt';
+      dataType: 'number';
+      columnType: 'SQLiteInteger';
+      data: number;
+      driverParam: number;
+      notNull: true;
+      hasDefault: true;
+      isPrimaryKey: false;
+      enumValues: undefined;
+    }
+  >;
+  unrecorded: SqliteColumnOf<
+    N,
+    {
+      name: 'unrecorded';
+      dataType: 'boolean';
+      columnType: 'SQLiteBoolean';
+      data: boolean;
+      driverParam: number;
+      notNull: true;
+      hasDefault: true;
+      isPrimaryKey: false;
+      enumValues: undefined;
+    }
+  >;
+  steps: SqliteColumnOf<N, Text<'steps', string, false>>;
+};
+
+/**
+ * A keys table built by {@link sqliteKeysTable}, named `N` (any name by default). Written out
+ * rather than inferred from drizzle's builders: the inferred type names 0.45's column generics,
+ * which drizzle 1.0 changed, and the published declarations must typecheck under both.
+ */
+export type SqliteKeysTable<N extends string = string> = SQLiteTableWithColumns<{
+  name: N;
+  schema: undefined;
+  columns: SqliteKeysColumns<N>;
+  dialect: 'sqlite';
+  isAlias: false;
+}>;
 
 /**
  * The default keys table, named `keys`. Import it into your own drizzle-kit schema if you keep

@@ -1,4 +1,5 @@
 export type { SqliteMigrationOptions } from '../sqlite-dialect/migrate.js';
+export type { SqliteJournalTable, SqlitePushTables } from '../sqlite-dialect/push.js';
 export { sqlitePushTables } from '../sqlite-dialect/push.js';
 export type { SqliteKeysTable } from '../sqlite-dialect/schema.js';
 export { keys, sqliteKeysTable } from '../sqlite-dialect/schema.js';

@@ -1,6 +1,5 @@
-import type { RunResult } from 'better-sqlite3';
 import { and, eq, sql } from 'drizzle-orm';
-import type { SQLiteTransaction } from 'drizzle-orm/sqlite-core';
+import type { TransactionOf } from '../core/drizzle-types.js';
 import { InvalidOptionError } from '../core/errors.js';
 import { KeyStatus } from '../core/status.js';
 import { isThenable } from '../core/thenable.js';
@@ -9,11 +8,13 @@ import type {
   TransactionOutcome,
   TransactionRunner,
 } from '../core/transaction-runner.js';
-import type { SqliteIdempotencyStore } from './store.js';
+import type { AnyBetterSqliteDatabase, SqliteIdempotencyStore } from './store.js';
 
-/** The drizzle transaction a synchronous SQLite handler receives. */
-// biome-ignore lint/suspicious/noExplicitAny: the handler may use any schema of the app's
-export type SqliteHandlerTransaction = SQLiteTransaction<'sync', RunResult, any, any>;
+/**
+ * The drizzle transaction a synchronous SQLite handler receives: the one a better-sqlite3
+ * database's `transaction` hands its callback, in either major of drizzle-orm.
+ */
+export type SqliteHandlerTransaction = TransactionOf<AnyBetterSqliteDatabase>;
 
 const p = sql.placeholder;
 

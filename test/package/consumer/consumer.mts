@@ -13,12 +13,26 @@ import {
   sweep,
   UnrecognisedDatabaseError,
 } from 'drizzle-idempotency';
-import type { OpenBunSqliteStoreOptions } from 'drizzle-idempotency/bun-sqlite';
-import { applyBunSqliteMigrations, openBunSqliteStore } from 'drizzle-idempotency/bun-sqlite';
-import { applyD1Migrations, D1IdempotencyStore, d1Transaction } from 'drizzle-idempotency/d1';
+import type {
+  BunSqliteHandlerTransaction,
+  OpenBunSqliteStoreOptions,
+} from 'drizzle-idempotency/bun-sqlite';
+import {
+  applyBunSqliteMigrations,
+  bunSqliteSteps,
+  openBunSqliteStore,
+} from 'drizzle-idempotency/bun-sqlite';
+import {
+  applyD1Migrations,
+  D1IdempotencyStore,
+  d1Steps,
+  d1Transaction,
+} from 'drizzle-idempotency/d1';
 import {
   applyDurableSqliteMigrations,
+  type DurableSqliteHandlerTransaction,
   DurableSqliteIdempotencyStore,
+  durableSqliteSteps,
   durableSqliteTransaction,
 } from 'drizzle-idempotency/durable-sqlite';
 import { expressIdempotency, expressTransaction } from 'drizzle-idempotency/express';
@@ -29,17 +43,23 @@ import { honoIdempotency } from 'drizzle-idempotency/hono';
 import { idempotent } from 'drizzle-idempotency/http';
 import {
   applyLibsqlMigrations,
+  type LibsqlHandlerTransaction,
   LibsqlIdempotencyStore,
+  libsqlSteps,
   libsqlTransaction,
   openLibsqlStore,
 } from 'drizzle-idempotency/libsql';
 import {
   applyMysqlMigrations,
   applyPlanetscaleMigrations,
+  type MysqlHandlerTransaction,
   MysqlIdempotencyStore,
+  type MysqlKeysTable,
   mysqlKeysTable,
+  mysqlSteps,
   mysqlTransaction,
   openMysqlStore,
+  type PlanetscaleHandlerTransaction,
   PlanetscaleIdempotencyStore,
   planetscaleTransaction,
 } from 'drizzle-idempotency/mysql';
@@ -50,8 +70,12 @@ import {
   applyPgMigrations,
   neonHttpTransaction,
   openPgStore,
+  type PgHandlerTransaction,
   PgIdempotencyStore,
+  type PgKeysTable,
   pgKeysTable,
+  pgPushTables,
+  pgSteps,
   pgTransaction,
 } from 'drizzle-idempotency/pg';
 import { initDb } from 'drizzle-idempotency/service';
@@ -59,8 +83,12 @@ import {
   applySqliteMigrations,
   keys,
   openSqliteStore,
+  type SqliteHandlerTransaction,
   SqliteIdempotencyStore,
+  type SqliteKeysTable,
   sqliteKeysTable,
+  sqlitePushTables,
+  sqliteSteps,
   sqliteTransaction,
 } from 'drizzle-idempotency/sqlite';
 import { reserve } from 'drizzle-idempotency/sqlite-file';
@@ -89,19 +117,50 @@ export const schema = {
   renamedSqlite: sqliteKeysTable('idem_keys'),
   renamedPg: pgKeysTable('idem_keys'),
   renamedMysql: mysqlKeysTable('idem_keys'),
+  sqlitePush: sqlitePushTables('idem_push').journal,
+  pgPush: pgPushTables('idem_push', { schema: 'idem' }).journal,
 };
+
+// The tables' rows are typed, not `any`: a status is a KeyStatus, a lease deadline may be null.
+type SqliteRow = SqliteKeysTable['$inferSelect'];
+type PgRow = PgKeysTable['$inferSelect'];
+type MysqlRow = MysqlKeysTable['$inferSelect'];
+export const statuses = (sqliteRow: SqliteRow, pgRow: PgRow, mysqlRow: MysqlRow): KeyStatus[] => [
+  sqliteRow.status,
+  pgRow.status,
+  mysqlRow.status,
+];
+export const leases = (row: SqliteRow): number | null => row.leaseUntil;
+// @ts-expect-error a key's status is a KeyStatus, never any string
+export const badStatus: PgRow['status'] = 'finished';
+export const newRow: MysqlKeysTable['$inferInsert'] = {
+  id: 'k',
+  fingerprint: 'f',
+  status: KeyStatus.pending,
+  expires: 0,
+};
+const steps = { secret: 'a secret of thirty-two characters!!' };
 
 const sqlite = betterSqliteDrizzle({ client: new Database('consumer.db') });
 applySqliteMigrations(sqlite);
 export const sqliteStore: IdempotencyStore<Receipt> = new SqliteIdempotencyStore<Receipt>(sqlite);
 export const openedSqlite = openSqliteStore<Receipt>('consumer.db');
 export const inSqlite = sqliteTransaction(new SqliteIdempotencyStore(sqlite));
+export const sqliteStepLog = sqliteSteps(new SqliteIdempotencyStore(sqlite), steps);
+export const sqliteInsert = (tx: SqliteHandlerTransaction) =>
+  tx
+    .insert(keys)
+    .values({ id: 'k', fingerprint: 'f', status: KeyStatus.pending, expires: 0 })
+    .run();
 
 const libsql = libsqlDrizzle({ client: createClient({ url: 'file:consumer-libsql.db' }) });
 await applyLibsqlMigrations(libsql);
 export const libsqlStore = new LibsqlIdempotencyStore<Receipt>(libsql);
 export const inLibsql = libsqlTransaction(libsqlStore);
 export const openedLibsql = await openLibsqlStore<Receipt>('file:consumer-libsql.db');
+export const libsqlStepLog = libsqlSteps(libsqlStore, steps);
+export const libsqlRows = async (tx: LibsqlHandlerTransaction): Promise<SqliteRow[]> =>
+  tx.select().from(keys).all();
 
 const pool = new pg.Pool({ connectionString: 'postgres://localhost/app' });
 const nodePg = nodePgDrizzle({ client: pool });
@@ -109,6 +168,9 @@ await applyPgMigrations(nodePg);
 export const nodePgStore = new PgIdempotencyStore<Receipt>(nodePg, { schema: 'idem' });
 export const inNodePg = pgTransaction(nodePgStore);
 export const openedPg = await openPgStore<Receipt>(pool);
+export const pgStepLog = pgSteps(nodePgStore, steps);
+export const pgRows = async (tx: PgHandlerTransaction): Promise<PgRow[]> =>
+  tx.select().from(schema.renamedPg);
 export const postgresJsStore = new PgIdempotencyStore(
   postgresJsDrizzle({ client: postgres('postgres://localhost/app') }),
 );
@@ -126,24 +188,37 @@ await applyMysqlMigrations(mysqlDb);
 export const mysqlStore = new MysqlIdempotencyStore<Receipt>(mysqlDb);
 export const inMysql = mysqlTransaction(mysqlStore);
 export const openedMysql = await openMysqlStore<Receipt>(mysqlPool);
+export const mysqlStepLog = mysqlSteps(mysqlStore, steps);
+export const mysqlRows = async (tx: MysqlHandlerTransaction): Promise<MysqlRow[]> =>
+  tx.select().from(schema.renamedMysql);
 const planetscale = planetscaleDrizzle({
   client: new PlanetscaleClient({ url: 'mysql://localhost/app' }),
 });
 await applyPlanetscaleMigrations(planetscale);
 export const inPlanetscale = planetscaleTransaction(new PlanetscaleIdempotencyStore(planetscale));
+export const planetscaleInsert = async (tx: PlanetscaleHandlerTransaction) =>
+  tx.insert(schema.renamedMysql).values(newRow);
 
 declare const env: { DB: Parameters<typeof d1Drizzle>[0] };
 const d1 = d1Drizzle(env.DB);
 await applyD1Migrations(d1);
-export const inD1 = d1Transaction(new D1IdempotencyStore<Receipt>(d1));
+const d1Store = new D1IdempotencyStore<Receipt>(d1);
+export const inD1 = d1Transaction(d1Store);
+export const d1StepLog = d1Steps(d1Store, steps);
 
 declare const storage: Parameters<typeof durableDrizzle>[0];
 const durable = durableDrizzle(storage);
 applyDurableSqliteMigrations(durable);
-export const inDurable = durableSqliteTransaction(new DurableSqliteIdempotencyStore(durable));
+const durableStore = new DurableSqliteIdempotencyStore(durable);
+export const inDurable = durableSqliteTransaction(durableStore);
+export const durableStepLog = durableSqliteSteps(durableStore, steps);
+export const durableInsert = (tx: DurableSqliteHandlerTransaction) =>
+  tx.insert(keys).values({ id: 'k', fingerprint: 'f', status: KeyStatus.pending, expires: 0 });
 
 export const bunOptions: OpenBunSqliteStoreOptions = {};
-export const bun = [applyBunSqliteMigrations, openBunSqliteStore] as const;
+export const bun = [applyBunSqliteMigrations, openBunSqliteStore, bunSqliteSteps] as const;
+export const bunInsert = (tx: BunSqliteHandlerTransaction) =>
+  tx.insert(keys).values({ id: 'k', fingerprint: 'f', status: KeyStatus.pending, expires: 0 });
 
 export const express = [
   expressIdempotency(openedSqlite, { scope: 'global', ttlSeconds: 60 }),
