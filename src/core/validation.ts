@@ -151,6 +151,16 @@ export function assertIntegerOption(
  * @throws {@link InvalidOptionError} otherwise
  */
 export function assertLeaseSeconds(value: unknown): asserts value is number {
+  assertSecondsOption('leaseSeconds', value);
+}
+
+/**
+ * Asserts that the option `name` is a finite number of seconds above 0 and at most
+ * {@link MAX_LEASE_SECONDS} (7 days, which also keeps it within a timer's range).
+ *
+ * @throws {@link InvalidOptionError} naming the option otherwise
+ */
+export function assertSecondsOption(name: string, value: unknown): asserts value is number {
   if (
     typeof value !== 'number' ||
     !Number.isFinite(value) ||
@@ -158,7 +168,7 @@ export function assertLeaseSeconds(value: unknown): asserts value is number {
     value > MAX_LEASE_SECONDS
   ) {
     throw new InvalidOptionError(
-      `leaseSeconds must be a number of seconds above 0 and at most ${MAX_LEASE_SECONDS} (7 days), got ${describe(value)}`,
+      `${name} must be a number of seconds above 0 and at most ${MAX_LEASE_SECONDS} (7 days), got ${describe(value)}`,
     );
   }
 }

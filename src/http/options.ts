@@ -7,7 +7,7 @@ import { InvalidOptionError } from '../core/errors.js';
 import { type IgnoredMembers, readIgnoredMembers } from '../core/json-pointer.js';
 import type { Fingerprint } from '../core/member-digests.js';
 import type { StepLog } from '../core/steps.js';
-import { assertIntegerOption, MAX_LEASE_SECONDS } from '../core/validation.js';
+import { assertIntegerOption, assertSecondsOption, MAX_LEASE_SECONDS } from '../core/validation.js';
 import { keptRequestFingerprint } from './fingerprint.js';
 import type { OutcomeEvent } from './outcome.js';
 import type { IdempotentRequest } from './request.js';
@@ -243,16 +243,7 @@ export function resolveOptions(options: IdempotentOptions): ResolvedOptions {
   const streamRecordAfterSeconds =
     options.streamRecordAfterSeconds ??
     Math.min(STREAM_RECORD_AFTER_LEASES * claim.leaseSeconds, MAX_LEASE_SECONDS);
-  if (
-    typeof streamRecordAfterSeconds !== 'number' ||
-    !Number.isFinite(streamRecordAfterSeconds) ||
-    streamRecordAfterSeconds <= 0 ||
-    streamRecordAfterSeconds > MAX_LEASE_SECONDS
-  ) {
-    throw new InvalidOptionError(
-      `streamRecordAfterSeconds must be a number of seconds above 0 and at most ${MAX_LEASE_SECONDS} (7 days), got ${String(streamRecordAfterSeconds)}`,
-    );
-  }
+  assertSecondsOption('streamRecordAfterSeconds', streamRecordAfterSeconds);
   return {
     ...claim,
     required,

@@ -7,7 +7,7 @@ import { type BatchItem, type BatchSizes, StatementBatch } from '../core/stateme
 import { KeyStatus } from '../core/status.js';
 import type { AnyPgDatabase } from './client.js';
 import { compilePgStatement, type PgStatementMode } from './compile.js';
-import type { PgKeysTable } from './schema.js';
+import { keyRowColumns, type PgKeysTable } from './schema.js';
 
 const p = sql.placeholder;
 
@@ -52,16 +52,7 @@ export function batchedPgStatements(
   name: (operation: string) => string,
   mode: PgStatementMode,
 ) {
-  const rowColumns = {
-    id: keys.id,
-    fingerprint: keys.fingerprint,
-    status: keys.status,
-    response: keys.response,
-    expires: keys.expires,
-    lease_until: keys.leaseUntil,
-    attempt: keys.attempt,
-    unrecorded: keys.unrecorded,
-  };
+  const rowColumns = keyRowColumns(keys);
   const claimNames = ['ids', 'fingerprints', 'expires', 'leaseUntils', 'tokens'] as const;
   const asked = db
     .$with('asked', {

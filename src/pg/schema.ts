@@ -226,6 +226,25 @@ export type PgKeysTable = PgTableWithColumns<{
  */
 export const keys = pgKeysTable();
 
+/**
+ * The key row's columns under their own names, for a select: drizzle's path and a statement run
+ * directly then give rows of one shape.
+ *
+ * @param keys - the keys table
+ */
+export function keyRowColumns(keys: PgKeysTable) {
+  return {
+    id: keys.id,
+    fingerprint: keys.fingerprint,
+    status: keys.status,
+    response: keys.response,
+    expires: keys.expires,
+    lease_until: keys.leaseUntil,
+    attempt: keys.attempt,
+    unrecorded: keys.unrecorded,
+  };
+}
+
 /** How a store or the migrations find their keys table: a schema, or the table itself. */
 export interface PgTableOptions {
   /**

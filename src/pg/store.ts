@@ -30,7 +30,7 @@ import {
   preparePgQuery,
 } from './compile.js';
 import { checkPgDeployment } from './deployment.js';
-import { type PgKeysTable, type PgTableOptions, resolvePgTable } from './schema.js';
+import { keyRowColumns, type PgKeysTable, type PgTableOptions, resolvePgTable } from './schema.js';
 
 /** Options of {@link PgIdempotencyStore}. */
 export interface PgStoreOptions extends PgTableOptions, EncryptionOption {
@@ -124,17 +124,7 @@ function prepareQueries(
   const isPending = eq(keys.status, KeyStatus.pending);
   const isDone = eq(keys.status, KeyStatus.done);
   const ownedBy = leaseHolderRow(keys, p('id'), p('fingerprint'), p('attempt'));
-  // Under the columns' own names, so drizzle's path and the direct one give rows of one shape.
-  const rowColumns = {
-    id: keys.id,
-    fingerprint: keys.fingerprint,
-    status: keys.status,
-    response: keys.response,
-    expires: keys.expires,
-    lease_until: keys.leaseUntil,
-    attempt: keys.attempt,
-    unrecorded: keys.unrecorded,
-  };
+  const rowColumns = keyRowColumns(keys);
   const leasedRow = {
     id: p('id'),
     fingerprint: p('fingerprint'),

@@ -239,7 +239,7 @@ describe('idempotent options', () => {
 
   it('names streamRecordAfterSeconds when it refuses it', () => {
     expect(() => idempotent(store, { streamRecordAfterSeconds: -1 })).toThrow(
-      /^streamRecordAfterSeconds must be a number of seconds above 0 and at most 604800 \(7 days\), got -1$/,
+      /^streamRecordAfterSeconds must be a number of seconds above 0 and at most 604800 \(7 days\), got number -1$/,
     );
   });
 
