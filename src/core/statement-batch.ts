@@ -14,6 +14,13 @@ export interface BatchItem<A> {
 export interface BatchedStatement<A, R> {
   one(item: BatchItem<A>): Promise<R>;
   many(items: readonly BatchItem<A>[]): Promise<readonly R[]>;
+  /**
+   * Whether `error`, thrown by `many`, is the server's refusal of its statement, which then wrote
+   * nothing, so that each call can run again on its own. By default, a PostgreSQL error response
+   * (a severity and a SQLSTATE); a dialect whose driver reports its errors otherwise says here
+   * how it does.
+   */
+  refused?(error: unknown): boolean;
 }
 
 /** How many statements of each size a {@link StatementBatch} sent. */
@@ -179,7 +186,7 @@ export class StatementBatch<A, R> {
     try {
       results = await this.#statement.many(members.map((waiting) => waiting.item));
     } catch (error) {
-      if (!rolledBack(error)) {
+      if (!(this.#statement.refused?.(error) ?? rolledBack(error))) {
         for (const waiting of members) waiting.reject(error);
         return;
       }

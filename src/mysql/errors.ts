@@ -37,6 +37,22 @@ export function mysqlErrno(error: unknown): number | undefined {
   return undefined;
 }
 
+/**
+ * Whether `error` is the server's refusal of a statement (or of a transaction, rolled back whole):
+ * an error response carrying a server error number (1000 and up), on a connection that is still
+ * usable. Nothing of the statement was written then. A connection lost while a statement or a
+ * COMMIT was on the way (mysql2 marks those `fatal`; a socket error carries a negative errno)
+ * leaves the outcome unknown, and is no refusal.
+ *
+ * @param error - what a statement or a transaction threw
+ */
+export function mysqlRefused(error: unknown): boolean {
+  for (let current = error; current instanceof Error; current = current.cause) {
+    if ((current as { fatal?: unknown }).fatal === true) return false;
+  }
+  return (mysqlErrno(error) ?? 0) >= 1000;
+}
+
 // A victim's whole transaction was undone, so running it again is safe; a few attempts are enough
 // for the short transactions of the store, and a persistent deadlock is surfaced rather than hidden.
 const DEADLOCK_ATTEMPTS = 5;

@@ -1,3 +1,5 @@
+export type { BatchSizes } from '../core/statement-batch.js';
+export type { MysqlBatchStats } from './batch.js';
 export type { AnyMysqlDatabase } from './client.js';
 export { checkMysqlDeployment } from './deployment.js';
 export { retryDeadlocks, TransactionDeadlockError } from './errors.js';

@@ -18,6 +18,11 @@ export interface OpenMysqlStoreOptions
    * you pass your own pool.
    */
   readonly poolSize?: number;
+  /**
+   * `true` batches the claims, fenced finishes and reads of the requests in flight at the same
+   * moment into one statement per kind. Default `false`. See `MysqlStoreOptions.batch`.
+   */
+  readonly batch?: boolean;
 }
 
 // The first versions with FOR UPDATE SKIP LOCKED, which the purge needs.
@@ -124,6 +129,7 @@ export async function openMysqlStore<T = unknown>(
     return new MysqlIdempotencyStore<T>(db, {
       ...table,
       ...encryption,
+      ...(options.batch === undefined ? {} : { batch: options.batch }),
       ...(ownsPool ? { onClose: () => pool.end() } : {}),
     });
   } catch (error) {

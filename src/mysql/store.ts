@@ -3,6 +3,7 @@ import { AsyncIdempotencyStore, type KeyStatements } from '../core/async-store.j
 import { assertDrizzleDatabase } from '../core/database-identity.js';
 import type { DeploymentReport } from '../core/deployment.js';
 import type { EncryptionOption } from '../core/encryption.js';
+import { InvalidOptionError } from '../core/errors.js';
 import {
   expiredAnswer,
   expiredAnswerReplacement,
@@ -18,6 +19,12 @@ import { primaryOf } from '../core/replicas.js';
 import { KeyStatus } from '../core/status.js';
 import type { AcquireOptions, AcquireResult, LeasedIdempotencyStore } from '../core/store.js';
 import { retentionIndexName } from '../core/table-name.js';
+import {
+  batchedMysqlStatements,
+  batchingMysqlStatements,
+  keyRowOf,
+  type MysqlBatchStats,
+} from './batch.js';
 import { type AnyMysqlDatabase, MYSQL_DATABASE } from './client.js';
 import { compileMysqlStatement, type WriteHeader, writeHeader } from './compile.js';
 import { checkMysqlDeployment } from './deployment.js';
@@ -43,6 +50,15 @@ export interface MysqlStoreOptions extends MysqlTableOptions, EncryptionOption {
    * skipping them. Default `false`.
    */
   readonly vitess?: boolean;
+  /**
+   * `true` batches the requests in flight at the same moment: the claims (`acquire`), fenced
+   * finishes, replay reads (`fetch`) and row reads called in one turn of the event loop go to the
+   * server as one statement per kind (a multi-row INSERT, one UPDATE in a short transaction, one
+   * SELECT), and each caller still gets exactly its own answer. A call waits up to one turn for
+   * its batch. Every guarantee holds unchanged; see docs/store.md, "Batching on MySQL".
+   * Default `false`.
+   */
+  readonly batch?: boolean;
 }
 
 const p = sql.placeholder;
@@ -287,13 +303,12 @@ function deleteLocked(
   );
 }
 
-// Drizzle reads the lease column under its property name; the common row names it as the column.
 async function readRow(
   queries: ReturnType<typeof prepareQueries>,
   id: string,
 ): Promise<KeyRow | undefined> {
   const [row] = await queries.get.execute({ id });
-  return row && { ...row, lease_until: row.leaseUntil };
+  return keyRowOf(row);
 }
 
 function mysqlStatements(
@@ -481,16 +496,21 @@ export class MysqlIdempotencyStore<T = unknown>
 {
   readonly #db: AnyMysqlDatabase;
   readonly #table: MysqlKeysTable;
+  readonly #batchStats: (() => MysqlBatchStats) | undefined;
 
   /**
    * @param database - a drizzle mysql2 database (or a `withReplicas` one: the store runs on its
    * primary); the store shares its connections
    * @param options - see {@link MysqlStoreOptions}
+   * @throws {@link InvalidOptionError} for a `batch` that is not a boolean
    * @throws {@link UnrecognisedDatabaseError} when `database` is not a drizzle MySQL database (or
    * transaction) over a mysql2 or PlanetScale client
    */
   constructor(database: AnyMysqlDatabase, options: MysqlStoreOptions = {}) {
     const { table, name } = resolveMysqlTable(options);
+    if (options.batch !== undefined && typeof options.batch !== 'boolean') {
+      throw new InvalidOptionError(`batch must be a boolean, got ${typeof options.batch}`);
+    }
     const db = primaryOf(database);
     assertDrizzleDatabase(db, MYSQL_DATABASE);
     const context = {
@@ -500,9 +520,30 @@ export class MysqlIdempotencyStore<T = unknown>
       onClose: options.onClose,
       vitess: options.vitess === true,
     };
-    super(mysqlStatements(context, prepareQueries(db, table)), options.encryption);
+    const single = mysqlStatements(context, prepareQueries(db, table));
+    const batching =
+      options.batch === true
+        ? batchingMysqlStatements(single, batchedMysqlStatements(db, table))
+        : undefined;
+    super(batching?.statements ?? single, options.encryption);
+    this.#batchStats = batching?.stats;
     this.#db = db;
     this.#table = table;
+  }
+
+  /**
+   * How the store's batches were sized so far, per batched statement (see the `batch` option):
+   * how many calls, how many statements, and how many statements carried each number of calls.
+   * `undefined` on a store opened without `batch: true`.
+   *
+   * @example
+   * ```ts
+   * const { claims } = store.batchStats() ?? {};
+   * console.log(claims?.sizes); // { 1: 12, 32: 40 }: 40 statements carried 32 claims each
+   * ```
+   */
+  batchStats(): MysqlBatchStats | undefined {
+    return this.#batchStats?.();
   }
 
   /** The drizzle database the store runs on. */

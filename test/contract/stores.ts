@@ -62,7 +62,8 @@ const sqliteOptions = (variant: StoreVariant) => ({
 const serverOf = (url: string | undefined) => url as string;
 // The MySQL store over mysql2 on the server, in one of its modes.
 const mysqlServer =
-  (mode: { readonly viaDrizzle?: boolean; readonly vitess?: boolean }) => (variant: StoreVariant) =>
+  (mode: { readonly viaDrizzle?: boolean; readonly vitess?: boolean; readonly batch?: boolean }) =>
+  (variant: StoreVariant) =>
     mysqlHarness(serverOf(mysqlUrl()), {
       table: mysqlKeysTable(variant.table),
       ...mode,
@@ -183,6 +184,14 @@ const STORES: readonly (StoreEntry | WorkerdStoreEntry)[] = [
     needs: 'MYSQL_URL',
     http: 'every',
     harness: mysqlServer({}),
+  },
+  {
+    // Concurrent claims, finishes and reads batched into one statement per kind.
+    name: 'MySQL server, batching',
+    group: 'mysql',
+    needs: 'MYSQL_URL',
+    http: 'behaviour',
+    harness: mysqlServer({ batch: true }),
   },
   {
     // With a logger on the database, the store runs every statement through drizzle.

@@ -103,7 +103,8 @@ export async function seedMysqlRows(
  * test and dropped when the file ends (creating and migrating one per test would cost more than
  * the test itself). With `viaDrizzle`, the store's database has a logger, which makes the store
  * run every statement through drizzle instead of sending its hot ones to mysql2 directly; with
- * `vitess`, the store sends what Vitess accepts (see `MysqlStoreOptions.vitess`).
+ * `vitess`, the store sends what Vitess accepts (see `MysqlStoreOptions.vitess`); with `batch`,
+ * the store batches concurrent calls (see `MysqlStoreOptions.batch`).
  */
 export function mysqlHarness(
   url: string,
@@ -111,6 +112,7 @@ export function mysqlHarness(
     readonly viaDrizzle?: boolean;
     readonly table?: MysqlKeysTable;
     readonly vitess?: boolean;
+    readonly batch?: boolean;
     readonly encryption?: Keyring;
   } = {},
 ): HarnessFactory {
@@ -129,7 +131,7 @@ export function mysqlHarness(
     await db.execute(sql`DELETE FROM ${sql.identifier(name)}`);
     const store = new MysqlIdempotencyStore(
       options.viaDrizzle ? drizzle({ client: pool, logger: { logQuery: () => undefined } }) : db,
-      { table, vitess: options.vitess, encryption: options.encryption },
+      { table, vitess: options.vitess, batch: options.batch, encryption: options.encryption },
     );
     return {
       store,
