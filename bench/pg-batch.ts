@@ -1,5 +1,6 @@
-import type { BatchSizes, PgBatchStats } from '../src/pg/index.js';
+import type { PgBatchStats } from '../src/pg/index.js';
 import { layerCycle } from './peers.js';
+import { sizeDistribution, sizesSince } from './support/batch-sizes.js';
 import { cyclesPerSecond } from './support/cycles.js';
 import { median, pairedRatio, rotate } from './support/measure.js';
 import { benchPool, createBenchDatabase } from './support/pg-database.js';
@@ -11,23 +12,6 @@ const { openPgStore } = shippedPg;
 // The pool both stores share: fewer connections than requests in flight, as a server under load
 // has, so the plain store's statements queue for a connection while the batching one's share one.
 const POOL_SIZE = 8;
-
-// The buckets the batch size distribution is reported in: a statement of `size` calls counts in
-// the first bucket whose upper bound is at least `size`.
-const BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512] as const;
-
-// Statements per bucket of sizes (`pg.batch.claims.upTo8`: statements of 5 to 8 calls), and the
-// mean calls per statement.
-function distribution(kind: string, sizes: BatchSizes): Record<string, number> {
-  const figures: Record<string, number> = {};
-  for (const [size, count] of Object.entries(sizes.sizes)) {
-    const bucket = BUCKETS.find((bound) => Number(size) <= bound) ?? Number(size);
-    const name = `pg.batch.${kind}.upTo${bucket}`;
-    figures[name] = (figures[name] ?? 0) + count;
-  }
-  if (sizes.statements > 0) figures[`pg.batch.${kind}.meanSize`] = sizes.calls / sizes.statements;
-  return figures;
-}
 
 /**
  * Full request cycles (first request, work, answer, retry replayed) of the shipped request path on
@@ -66,7 +50,10 @@ export async function pgBatch({ quick }: BenchSize): Promise<GroupResult> {
       'pg.batch.cycle32.perSec.plain': median(many.theirs),
     };
     for (const kind of ['claims', 'finishes'] as const) {
-      Object.assign(details, distribution(kind, since(before[kind], after[kind])));
+      Object.assign(
+        details,
+        sizeDistribution('pg.batch', kind, sizesSince(before[kind], after[kind])),
+      );
     }
     await batching.close();
     await plain.close();
@@ -81,18 +68,4 @@ export async function pgBatch({ quick }: BenchSize): Promise<GroupResult> {
     await pool.end();
     await database.drop();
   }
-}
-
-// The statements sent between two readings of the same counters.
-function since(before: BatchSizes, after: BatchSizes): BatchSizes {
-  const sizes: Record<number, number> = {};
-  for (const [size, count] of Object.entries(after.sizes)) {
-    const delta = count - (before.sizes[Number(size)] ?? 0);
-    if (delta > 0) sizes[Number(size)] = delta;
-  }
-  return {
-    calls: after.calls - before.calls,
-    statements: after.statements - before.statements,
-    sizes,
-  };
 }

@@ -6,6 +6,7 @@ import { featureCosts } from './feature-costs.js';
 import { functionTransactional } from './function-transactional.js';
 import { httpEndToEnd } from './http.js';
 import { mysqlOps } from './mysql.js';
+import { mysqlBatch } from './mysql-batch.js';
 import { nodeVersions } from './node-versions.js';
 import { peers } from './peers.js';
 import { pgOps } from './pg.js';
@@ -87,6 +88,7 @@ const GROUPS: Record<string, (size: BenchSize) => Promise<GroupResult>> = {
   'pg-peers': pgPeers,
   'feature-costs': featureCosts,
   'pg-batch': pgBatch,
+  'mysql-batch': mysqlBatch,
   'node-versions': nodeVersions,
   'drizzle-versions': drizzleVersions,
 };
