@@ -1,7 +1,7 @@
 import mysql from 'mysql2/promise';
 import type { MysqlBatchStats } from '../src/mysql/index.js';
 import { layerCycle } from './peers.js';
-import { sizeDistribution, sizesSince } from './support/batch-sizes.js';
+import { sizeDistribution, sizesSince, withHeapPeak } from './support/batch-figures.js';
 import { cyclesPerSecond } from './support/cycles.js';
 import { median, pairedRatio, rotate } from './support/measure.js';
 import type { BenchSize, GroupResult } from './support/report.js';
@@ -45,9 +45,10 @@ export async function mysqlBatch({ quick }: BenchSize): Promise<GroupResult> {
       theirs: () => cyclesPerSecond(plain.cycle, count / 4, 1),
     });
     const before = batchingStore.batchStats() as MysqlBatchStats;
+    const heapPeaks = { batching: [] as number[], plain: [] as number[] };
     const many = await rotate(rounds, {
-      ours: () => cyclesPerSecond(batching.cycle, count, 32),
-      theirs: () => cyclesPerSecond(plain.cycle, count, 32),
+      ours: () => withHeapPeak(heapPeaks.batching, cyclesPerSecond(batching.cycle, count, 32)),
+      theirs: () => withHeapPeak(heapPeaks.plain, cyclesPerSecond(plain.cycle, count, 32)),
     });
     const after = batchingStore.batchStats() as MysqlBatchStats;
     const details: Record<string, number> = {
@@ -55,6 +56,8 @@ export async function mysqlBatch({ quick }: BenchSize): Promise<GroupResult> {
       'mysql.batch.cycle1.perSec.plain': median(one.theirs),
       'mysql.batch.cycle32.perSec.batching': median(many.ours),
       'mysql.batch.cycle32.perSec.plain': median(many.theirs),
+      'mysql.batch.cycle32.heapPeakMb.batching': median(heapPeaks.batching),
+      'mysql.batch.cycle32.heapPeakMb.plain': median(heapPeaks.plain),
     };
     for (const kind of ['gets', 'claims', 'finishes'] as const) {
       Object.assign(

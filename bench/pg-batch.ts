@@ -1,6 +1,6 @@
 import type { PgBatchStats } from '../src/pg/index.js';
 import { layerCycle } from './peers.js';
-import { sizeDistribution, sizesSince } from './support/batch-sizes.js';
+import { sizeDistribution, sizesSince, withHeapPeak } from './support/batch-figures.js';
 import { cyclesPerSecond } from './support/cycles.js';
 import { median, pairedRatio, rotate } from './support/measure.js';
 import { benchPool, createBenchDatabase } from './support/pg-database.js';
@@ -38,9 +38,10 @@ export async function pgBatch({ quick }: BenchSize): Promise<GroupResult> {
       theirs: () => cyclesPerSecond(plain.cycle, count / 4, 1),
     });
     const before = batchingStore.batchStats() as PgBatchStats;
+    const heapPeaks = { batching: [] as number[], plain: [] as number[] };
     const many = await rotate(rounds, {
-      ours: () => cyclesPerSecond(batching.cycle, count, 32),
-      theirs: () => cyclesPerSecond(plain.cycle, count, 32),
+      ours: () => withHeapPeak(heapPeaks.batching, cyclesPerSecond(batching.cycle, count, 32)),
+      theirs: () => withHeapPeak(heapPeaks.plain, cyclesPerSecond(plain.cycle, count, 32)),
     });
     const after = batchingStore.batchStats() as PgBatchStats;
     const details: Record<string, number> = {
@@ -48,6 +49,8 @@ export async function pgBatch({ quick }: BenchSize): Promise<GroupResult> {
       'pg.batch.cycle1.perSec.plain': median(one.theirs),
       'pg.batch.cycle32.perSec.batching': median(many.ours),
       'pg.batch.cycle32.perSec.plain': median(many.theirs),
+      'pg.batch.cycle32.heapPeakMb.batching': median(heapPeaks.batching),
+      'pg.batch.cycle32.heapPeakMb.plain': median(heapPeaks.plain),
     };
     for (const kind of ['claims', 'finishes'] as const) {
       Object.assign(

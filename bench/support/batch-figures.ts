@@ -45,3 +45,24 @@ export function sizesSince(before: BatchSizes, after: BatchSizes): BatchSizes {
     sizes,
   };
 }
+
+/**
+ * Runs `block` while sampling the heap in use every 5 ms, and pushes its highest value, in MB, onto
+ * `peaks`: what the calls a batch holds (their arguments and the statements sent) add to the heap
+ * of the same load.
+ *
+ * @param peaks - where the peak goes
+ * @param block - the timed work
+ */
+export async function withHeapPeak<T>(peaks: number[], block: Promise<T>): Promise<T> {
+  let peak = process.memoryUsage().heapUsed;
+  const sampler = setInterval(() => {
+    peak = Math.max(peak, process.memoryUsage().heapUsed);
+  }, 5);
+  try {
+    return await block;
+  } finally {
+    clearInterval(sampler);
+    peaks.push(Math.max(peak, process.memoryUsage().heapUsed) / 2 ** 20);
+  }
+}
