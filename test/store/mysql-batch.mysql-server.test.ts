@@ -1,7 +1,11 @@
 import { drizzle } from 'drizzle-orm/mysql2';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { InvalidFingerprintError, InvalidKeyError, InvalidOptionError } from '../../src/index.js';
-import { applyMysqlMigrations, MysqlIdempotencyStore } from '../../src/mysql/index.js';
+import {
+  applyMysqlMigrations,
+  MysqlIdempotencyStore,
+  openMysqlStore,
+} from '../../src/mysql/index.js';
 import {
   freshMysqlDatabase,
   type MysqlDatabase,
@@ -250,6 +254,18 @@ describe('the batch option on MySQL', () => {
       ).toThrow(InvalidOptionError);
       expect(new MysqlIdempotencyStore(database.db).batchStats()).toBe(undefined);
     } finally {
+      await database.drop();
+    }
+  });
+
+  it('is taken by openMysqlStore', async () => {
+    const database = await freshMysqlDatabase(url, 1);
+    const store = await openMysqlStore(database.url, { batch: true });
+    try {
+      await Promise.all(['a', 'b', 'c'].map((key) => store.acquire(key, 'd', claim)));
+      expect(store.batchStats()?.gets.calls).toBe(3);
+    } finally {
+      await store.close();
       await database.drop();
     }
   });
