@@ -72,64 +72,22 @@ export function keptFingerprint(
   members: ReadonlyMap<string, string> | undefined,
 ): string {
   if (members === undefined) return head;
-  const names = sortedNames(members);
-  const kept: string[] = [];
-  const quoted: string[] = [];
+  const names = [...members.keys()].sort();
+  const kept: Record<string, string> = {};
   // What the JSON around the members costs, `,"capped":true` included.
-  let used = utf8Length(head) + SEPARATOR.length + '{"members":{},"capped":true}'.length;
+  let used =
+    Buffer.byteLength(head, 'utf8') + SEPARATOR.length + '{"members":{},"capped":true}'.length;
+  let count = 0;
   for (const name of names) {
-    const text = JSON.stringify(name);
-    // Beside its quoted name, a member costs `:"`, its shortened digest and `",`.
-    const bytes = utf8Length(text) + MEMBER_DIGEST_HEX + 4;
-    if (kept.length === MAX_MEMBER_DIGESTS || used + bytes > MAX_KEY_BYTES) break;
-    kept.push(name);
-    quoted.push(text);
+    const entry = `${JSON.stringify(name)}:"${'0'.repeat(MEMBER_DIGEST_HEX)}",`;
+    const bytes = Buffer.byteLength(entry, 'utf8');
+    if (count === MAX_MEMBER_DIGESTS || used + bytes > MAX_KEY_BYTES) break;
+    kept[name] = (members.get(name) as string).slice(-MEMBER_DIGEST_HEX);
     used += bytes;
+    count++;
   }
-  const capped = kept.length < names.length ? ',"capped":true' : '';
-  return `${head}${SEPARATOR}{"members":${membersJson(members, kept, quoted)}${capped}}`;
-}
-
-// The kept members as the JSON object `JSON.stringify` would write, without building the object:
-// written as text in name order, unless a name is an array index, which JavaScript orders first.
-function membersJson(
-  members: ReadonlyMap<string, string>,
-  names: readonly string[],
-  quoted: readonly string[],
-): string {
-  const digestOf = (name: string) => (members.get(name) as string).slice(-MEMBER_DIGEST_HEX);
-  if (names.some(isArrayIndex)) {
-    return JSON.stringify(Object.fromEntries(names.map((name) => [name, digestOf(name)])));
-  }
-  let text = '';
-  for (let at = 0; at < names.length; at++) {
-    const digest = JSON.stringify(digestOf(names[at] as string));
-    text += `${at === 0 ? '' : ','}${quoted[at] as string}:${digest}`;
-  }
-  return `{${text}}`;
-}
-
-// The names in UTF-16 code unit order; those of `memberFingerprint` already are, and are not
-// sorted again.
-function sortedNames(members: ReadonlyMap<string, string>): string[] {
-  const names = [...members.keys()];
-  for (let at = 1; at < names.length; at++) {
-    if ((names[at - 1] as string) > (names[at] as string)) return names.sort();
-  }
-  return names;
-}
-
-// A key JavaScript orders before the others: a canonical integer below 2^32 - 1.
-function isArrayIndex(name: string): boolean {
-  return /^(?:0|[1-9][0-9]{0,9})$/.test(name) && Number(name) < 2 ** 32 - 1;
-}
-
-// UTF-8 bytes of `text`: a name or a digest is nearly always ASCII, counted without a call out.
-function utf8Length(text: string): number {
-  for (let at = 0; at < text.length; at++) {
-    if (text.charCodeAt(at) > 0x7f) return Buffer.byteLength(text, 'utf8');
-  }
-  return text.length;
+  const capped = count < names.length;
+  return `${head}${SEPARATOR}${JSON.stringify(capped ? { members: kept, capped } : { members: kept })}`;
 }
 
 /**
