@@ -9,6 +9,7 @@ import {
 } from './member-digests.js';
 import { type Ownership, ownership } from './ownership.js';
 import type { IdempotencyRecord, LeasedIdempotencyStore } from './store.js';
+import { isThenable } from './thenable.js';
 import { waitForOwner } from './wait.js';
 
 /**
@@ -121,9 +122,14 @@ export async function claim(
     typeof fingerprint === 'string' ? { digest: fingerprint, members: undefined } : fingerprint;
   // With encryption on the row keeps the keyed fingerprint, never the digest itself.
   const head = encryption === undefined ? digest : await encryption.fingerprint(digest);
+  // Keyed only with encryption on: without it the members are kept as they are, and no promise
+  // is made and awaited for them on every claim.
   const kept = (keyId: string | undefined) =>
-    members === undefined ? undefined : keyedMembers(members, encryption, keyId);
-  const stored = keptFingerprint(head, await kept(encryption?.current));
+    members === undefined || encryption === undefined || keyId === undefined
+      ? members
+      : keyedMembers(members, encryption, keyId);
+  const current = kept(encryption?.current);
+  const stored = keptFingerprint(head, isThenable(current) ? await current : current);
   const found = await claimAs(store, key, stored, settings);
   if (found.status !== 'mismatch') return found;
   // A row kept before encryption was turned on (the plain digest), under a key since rotated, or
@@ -147,13 +153,12 @@ export async function claim(
   return { ...found, members: differentMembers(keptMembers, again) };
 }
 
-// Member digests as they are kept: keyed under `keyId` when it is given, plain otherwise.
+// Member digests keyed under `keyId`, as they are kept with encryption on.
 async function keyedMembers(
   members: ReadonlyMap<string, string>,
-  encryption: Encryption | undefined,
-  keyId: string | undefined,
+  encryption: Encryption,
+  keyId: string,
 ): Promise<ReadonlyMap<string, string>> {
-  if (encryption === undefined || keyId === undefined) return members;
   const keyed = new Map<string, string>();
   for (const [name, digest] of members) {
     keyed.set(name, await encryption.fingerprint(digest, keyId));

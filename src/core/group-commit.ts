@@ -49,8 +49,15 @@ export class GroupCommit {
   #batches = 0;
   // Set by `close`: later calls are refused.
   #closed = false;
-  // Settles once the flush scheduled for this turn has run.
-  #flushed: Promise<void> | undefined;
+  // The closes waiting for this turn's flush; made only by a close, so a turn builds no promise.
+  #afterFlush: (() => void)[] | undefined;
+  // The flush of a turn, one function for every turn.
+  readonly #flushTurn = (): void => {
+    this.#flush();
+    const waiting = this.#afterFlush;
+    this.#afterFlush = undefined;
+    if (waiting !== undefined) for (const resume of waiting) resume();
+  };
 
   /** @param transact - runs a body in one transaction of the underlying connection */
   constructor(transact: Transact) {
@@ -79,12 +86,7 @@ export class GroupCommit {
     const firstOfTurn = !this.#busyTurn;
     if (firstOfTurn) {
       this.#busyTurn = true;
-      this.#flushed = new Promise((resolve) =>
-        setImmediate(() => {
-          this.#flush();
-          resolve();
-        }),
-      );
+      setImmediate(this.#flushTurn);
     }
     if (firstOfTurn && !this.#bursting) return runNow(op);
     return new Promise<R>((resolve, reject) => {
@@ -100,8 +102,10 @@ export class GroupCommit {
    */
   close<R>(op: () => R): Promise<R> {
     this.#closed = true;
-    const before = this.#busyTurn ? this.#flushed : undefined;
-    return before === undefined ? runNow(op) : before.then(op);
+    if (!this.#busyTurn) return runNow(op);
+    const waiting = this.#afterFlush ?? [];
+    this.#afterFlush = waiting;
+    return new Promise<void>((resume) => waiting.push(resume)).then(op);
   }
 
   #flush(): void {

@@ -8,6 +8,7 @@ import type { Fingerprint } from '../core/member-digests.js';
 import type { Ownership } from '../core/ownership.js';
 import { type Step, type StepSession, startSteps } from '../core/steps.js';
 import type { IdempotencyRecord, LeasedIdempotencyStore } from '../core/store.js';
+import { isThenable } from '../core/thenable.js';
 import { MAX_KEY_BYTES } from '../core/validation.js';
 import { type Execution, owned } from './execution.js';
 import { IDEMPOTENCY_KEY_HEADER, parseIdempotencyKey } from './key.js';
@@ -181,7 +182,9 @@ export function idempotent(
     const report = reporter(settings, request, id, started);
     let fingerprint: Fingerprint;
     try {
-      fingerprint = await settings.fingerprint(request);
+      // The default fingerprint answers at once: awaited only when it is a promise.
+      const computed = settings.fingerprint(request);
+      fingerprint = isThenable(computed) ? await computed : computed;
     } catch (error) {
       if (error instanceof BodyRefusedError) return respond(report, problemResult(error));
       throw error;

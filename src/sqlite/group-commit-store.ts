@@ -6,7 +6,7 @@ import type {
   RekeyResult,
   SealingReport,
 } from '../core/erasure.js';
-import { GroupCommit } from '../core/group-commit.js';
+import { GroupCommit, type Transact } from '../core/group-commit.js';
 import type {
   AcquireOptions,
   AcquireResult,
@@ -53,7 +53,10 @@ export class SqliteGroupCommitStore<T = unknown> implements LeasedIdempotencySto
   constructor(store: SqliteIdempotencyStore<T>) {
     this.#store = store;
     this.sweepBatchMillis = store.sweepBatchMillis;
-    this.#group = new GroupCommit((body) => store.db.transaction(body, { behavior: 'immediate' }));
+    // One transaction function on the connection for every batch: drizzle's `transaction` would
+    // build a transaction object and better-sqlite3's four wrappers around the body each time.
+    const batch = store.db.$client.transaction((body: () => unknown) => body());
+    this.#group = new GroupCommit(((body) => batch.immediate(body)) as Transact);
   }
 
   /** The synchronous store underneath, for code that runs inside your own transactions. */
