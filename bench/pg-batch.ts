@@ -54,9 +54,10 @@ export async function pgBatch({ quick }: BenchSize): Promise<GroupResult> {
       theirs: () => cyclesPerSecond(plain.cycle, count / 4, 1),
     });
     const before = batchingStore.batchStats() as PgBatchStats;
+    const heapPeaks = { batching: [] as number[], plain: [] as number[] };
     const many = await rotate(rounds, {
-      ours: () => cyclesPerSecond(batching.cycle, count, 32),
-      theirs: () => cyclesPerSecond(plain.cycle, count, 32),
+      ours: () => withHeapPeak(heapPeaks.batching, cyclesPerSecond(batching.cycle, count, 32)),
+      theirs: () => withHeapPeak(heapPeaks.plain, cyclesPerSecond(plain.cycle, count, 32)),
     });
     const after = batchingStore.batchStats() as PgBatchStats;
     const details: Record<string, number> = {
@@ -64,6 +65,8 @@ export async function pgBatch({ quick }: BenchSize): Promise<GroupResult> {
       'pg.batch.cycle1.perSec.plain': median(one.theirs),
       'pg.batch.cycle32.perSec.batching': median(many.ours),
       'pg.batch.cycle32.perSec.plain': median(many.theirs),
+      'pg.batch.cycle32.heapPeakMb.batching': median(heapPeaks.batching),
+      'pg.batch.cycle32.heapPeakMb.plain': median(heapPeaks.plain),
     };
     for (const kind of ['claims', 'finishes'] as const) {
       Object.assign(details, distribution(kind, since(before[kind], after[kind])));
@@ -80,6 +83,21 @@ export async function pgBatch({ quick }: BenchSize): Promise<GroupResult> {
   } finally {
     await pool.end();
     await database.drop();
+  }
+}
+
+// The highest heap in use, in MB, sampled every 5 ms while `block` runs, pushed onto `peaks`: what
+// the calls a batch holds (their arguments and the arrays sent) add to the heap of the same load.
+async function withHeapPeak<T>(peaks: number[], block: Promise<T>): Promise<T> {
+  let peak = process.memoryUsage().heapUsed;
+  const sampler = setInterval(() => {
+    peak = Math.max(peak, process.memoryUsage().heapUsed);
+  }, 5);
+  try {
+    return await block;
+  } finally {
+    clearInterval(sampler);
+    peaks.push(Math.max(peak, process.memoryUsage().heapUsed) / 2 ** 20);
   }
 }
 

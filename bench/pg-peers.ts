@@ -11,9 +11,10 @@ import { shippedPg } from './support/shipped.js';
 const { openPgStore } = shippedPg;
 
 // Our shipped request path over the PostgreSQL store on `pool`, as bench/peers.ts runs it over
-// SQLite.
+// SQLite, with the concurrent requests' statements batched (`pg-batch` compares it with the store
+// without batching).
 async function pgCycle(pool: pg.Pool) {
-  return layerCycle(await openPgStore(pool));
+  return layerCycle(await openPgStore(pool, { batch: true }));
 }
 
 interface Pairing {
@@ -63,8 +64,8 @@ async function measurePairing(pairing: Pairing, pool: pg.Pool) {
 
 /**
  * Full request cycles (first request, work, answer, retry replayed) of our shipped request path
- * on the PostgreSQL store (node-postgres, a pool of 8, the server committing with fsync and
- * synchronous_commit on) against `@node-idempotency/core` on a Redis started for the benchmark,
+ * on the PostgreSQL store with `batch: true` (node-postgres, a pool of 8, the server committing
+ * with fsync and synchronous_commit on) against `@node-idempotency/core` on a Redis started for the benchmark,
  * with 1 and 32 requests in flight, alternating, in two pairings: Redis keeping nothing on disk
  * (the figures beside bench/peers.ts's) and Redis syncing its append-only file on every write, the
  * durability PostgreSQL gives every commit here.

@@ -64,9 +64,12 @@ const TARGETS: Record<string, Target> = {
   'mysql.fetch.ratio': atLeast(0.9),
   'peer.cycle1.vsBare': atLeast(0.85),
   'peer.cycle1.vsNodeIdempotencyRedis': atLeast(1.5),
-  'peer.cycle32.vsNodeIdempotencyRedis': atLeast(1.3),
+  'peer.cycle32.vsNodeIdempotencyRedis': atLeast(1),
+  'peer.pg.cycle32.vsNodeIdempotencyRedis': atLeast(0.5),
+  'peer.pg.aofAlways.cycle32.vsNodeIdempotencyRedis': atLeast(1),
   'peer.cycle32.vsPowertoolsRedis': atLeast(2),
   'http.layerOverhead': atLeast(0.85),
+  'http.vsNodeIdempotencyRedis': atLeast(1),
 };
 
 const GROUPS: Record<string, (size: BenchSize) => Promise<GroupResult>> = {

@@ -1,7 +1,7 @@
 import type { TransactionOf } from '../core/drizzle-types.js';
-import { leaseHolderRow, ownerRow } from '../core/key-conditions.js';
 import { synchronousStepRecorder } from '../core/step-recorders.js';
 import { type StepLog, type StepLogOptions, stepLog } from '../core/steps.js';
+import { drizzleSqliteStepStatements } from '../sqlite-dialect/step-statements.js';
 import type { AnyBunSqliteDatabase } from './client.js';
 import type { BunSqliteIdempotencyStore } from './store.js';
 
@@ -27,20 +27,7 @@ export function bunSqliteSteps(
     synchronousStepRecorder<BunSqliteHandlerTransaction>({
       store,
       runtime: 'bun:sqlite',
-      read: (key, digest) =>
-        db
-          .select({ steps: table.steps })
-          .from(table)
-          .where(ownerRow(table, key, digest))
-          .get()?.steps ?? null,
-      // RETURNING counts the changed row the same on every driver version.
-      record: (owner, stored, tx) =>
-        (tx ?? db)
-          .update(table)
-          .set({ steps: stored })
-          .where(leaseHolderRow(table, owner.key, owner.fingerprint, owner.fencingToken))
-          .returning({ id: table.id })
-          .all().length === 1,
+      ...drizzleSqliteStepStatements(db, table),
       transaction: (body) => db.transaction(body, { behavior: 'immediate' }),
     }),
     options,

@@ -1,6 +1,6 @@
-import { leaseHolderRow, ownerRow } from '../core/key-conditions.js';
 import { synchronousStepRecorder } from '../core/step-recorders.js';
 import { type StepLog, type StepLogOptions, stepLog } from '../core/steps.js';
+import { drizzleSqliteStepStatements } from '../sqlite-dialect/step-statements.js';
 import type { DurableSqliteIdempotencyStore } from './store.js';
 import type { DurableSqliteHandlerTransaction } from './transaction.js';
 
@@ -22,20 +22,7 @@ export function durableSqliteSteps(
     synchronousStepRecorder<DurableSqliteHandlerTransaction>({
       store,
       runtime: 'Durable Object',
-      read: (key, digest) =>
-        db
-          .select({ steps: table.steps })
-          .from(table)
-          .where(ownerRow(table, key, digest))
-          .get()?.steps ?? null,
-      // run() answers nothing on this driver: RETURNING says whether the row changed.
-      record: (owner, stored, tx) =>
-        (tx ?? db)
-          .update(table)
-          .set({ steps: stored })
-          .where(leaseHolderRow(table, owner.key, owner.fingerprint, owner.fencingToken))
-          .returning({ id: table.id })
-          .all().length === 1,
+      ...drizzleSqliteStepStatements(db, table),
       transaction: (body) => db.transaction(body),
     }),
     options,
