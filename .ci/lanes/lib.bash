@@ -20,24 +20,15 @@ lane_use_node() {
   lane_say "Node $(node --version), npm $(npm --version)"
 }
 
-# Builds and packs this checkout as a release would; prints the tarball's path. The build runs in
-# a copy, so the checkout's dist/ (which other commands may be reading) is never touched.
+# The packed package, copied into the lane's folder; prints its path. `.ci/run` packs once and
+# names that tarball in IDEM_PACKED_TARBALL; a lane run alone by hand packs its own (.ci/pack).
 lane_pack() {
-  # A tarball packed already (a lane run again by hand) is used as it is.
   if [ -n "${IDEM_PACKED_TARBALL:-}" ]; then
     cp "$IDEM_PACKED_TARBALL" "$lane_work/drizzle-idempotency-given.tgz" &&
       echo "$lane_work/drizzle-idempotency-given.tgz"
     return
   fi
-  local tree="$lane_work/tree"
-  mkdir -p "$tree"
-  (cd "$lane_root" && cp -R package.json tsup.config.ts tsconfig.json README.md BENCHMARKS.md \
-    LICENSE src drizzle docs scripts "$tree/")
-  ln -s "$lane_root/node_modules" "$tree/node_modules"
-  (cd "$tree" && npm run --silent build >&2 &&
-    npm pack --silent --ignore-scripts --pack-destination "$lane_work" | tail -n 1 |
-    sed "s|^|$lane_work/|")
-  rm -rf "$tree"
+  "$lane_root/.ci/pack" "$lane_work"
 }
 
 # lane_app <dir> <tarball> [name@version ...]: a scratch application with the tarball and this
