@@ -1,8 +1,4 @@
-import type { PgBatchStats } from '../src/pg/index.js';
-import { layerCycle } from './peers.js';
-import { sizeDistribution, sizesSince, withHeapPeak } from './support/batch-figures.js';
-import { cyclesPerSecond } from './support/cycles.js';
-import { median, pairedRatio, rotate } from './support/measure.js';
+import { compareBatching } from './support/batch-figures.js';
 import { benchPool, createBenchDatabase } from './support/pg-database.js';
 import type { BenchSize, GroupResult } from './support/report.js';
 import { shippedPg } from './support/shipped.js';
@@ -19,54 +15,13 @@ const POOL_SIZE = 8;
  * connections, with 32 and with 1 request in flight, alternating. The batch size distribution of
  * the 32-in-flight runs is reported beside them.
  */
-export async function pgBatch({ quick }: BenchSize): Promise<GroupResult> {
-  const count = quick ? 320 : 1600;
-  const rounds = quick ? 5 : 15;
+export async function pgBatch(size: BenchSize): Promise<GroupResult> {
   const database = await createBenchDatabase('report_pgbatch');
   const pool = benchPool(database.url, POOL_SIZE);
   try {
-    const batchingStore = await openPgStore(pool, { batch: true });
-    const batching = layerCycle(batchingStore);
-    const plain = layerCycle(await openPgStore(pool));
-    // Warm both up (JIT, connections, the server's plans) before anything is timed.
-    await rotate(2, {
-      ours: () => cyclesPerSecond(batching.cycle, count, 32),
-      theirs: () => cyclesPerSecond(plain.cycle, count, 32),
-    });
-    const one = await rotate(rounds, {
-      ours: () => cyclesPerSecond(batching.cycle, count / 4, 1),
-      theirs: () => cyclesPerSecond(plain.cycle, count / 4, 1),
-    });
-    const before = batchingStore.batchStats() as PgBatchStats;
-    const heapPeaks = { batching: [] as number[], plain: [] as number[] };
-    const many = await rotate(rounds, {
-      ours: () => withHeapPeak(heapPeaks.batching, cyclesPerSecond(batching.cycle, count, 32)),
-      theirs: () => withHeapPeak(heapPeaks.plain, cyclesPerSecond(plain.cycle, count, 32)),
-    });
-    const after = batchingStore.batchStats() as PgBatchStats;
-    const details: Record<string, number> = {
-      'pg.batch.cycle1.perSec.batching': median(one.ours),
-      'pg.batch.cycle1.perSec.plain': median(one.theirs),
-      'pg.batch.cycle32.perSec.batching': median(many.ours),
-      'pg.batch.cycle32.perSec.plain': median(many.theirs),
-      'pg.batch.cycle32.heapPeakMb.batching': median(heapPeaks.batching),
-      'pg.batch.cycle32.heapPeakMb.plain': median(heapPeaks.plain),
-    };
-    for (const kind of ['claims', 'finishes'] as const) {
-      Object.assign(
-        details,
-        sizeDistribution('pg.batch', kind, sizesSince(before[kind], after[kind])),
-      );
-    }
-    await batching.close();
-    await plain.close();
-    return {
-      metrics: {
-        'pg.batch.cycle32.vsPlain': pairedRatio(many),
-        'pg.batch.cycle1.vsPlain': pairedRatio(one),
-      },
-      details,
-    };
+    const batching = await openPgStore(pool, { batch: true });
+    const plain = await openPgStore(pool);
+    return await compareBatching('pg.batch', { batching, plain }, ['claims', 'finishes'], size);
   } finally {
     await pool.end();
     await database.drop();
