@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { appendFile, chown, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { existsSync, readFileSync } from 'node:fs';
+import { appendFile, chown, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -55,7 +55,10 @@ interface PgNode {
   readonly url: string;
   /** The postmaster's pid, read from `postmaster.pid`. */
   pid(): Promise<number>;
-  /** SIGKILL to the postmaster, then waits until the port refuses connections. */
+  /**
+   * SIGKILL to the postmaster and every process it started, as a crash of the server, then waits
+   * until they are gone and the port refuses connections.
+   */
   kill(): Promise<void>;
   /** `pg_ctl promote`, then waits until it accepts writes. */
   promote(): Promise<void>;
@@ -147,6 +150,40 @@ async function accepts(url: string, sql = 'SELECT 1'): Promise<boolean> {
   }
 }
 
+// The pids whose parent is `parent`, read from /proc.
+async function childrenOf(parent: number): Promise<number[]> {
+  const children: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
+    // The fields after the command, which may hold spaces and parentheses: state, then ppid.
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    if (ppid === parent) children.push(Number(entry));
+  }
+  return children;
+}
+
+// Sends `name` to `pid`, which may have exited already.
+function signal(pid: number, name: NodeJS.Signals): void {
+  try {
+    process.kill(pid, name);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+  }
+}
+
+// Whether `pid` still runs (a zombie waiting for its parent counts as gone).
+function alive(pid: number): boolean {
+  const stat = (() => {
+    try {
+      return readFileSync(`/proc/${pid}/stat`, 'utf8');
+    } catch {
+      return '';
+    }
+  })();
+  return stat !== '' && stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+}
+
 // The last `lines` lines of the log `pg_ctl -l` writes beside a server's data directory.
 async function serverLog(dataDir: string, lines: number): Promise<string> {
   const text = await readFile(`${dataDir}.log`, 'utf8').catch(() => '');
@@ -165,7 +202,12 @@ function node(dataDir: string, port: number): PgNode {
     url,
     pid,
     async kill() {
-      process.kill(await pid(), 'SIGKILL');
+      // The backends too: a backend outlives a killed postmaster until it notices, and meanwhile
+      // still answers the pooled connection it serves, which a crashed server would not.
+      const postmaster = await pid();
+      const processes = [postmaster, ...(await childrenOf(postmaster))];
+      for (const each of processes) signal(each, 'SIGKILL');
+      await until(async () => processes.every((each) => !alive(each)), 50);
       await until(async () => !(await accepts(url)), 50);
     },
     async promote() {
