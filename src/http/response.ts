@@ -100,9 +100,9 @@ function isJsonContentType(contentType: string): boolean {
  */
 function normalizeResponse(response: HttpResponse): HttpResponse {
   const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries(response.headers ?? {})) {
-    headers[name.toLowerCase()] = value;
-  }
+  const given = response.headers ?? {};
+  // Keys rather than entries: no [name, value] pair is built per header of every answer.
+  for (const name of Object.keys(given)) headers[name.toLowerCase()] = given[name] as string;
   if (response.body !== undefined && headers['content-type'] === undefined) {
     headers['content-type'] =
       response.body instanceof Uint8Array
@@ -149,7 +149,8 @@ export type OutgoingHeaders = Readonly<
  */
 export function flattenHeaders(headers: OutgoingHeaders): Record<string, string> {
   const flat: Record<string, string> = {};
-  for (const [name, value] of Object.entries(headers)) {
+  for (const name of Object.keys(headers)) {
+    const value = headers[name];
     if (value !== undefined) {
       flat[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : String(value);
     }
@@ -204,8 +205,9 @@ export function toStoredAnswer(
   notKept?: NotKept,
 ): StoredAnswer {
   const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries(wire.headers)) {
-    if (storedHeaders.has(name) || DESCRIBE_BYTES.has(name)) headers[name] = value;
+  const sent = wire.headers;
+  for (const name of Object.keys(sent)) {
+    if (storedHeaders.has(name) || DESCRIBE_BYTES.has(name)) headers[name] = sent[name] as string;
   }
   const { status, body } = wire;
   if (notKept !== undefined) {
