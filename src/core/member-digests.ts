@@ -79,8 +79,8 @@ export function keptFingerprint(
     Buffer.byteLength(head, 'utf8') + SEPARATOR.length + '{"members":{},"capped":true}'.length;
   let count = 0;
   for (const name of names) {
-    const entry = `${JSON.stringify(name)}:"${'0'.repeat(MEMBER_DIGEST_HEX)}",`;
-    const bytes = Buffer.byteLength(entry, 'utf8');
+    // What `"name":"<digest>",` takes, counted without writing it out.
+    const bytes = Buffer.byteLength(JSON.stringify(name), 'utf8') + MEMBER_DIGEST_HEX + 4;
     if (count === MAX_MEMBER_DIGESTS || used + bytes > MAX_KEY_BYTES) break;
     kept[name] = (members.get(name) as string).slice(-MEMBER_DIGEST_HEX);
     used += bytes;
