@@ -31,6 +31,29 @@ lane_pack() {
   "$lane_root/.ci/pack" "$lane_work"
 }
 
+# lane_npm_install <dir> [npm install arguments...]: npm install in <dir>, tried three times.
+# A package's newest release can reach the registry before a dependency it names does (mysql2
+# 3.25.0 asked for sql-escaper ^1.10.0 minutes before it could be fetched): that fails with
+# ETARGET, and a later try that revalidates every cached manifest (--prefer-online) installs it.
+# Any other failure ends the lane at once.
+lane_npm_install() {
+  local dir="$1" try log
+  shift
+  log="$lane_work/npm-install.log"
+  for try in 1 2 3; do
+    if (cd "$dir" && npm install --no-audit --no-fund --loglevel=error --prefer-online "$@" \
+      2>"$log"); then
+      cat "$log" >&2
+      return 0
+    fi
+    cat "$log" >&2
+    grep -q 'ETARGET' "$log" || return 1
+    [ "$try" = 3 ] && return 1
+    echo "lane: a version npm was asked for is not in the registry yet; trying again in 60 s" >&2
+    sleep 60
+  done
+}
+
 # lane_app <dir> <tarball> [name@version ...]: a scratch application with the tarball and this
 # checkout's dev dependencies (the tools the tests need), the named versions in their place.
 lane_app() {
@@ -39,7 +62,7 @@ lane_app() {
   mkdir -p "$dir"
   node "$lane_root/.ci/lanes/app-manifest.mjs" "$lane_root/package.json" "$tarball" "$@" \
     >"$dir/package.json"
-  (cd "$dir" && npm install --no-audit --no-fund --loglevel=error >&2)
+  lane_npm_install "$dir" >&2
   # This checkout's tests, run against the installed package: the vitest config maps every
   # public entry point the tests import from src/ to the package (see app-vitest.config.ts).
   cp -R "$lane_root/test" "$lane_root/src" "$lane_root/drizzle" "$dir/"

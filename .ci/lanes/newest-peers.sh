@@ -42,7 +42,7 @@ lane_vitest "$app" test/package/install.test.ts -t 'NestJS application on Common
 
 previous_list="$(resolve previous)"
 mapfile -t previous <<<"$previous_list"
-(cd "$app" && npm install --no-save --no-audit --no-fund --loglevel=error "${previous[@]}" >&2)
+lane_npm_install "$app" --no-save "${previous[@]}" >&2
 # What npm placed, not what was asked for: a pass that silently ran the newest again would prove
 # nothing of the older majors.
 for pin in "${previous[@]}"; do
