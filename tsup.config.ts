@@ -24,7 +24,7 @@ function targets(value: unknown): string[] {
 
 const library = Object.fromEntries(Object.values(manifest.exports).flatMap(targets).map(entryOf));
 // Not a subpath: the script the SQLite worker store starts its thread on, found beside the built
-// store in each format.
+// store. CommonJS only: both builds start it (see src/sqlite/worker-link.ts).
 const workerEntries = { 'sqlite/worker-thread': 'src/sqlite/worker-thread.ts' };
 const cli = Object.fromEntries(Object.values(manifest.bin).map(entryOf));
 
@@ -41,7 +41,7 @@ export default defineConfig([
   // The ES module build, and the `idem` executable (ES module only: it awaits at top level).
   {
     ...common,
-    entry: { ...library, ...cli, ...workerEntries },
+    entry: { ...library, ...cli },
     format: 'esm',
     dts: { entry: library },
   },

@@ -32,17 +32,22 @@ function threadArgv(): string[] {
   return argv;
 }
 
-// The worker's entry sits beside this module in every form it ships in: `worker-thread.js` beside
-// the ES module build, `worker-thread.cjs` beside the CommonJS one, `worker-thread.ts` in the
-// sources. Node does not apply a loader to a worker's own entry, so from the sources (tests, tsx
-// scripts) a small bootstrap registers tsx in the worker first and then imports the entry.
+// The worker's entry sits beside this module: `worker-thread.cjs` beside both builds,
+// `worker-thread.ts` in the sources. The thread runs the CommonJS build whichever build opened the
+// store: nothing but messages crosses to it, and Node's ES module loader resolves each of
+// drizzle-orm's files against that package's large manifest, which made the thread start in
+// ~620 ms against ~130 ms for require (Node 24, this machine). Node does not apply a loader to a
+// worker's own entry, so from the sources (tests, tsx scripts) a small bootstrap registers tsx in
+// the worker first and then imports the entry.
 function startWorker(data: WorkerOpenData): Worker {
   // The CommonJS build's shim of import.meta.url names the shared chunk it sits in, not this
   // module's file: there, __filename does.
   const here = typeof __filename === 'string' ? pathToFileURL(__filename).href : import.meta.url;
-  const extension = here.endsWith('.ts') ? 'ts' : here.endsWith('.cjs') ? 'cjs' : 'js';
-  const entry = new URL(`./worker-thread.${extension}`, here);
-  if (extension !== 'ts') return new Worker(entry, { workerData: data, execArgv: threadArgv() });
+  if (!here.endsWith('.ts')) {
+    const entry = new URL('./worker-thread.cjs', here);
+    return new Worker(entry, { workerData: data, execArgv: threadArgv() });
+  }
+  const entry = new URL('./worker-thread.ts', here);
   const tsx = createRequire(here).resolve('tsx/cjs/api');
   const bootstrap = `require(${JSON.stringify(tsx)}).register(); require(${JSON.stringify(fileURLToPath(entry))});`;
   return new Worker(bootstrap, { eval: true, workerData: data });
