@@ -32,8 +32,8 @@ import { openSqliteDatabase } from './sqlite/open.js';
 import type { AnyBetterSqliteDatabase } from './sqlite/store.js';
 import { fiveColumnKeys, fiveColumnMigrations } from './sqlite-dialect/seed.js';
 
-// Each function builds only the statements it runs, on the five columns of the contract: a file opened for
-// one call pays for nothing else, and no statement names a column the file may not have.
+// Each function builds only the statements it runs, on the five columns of the contract: a file
+// opened for one call pays for nothing else, and no statement names a column the file may not have.
 // What the statements need of a database: a transaction has it too.
 type FileDb = Pick<AnyBetterSqliteDatabase, 'select' | 'insert' | 'update' | 'delete'>;
 

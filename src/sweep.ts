@@ -60,12 +60,12 @@ export interface SweepOptions {
    */
   readonly now: number;
   /**
-   * Rows per batch, each batch in its own short transaction: an integer 1–10,000. Given alone, every
-   * batch has exactly this limit, as with no time budget at all. Given with `batchMillis`, it is the
-   * first batch's limit and the most any batch may have. Without either, batches follow the store's
-   * `sweepBatchMillis`: on a SQLite file opened in this process the first batch has 100 rows and
-   * later ones are sized by a budget of {@link DEFAULT_BATCH_MILLIS} ms; on the other stores
-   * (PostgreSQL, MySQL, D1, libSQL) every batch has 100 rows.
+   * Rows per batch, each batch in its own short transaction: an integer 1–10,000. Given alone,
+   * every batch has exactly this limit, as with no time budget at all. Given with `batchMillis`, it
+   * is the first batch's limit and the most any batch may have. Without either, batches follow the
+   * store's `sweepBatchMillis`: on a SQLite file opened in this process the first batch has 100
+   * rows and later ones are sized by a budget of {@link DEFAULT_BATCH_MILLIS} ms; on the other
+   * stores (PostgreSQL, MySQL, D1, libSQL) every batch has 100 rows.
    */
   readonly batchSize?: number;
   /**

@@ -44,7 +44,8 @@ export async function openBunSqliteStore<T = unknown>(
     throw new DatabaseOpenError('the database path must be a non-empty string');
   }
   const table = options.table === undefined ? {} : { table: options.table };
-  // Loaded here, so that importing this entry never needs Bun: drizzle's adapter imports bun:sqlite.
+  // Loaded here, so that importing this entry never needs Bun: drizzle's adapter imports
+  // bun:sqlite.
   let db: AnyBunSqliteDatabase;
   try {
     const { drizzle } = await import('drizzle-orm/bun-sqlite');

@@ -1,6 +1,6 @@
 /**
- * The bun:sqlite store keeps the same SQLite table as the better-sqlite3 and libSQL stores: one schema,
- * one set of migrations.
+ * The bun:sqlite store keeps the same SQLite table as the better-sqlite3 and libSQL stores: one
+ * schema, one set of migrations.
  *
  * @module
  */

@@ -185,8 +185,8 @@ async function lastStepOf(
 /**
  * `idem pending`: the pending rows with their lease state and the last step their handler
  * recorded (see docs/steps.md), ascending by key; `--json` prints one line holding an array of
- * objects, `lastStep` `null` for a key without steps. Each key is printed as the arguments that name it again, so
- * it can be pasted after `idem show` or `idem release`.
+ * objects, `lastStep` `null` for a key without steps. Each key is printed as the arguments that
+ * name it again, so it can be pasted after `idem show` or `idem release`.
  */
 export async function pendingCommand(io: CliIo, options: PendingOptions): Promise<void> {
   const rows = await withStore(options.location, 'read', async (store, opened) => {
@@ -386,16 +386,17 @@ function answerLine(answer: AnswerSummary): string {
 }
 
 /**
- * `idem show <key>`: the whole record of one key (status, lease, fencing token, fingerprint, retention
- * deadline and, once done, the stored answer's HTTP status and size), and its body with `--body`.
- * Bodies and keys are printed so that no byte of them can act on the terminal.
+ * `idem show <key>`: the whole record of one key (status, lease, fencing token, fingerprint,
+ * retention deadline and, once done, the stored answer's HTTP status and size), and its body with
+ * `--body`. Bodies and keys are printed so that no byte of them can act on the terminal.
  *
  * @returns the exit code: 0 shown, 1 no such key
  */
 export async function showCommand(io: CliIo, options: ShowOptions): Promise<number> {
   const { record, scoped } = await withStore(options.location, 'read', async (store, opened) => {
     const found = await store.get(options.id);
-    // A key typed without its scope: the ids holding it under scopes tell the operator what to type.
+    // A key typed without its scope: the ids holding it under scopes tell the operator what to
+    // type.
     const under =
       found === null && splitStoredId(options.id) === undefined
         ? ((await opened.scopedIds?.(options.id)) ?? [])

@@ -38,9 +38,9 @@ import {
 } from './parse.js';
 import { sweepCommand, sweepEveryCommand } from './sweep-command.js';
 
-// `--db`, `--url`, `--schema` and `--table` on a command. Their defaults come from the environment when the
-// command runs (see resolveStoreLocation), not from commander, so that commander's conflict
-// check sees only what was typed.
+// `--db`, `--url`, `--schema` and `--table` on a command. Their defaults come from the environment
+// when the command runs (see resolveStoreLocation), not from commander, so that commander's
+// conflict check sees only what was typed.
 function addLocationOptions(command: Command): Command {
   return command
     .addOption(

@@ -18,7 +18,8 @@
  */
 export class AnswerCache {
   readonly #capacity: number;
-  // A Map iterates in insertion order; re-inserting on every hit keeps the least recently used first.
+  // A Map iterates in insertion order; re-inserting on every hit keeps the least recently used
+  // first.
   readonly #entries = new Map<string, { readonly text: string; readonly expires: number }>();
   #horizon = Number.NEGATIVE_INFINITY;
 

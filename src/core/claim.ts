@@ -23,8 +23,9 @@ import { waitForOwner } from './wait.js';
  *   top-level members that differ, when both requests kept member digests;
  * - `outcomeUnknown`: the key is marked unrecorded (its work declared its outcome unknown, or ran
  *   without its answer being recorded): it waits for an operator, and nothing runs;
- * - `inProgress`: another owner still works on it once any wait ran out. `record` is the row as last seen (`null` when none was
- *   read), `leaseUntil` when its lease lapses at the latest (`null` without a lease).
+ * - `inProgress`: another owner still works on it once any wait ran out. `record` is the row as
+ *   last seen (`null` when none was read), `leaseUntil` when its lease lapses at the latest (`null`
+ *   without a lease).
  */
 export type Claim =
   | { readonly status: 'acquired'; readonly ownership: Ownership }
@@ -92,8 +93,8 @@ function settle(record: IdempotencyRecord<unknown>, fingerprint: string, now: nu
 }
 
 /**
- * The claim protocol, once for the HTTP layer and `makeIdempotent`: claims `key` for `fingerprint` on
- * `store`, or says why not, with one `acquire` per try (which reads first, so a replay writes
+ * The claim protocol, once for the HTTP layer and `makeIdempotent`: claims `key` for `fingerprint`
+ * on `store`, or says why not, with one `acquire` per try (which reads first, so a replay writes
  * nothing). A key in progress is waited
  * for up to `waitTimeoutMs` with reads only ({@link waitForOwner}); only a row that is gone or
  * whose lease lapsed is claimed again, a write.

@@ -30,9 +30,9 @@ export interface EncryptionOption {
   readonly encryption?: Keyring;
 }
 
-// A sealed answer: this prefix, the key id, a colon, then base64 of IV (12) ‖ ciphertext ‖ tag (16).
-// JSON text never starts with `$`, so a stored value is sealed exactly when it starts with it, and
-// a plaintext row written before encryption was turned on is told apart without a column.
+// A sealed answer: this prefix, the key id, a colon, then base64 of IV (12) ‖ ciphertext ‖ tag
+// (16). JSON text never starts with `$`, so a stored value is sealed exactly when it starts with
+// it, and a plaintext row written before encryption was turned on is told apart without a column.
 const SEALED_PREFIX = '$aes256gcm:';
 // A keyed fingerprint: this prefix, the key id, a colon, then the hex HMAC of the digest.
 const KEYED_PREFIX = 'hmac-sha256:';

@@ -94,7 +94,8 @@ class Beat implements Heartbeat {
  * token (`renew` resolves `false`: the key was taken over, released or finished) stops the beat.
  * The owners of one lease length share one timer.
  *
- * @param renew - extends the owner's lease, fenced by its token; `false` when the row is no longer its
+ * @param renew - extends the owner's lease, fenced by its token; `false` when the row is no longer
+ * its
  * @param leaseSeconds - the lease, in seconds
  */
 export function heartbeat(renew: () => Promise<boolean>, leaseSeconds: number): Heartbeat {

@@ -70,8 +70,8 @@ export function addedColumn(
 
 /**
  * The migrations that add no column beyond `columns`: a profile of the committed set for a table
- * that promises exactly those columns (the five of the one-shot file functions). Indexes and the like
- * stay in; a migration adding any other column is left out whole, so it stays pending in the
+ * that promises exactly those columns (the five of the one-shot file functions). Indexes and the
+ * like stay in; a migration adding any other column is left out whole, so it stays pending in the
  * journal and the full store applies it when it first opens the file.
  *
  * @param migrations - the committed migrations, oldest first

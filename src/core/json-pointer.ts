@@ -38,7 +38,8 @@ function tokens(pointer: string): string[] | string {
  * `/` in a name and `~0` for a `~`) and compiles it.
  *
  * @param name - the option's name, for the message
- * @throws {@link InvalidOptionError} naming the first pointer that is not one, or for a list that is
+ * @throws {@link InvalidOptionError} naming the first pointer that is not one, or for a list that
+ * is
  *   not an array of at most {@link MAX_IGNORED_POINTERS} strings
  */
 export function readIgnoredMembers(list: unknown, name: string): IgnoredMembers {

@@ -244,7 +244,8 @@ const isOne = (changed: number): boolean => changed === 1;
 
 function noop(): void {}
 // A done answer past its retention, of any fingerprint (its request is over and no longer
-// replayed, so another payload is no misuse of the key): what `replaceExpired` lets a claim replace.
+// replayed, so another payload is no misuse of the key): what `replaceExpired` lets a claim
+// replace.
 const isExpiredAnswer = <T>(outcome: AcquireResult<T>, now: number): boolean =>
   (outcome.status === 'done' || outcome.status === 'mismatch') &&
   outcome.record.status === KeyStatus.done &&

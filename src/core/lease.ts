@@ -116,10 +116,10 @@ export function existingOutcome<T>(row: KeyRow, fingerprint: string): AcquireRes
 
 /**
  * What `acquire` reports from a read alone, or `undefined` when only its write can decide (the
- * key is missing, or its row is pending under `fingerprint` with a lease that lapsed by `now`). A replay,
- * another payload's key and a live lease are settled by reading: the retry of a finished request
- * neither writes nor locks the row (no WAL, no wait for a synchronous standby). Whatever the read
- * leaves open, the one-statement write still decides, so racing contenders stay safe.
+ * key is missing, or its row is pending under `fingerprint` with a lease that lapsed by `now`). A
+ * replay, another payload's key and a live lease are settled by reading: the retry of a finished
+ * request neither writes nor locks the row (no WAL, no wait for a synchronous standby). Whatever
+ * the read leaves open, the one-statement write still decides, so racing contenders stay safe.
  */
 export function readOutcome<T>(
   row: KeyRow | undefined,

@@ -1,9 +1,10 @@
 import type { IdempotencyStore } from './store.js';
 
 /**
- * The steps of {@link retentionCycle} and of the one-shot SQLite `retentionCycle`: reserve with `'v1'` until 10, finish
- * with `{ receipt: 1 }`, purge at `now = 10`, then reserve again with `'v2'` until 20. On an empty
- * store the second reserve returns `true`: once its answer is purged a key is a new request.
+ * The steps of {@link retentionCycle} and of the one-shot SQLite `retentionCycle`: reserve with
+ * `'v1'` until 10, finish with `{ receipt: 1 }`, purge at `now = 10`, then reserve again with
+ * `'v2'` until 20. On an empty store the second reserve returns `true`: once its answer is purged a
+ * key is a new request.
  */
 export const RETENTION_CYCLE = {
   first: { fingerprint: 'v1', expires: 10, response: { receipt: 1 } },

@@ -71,11 +71,11 @@ function rolledBack(error: unknown): boolean {
  *
  * A key is in at most one statement at a time: a call of a key already in the batch, or in a
  * statement not yet answered, waits for the next one, so calls of one key run in the order they
- * were made and each sees what the one before it wrote, as if they had run one after the other. Keys go in ascending order, so two
- * batches (of two processes) lock the rows they share in the same order and cannot deadlock. When
- * the server refuses a batch's statement (it was rolled back whole), each call runs again on its
- * own and gets exactly its own answer or error; when the outcome is unknown (no answer from the
- * server), every call of the batch fails with that error.
+ * were made and each sees what the one before it wrote, as if they had run one after the other.
+ * Keys go in ascending order, so two batches (of two processes) lock the rows they share in the
+ * same order and cannot deadlock. When the server refuses a batch's statement (it was rolled back
+ * whole), each call runs again on its own and gets exactly its own answer or error; when the
+ * outcome is unknown (no answer from the server), every call of the batch fails with that error.
  *
  * @typeParam A - the arguments of one call besides its key
  * @typeParam R - the result of one call

@@ -251,8 +251,8 @@ export interface LeasedIdempotencyStore<T = unknown> extends IdempotencyStore<T>
     options: AcquireOptions,
   ): MaybePromise<AcquireResult<T>>;
   /**
-   * Extends the lease of the owner holding `fencingToken` to `leaseUntil`. `false`, changing nothing,
-   * once the key was taken over, finished, released or marked unrecorded.
+   * Extends the lease of the owner holding `fencingToken` to `leaseUntil`. `false`, changing
+   * nothing, once the key was taken over, finished, released or marked unrecorded.
    */
   renew(
     key: string,
@@ -271,13 +271,13 @@ export interface LeasedIdempotencyStore<T = unknown> extends IdempotencyStore<T>
     fencingToken?: number,
   ): MaybePromise<boolean>;
   /**
-   * As {@link IdempotencyStore.release}; with `fencingToken`, only while the row carries that token and
-   * is not marked unrecorded.
+   * As {@link IdempotencyStore.release}; with `fencingToken`, only while the row carries that token
+   * and is not marked unrecorded.
    */
   release(key: string, fingerprint: string, fencingToken?: number): MaybePromise<boolean>;
   /**
-   * Marks the pending row held with `fencingToken` as unrecorded (the handler ran, its answer could not
-   * be stored) and drops its lease: never taken over, listed for an operator.
+   * Marks the pending row held with `fencingToken` as unrecorded (the handler ran, its answer could
+   * not be stored) and drops its lease: never taken over, listed for an operator.
    */
   markUnrecorded(key: string, fingerprint: string, fencingToken: number): MaybePromise<boolean>;
   /** Pending rows with their lease state, ascending by key. */

@@ -85,8 +85,8 @@ export interface TransactionRunner<TX> {
    * longer the owner's pending row (a takeover raised its fencing token, or it was released), rolls
    * back and returns `{ committed: false }`. If `handler` or `record` throws, rolls back and
    * rethrows: nothing of the handler's is committed and the key is still pending. `record`
-   * answers the stored value (sealed, with encryption on): at once for a `synchronous` runner, maybe
-   * a promise for the others.
+   * answers the stored value (sealed, with encryption on): at once for a `synchronous` runner,
+   * maybe a promise for the others.
    */
   run<R>(
     owner: KeyOwner,

@@ -17,17 +17,18 @@ export const MAX_BATCH_SIZE = 10_000;
 
 /**
  * The milliseconds a sweep batch aims to take on a SQLite file opened in this process, when neither
- * `batchSize` nor `batchMillis` is given (the stores' `sweepBatchMillis`). On SQLite a writer that finds a batch holding the lock sleeps in the busy handler's steps (1, 2, 5,
- * 10 … ms) before it tries again: a batch that ends within the first steps costs it a few
- * milliseconds, where one twice as long costs it the next, longer step. How many rows fit in that
- * time depends on the table (each index a row is deleted from is one more page to write), the
- * disk and the load, so the sweep measures it instead of fixing a row count.
+ * `batchSize` nor `batchMillis` is given (the stores' `sweepBatchMillis`). On SQLite a writer that
+ * finds a batch holding the lock sleeps in the busy handler's steps (1, 2, 5, 10 … ms) before it
+ * tries again: a batch that ends within the first steps costs it a few milliseconds, where one
+ * twice as long costs it the next, longer step. How many rows fit in that time depends on the table
+ * (each index a row is deleted from is one more page to write), the disk and the load, so the sweep
+ * measures it instead of fixing a row count.
  */
 export const DEFAULT_BATCH_MILLIS = 3;
 
 /**
- * The most UTF-8 bytes of a key (a stored id: an HTTP key with its scope) or a fingerprint, on every
- * dialect. MySQL's `VARBINARY(1024)` columns hold exactly this much, and it stays far below
+ * The most UTF-8 bytes of a key (a stored id: an HTTP key with its scope) or a fingerprint, on
+ * every dialect. MySQL's `VARBINARY(1024)` columns hold exactly this much, and it stays far below
  * PostgreSQL's B-tree entry limit (about 2,700 bytes), so a key one dialect stores every dialect
  * stores. Longer ones are refused before anything reaches the database.
  */

@@ -41,9 +41,9 @@ function d1Driver(client: D1DatabaseLike): SqliteDriver<'async'> {
  * other SQLite stores: the same table, statements and conditions.
  *
  * Building one is cheap (the statements are compiled to text once per table and isolate, and
- * nothing is sent to the database), so a Worker may build it per request from its binding. The table must exist:
- * run `applyD1Migrations(db)` (idempotent, a read when up to date) or apply the SQL yourself.
- * `close()` only stops the store: the binding belongs to the Worker.
+ * nothing is sent to the database), so a Worker may build it per request from its binding. The
+ * table must exist: run `applyD1Migrations(db)` (idempotent, a read when up to date) or apply the
+ * SQL yourself. `close()` only stops the store: the binding belongs to the Worker.
  *
  * @typeParam T - the type of the stored responses
  * @example

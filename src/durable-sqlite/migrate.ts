@@ -8,7 +8,8 @@ import type { AnyDurableSqliteDatabase, DurableSqliteStorageLike } from './clien
 /** Options of {@link applyDurableSqliteMigrations}: the keys table, as for the other SQLite stores. */
 export type DurableSqliteMigrationOptions = SqliteMigrationOptions;
 
-// The storage's reads, and its batch: one `transactionSync`, since a Durable Object refuses `BEGIN`.
+// The storage's reads, and its batch: one `transactionSync`, since a Durable Object refuses
+// `BEGIN`.
 function driverOf(storage: DurableSqliteStorageLike): SqliteBatchDriver {
   return {
     rows: async (statement) =>

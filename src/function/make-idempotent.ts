@@ -291,8 +291,8 @@ function wrap<A extends unknown[], R>(
  * ```
  * @throws {@link InvalidOptionError} for a bad option, when called. The wrapped function rejects
  * with {@link CallInProgressError}, {@link KeyReusedError}, {@link ResultExpiredError},
- * {@link ResultNotRecordedError}, {@link ResultNotStorableError}, what `fn` throws, or an invalid-argument error for a key or
- * payload that cannot be used (nothing runs then).
+ * {@link ResultNotRecordedError}, {@link ResultNotStorableError}, what `fn` throws, or an
+ * invalid-argument error for a key or payload that cannot be used (nothing runs then).
  */
 export function makeIdempotent<A extends unknown[], R>(
   fn: (...args: A) => R | Promise<R>,

@@ -62,7 +62,7 @@ function handlerOf<F>(handlers: Readonly<Record<string, F>>, key: string): F | u
  */
 export async function resumeAbandoned<TX>(
   log: StepLog<TX>,
-  // biome-ignore lint/suspicious/noExplicitAny: each handler takes its own arguments, recorded with its steps
+  // biome-ignore lint/suspicious/noExplicitAny: each handler takes its own arguments, kept in steps
   handlers: Readonly<Record<string, (...args: any[]) => Promise<unknown>>>,
   options: ResumeAbandonedOptions = {},
 ): Promise<ResumeOutcome[]> {

@@ -36,10 +36,10 @@ export interface Execution {
   /**
    * Records the handler's answer: stores it (and returns `executed`) if its status is stored,
    * otherwise releases the key (`notStored`), since the handler failed (a key holding a recorded
-   * step has its lease ended instead, keeping the steps for the next request). If a stored status cannot
-   * be recorded (the store refuses or fails), the key is **not** released: the handler's effect
-   * happened, and a released key would let a retry run it again. It stays `pending` (retries get
-   * 409; it is marked unrecorded, so no retry takes it over) and the result
+   * step has its lease ended instead, keeping the steps for the next request). If a stored status
+   * cannot be recorded (the store refuses or fails), the key is **not** released: the handler's
+   * effect happened, and a released key would let a retry run it again. It stays `pending` (retries
+   * get 409; it is marked unrecorded, so no retry takes it over) and the result
    * is an {@link AnswerNotRecordedError} problem carrying the answer: alert on it, have someone
    * check the effect, then release the key. If the request's lease lapsed and a retry took the key
    * over, its answer is refused: the result is a {@link RequestSupersededError} problem (the
@@ -60,8 +60,8 @@ export interface Execution {
    * The handler threw: releases the key this request reserved (its key, fingerprint and fencing
    * token checked), so a retry runs; an `OutcomeUnknownError` marks it unrecorded instead, so
    * retries get 409 `outcome-unknown` until an operator settles it. A key holding a recorded step
-   * is not released but its lease ended, so the next request goes on from the steps. Throws an `AggregateError` of `error` and the store's error if
-   * that fails.
+   * is not released but its lease ended, so the next request goes on from the steps. Throws an
+   * `AggregateError` of `error` and the store's error if that fails.
    */
   fail(error: unknown): Promise<void>;
   /**
@@ -276,7 +276,8 @@ class OwnedExecution implements Execution {
         );
       });
     } catch (error) {
-      // Rolled back: nothing of the handler's was committed, so the key is released and a retry runs.
+      // Rolled back: nothing of the handler's was committed, so the key is released and a retry
+      // runs.
       if (error instanceof NotStoredAnswer)
         return reported(report, await this.#notStored(error.response));
       if (error instanceof AnswerNotRecordedError) return this.#releasedWith(error, sent);
@@ -312,8 +313,8 @@ class OwnedExecution implements Execution {
     return teeAnswer(head, ending, this.#settings, this.#storesStatus(head.status));
   }
 
-  // Whether an answer with this status is stored; a `shouldStore` of the app's that throws counts as
-  // no here, inside an adapter's write, and its error reaches the app at the stream's end.
+  // Whether an answer with this status is stored; a `shouldStore` of the app's that throws counts
+  // as no here, inside an adapter's write, and its error reaches the app at the stream's end.
   #storesStatus(status: number): boolean {
     try {
       return this.#settings.shouldStore(status);

@@ -318,7 +318,8 @@ function expressPort(req: Request, res: Response, next: NextFunction): Port<Requ
  *   in parts (`res.write`, a piped stream, SSE) goes out as it is written and is teed, kept while
  *   it fits `maxStoredBytes` (see docs/http.md, "Streamed answers");
  * - a retry gets the stored answer with `Idempotent-Replayed: true`, without running the handler;
- * - every other outcome is an `application/problem+json` answer (an `IdempotencyProblem`), or `onError`'s;
+ * - every other outcome is an `application/problem+json` answer (an `IdempotencyProblem`), or
+ *   `onError`'s;
  * - a handler that fails (a throw, a rejection, `next(err)`, or a status that is not stored)
  *   releases the key; what the app's error handler answers is sent, never stored (the error is
  *   heard on router's `express.router.request` tracing channel, router 2.3 and later); so does a

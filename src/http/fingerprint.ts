@@ -19,8 +19,8 @@ function refuse(reason: string): never {
  * member); the fingerprint reads JSON text itself whenever it has it (see
  * {@link requestFingerprint}).
  *
- * @throws {@link BodyRefusedError} for a value JSON cannot represent: a non-finite number, a BigInt,
- * a cycle
+ * @throws {@link BodyRefusedError} for a value JSON cannot represent: a non-finite number, a
+ * BigInt, a cycle
  */
 export function canonicalJson(root: unknown): string {
   return canonicalValue(root, refuse);

@@ -48,8 +48,8 @@ export type Decision =
 export interface IdempotentExecutor {
   /**
    * Decides what to do with a request without running anything: answer now (replay, problem),
-   * run the handler under an {@link Execution}, or pass. For adapters that cannot wrap the handler in a
-   * function call. May throw what the store, the fingerprint or the scope throw.
+   * run the handler under an {@link Execution}, or pass. For adapters that cannot wrap the handler
+   * in a function call. May throw what the store, the fingerprint or the scope throw.
    */
   begin(request: IdempotentRequest): Promise<Decision>;
   /**
@@ -111,7 +111,8 @@ function replay(record: IdempotencyRecord<unknown>): IdempotentResult {
  * {@link AnswerNotRecordedError} carrying the handler's answer). Alert on it: someone checks the
  * effect, then releases the key (`store.release(id, record.fingerprint)`).
  *
- * @param store - any {@link LeasedIdempotencyStore}; its answers are stored as {@link HttpResponse}s
+ * @param store - any {@link LeasedIdempotencyStore}; its answers are stored as
+ * {@link HttpResponse}s
  * @param options - see {@link IdempotentOptions}
  * @example
  * ```ts

@@ -12,7 +12,8 @@ export type ParsedKey =
 // RFC 8941 sf-string: DQUOTE *( unescaped / "\" ( DQUOTE / "\" ) ) DQUOTE, where unescaped is
 // printable ASCII (0x20–0x7E) except DQUOTE and backslash; and here except the comma too.
 const QUOTED = /^"((?:[\x20\x21\x23-\x2B\x2D-\x5B\x5D-\x7E]|\\["\\])*)"$/;
-// A quoted key of 1 or more characters with nothing escaped: the key is what lies between the quotes.
+// A quoted key of 1 or more characters with nothing escaped: the key is what lies between the
+// quotes.
 const PLAIN_QUOTED = /^"[\x20\x21\x23-\x2B\x2D-\x5B\x5D-\x7E]+"$/;
 // The common bare form: visible ASCII (0x21–0x7E) but the comma. Not starting with a quote, so a
 // broken quoted string is refused instead of being taken literally.

@@ -53,7 +53,8 @@ export { idempotencyStep } from './steps.js';
 
 /**
  * What the layer reads of the request Nest hands over: Express's `Request` or Fastify's
- * `FastifyRequest`, depending on the platform. Anything a guard put on it (`request.user`) is there.
+ * `FastifyRequest`, depending on the platform. Anything a guard put on it (`request.user`) is
+ * there.
  */
 export interface NestHttpRequest {
   /** The HTTP method. */
@@ -91,8 +92,8 @@ export interface IdempotentRouteOptions extends Omit<AdapterOptions<NestHttpRequ
   ) => HttpResponse | Promise<HttpResponse>;
   /**
    * The transactional form: the handler's writes (through the transaction that
-   * {@link IdempotencyTransaction} injects) and its answer commit in one transaction of the module's
-   * `transaction` runner, fenced by the key's fencing token. Default `false`.
+   * {@link IdempotencyTransaction} injects) and its answer commit in one transaction of the
+   * module's `transaction` runner, fenced by the key's fencing token. Default `false`.
    */
   readonly transactional?: boolean;
 }
@@ -143,10 +144,10 @@ const TRANSACTION = Symbol('drizzle-idempotency:transaction');
 /**
  * The problem answers of the layer (400, 409, 410, 422, 500), thrown into Nest's exception layer
  * so exception filters see them. Unless a filter of the route, its controller or the application
- * (`useGlobalFilters`) takes it first, {@link IdempotencyProblemFilter} sends `problem.details()` as
- * `application/problem+json` with `problem.status`. The content type and `Retry-After` are set on
- * the response before the exception is thrown, so a filter of the application's keeps them unless
- * it overrides them.
+ * (`useGlobalFilters`) takes it first, {@link IdempotencyProblemFilter} sends `problem.details()`
+ * as `application/problem+json` with `problem.status`. The content type and `Retry-After` are set
+ * on the response before the exception is thrown, so a filter of the application's keeps them
+ * unless it overrides them.
  */
 export class IdempotencyHttpException extends HttpException {
   /** The problem, to match on (`instanceof RequestInProgressError`, or `problem.code`). */
@@ -622,7 +623,7 @@ Inject(IDEMPOTENCY_MODULE_OPTIONS)(IdempotencySweeperService, undefined, 0);
  * class AppModule {}
  * ```
  */
-// biome-ignore lint/complexity/noStaticOnlyClass: a Nest module is a class, configured by its statics
+// biome-ignore lint/complexity/noStaticOnlyClass: a Nest module is a class configured by statics
 export class IdempotencyModule {
   /**
    * The module with these options.

@@ -37,16 +37,16 @@ export interface FingerprintOptions {
 /** Options of {@link idempotent} and of the framework adapters. */
 export interface IdempotentOptions {
   /**
-   * How long an answer is replayed, in seconds: a key is reserved with `expires = now + ttlSeconds`.
-   * Default 24 h. Choose it to outlast every client's retries; once an answer is purged its key is a
-   * new request.
+   * How long an answer is replayed, in seconds: a key is reserved with
+   * `expires = now + ttlSeconds`. Default 24 h. Choose it to outlast every client's retries; once
+   * an answer is purged its key is a new request.
    */
   readonly ttlSeconds?: number;
   /**
-   * The clock, in **seconds** (not milliseconds); the same clock your sweep uses for `now`. Default:
-   * the wall clock, `Date.now() / 1000`. It is called once when the layer is built: a value that is
-   * not a finite number of seconds from 0 to 10^11 (milliseconds look like 1.7 × 10^12) is refused
-   * with an `InvalidOptionError` there, not on the first request.
+   * The clock, in **seconds** (not milliseconds); the same clock your sweep uses for `now`.
+   * Default: the wall clock, `Date.now() / 1000`. It is called once when the layer is built: a
+   * value that is not a finite number of seconds from 0 to 10^11 (milliseconds look like 1.7 ×
+   * 10^12) is refused with an `InvalidOptionError` there, not on the first request.
    */
   readonly now?: () => number;
   /**
@@ -112,12 +112,12 @@ export interface IdempotentOptions {
    */
   readonly afterExpiry?: AfterExpiry;
   /**
-   * The largest answer body kept for replay, in bytes. Default 1 MiB; `Infinity` keeps every answer.
-   * A bigger answer is still sent to the client in full, and its key is completed with only the
-   * body's size: a retry gets 410 `answer-not-kept` (the handler does not run again). A streamed
-   * answer is kept while it fits too: the moment it grows past it, its key is recorded as done
-   * with only the size sent so far (a retry gets 410 at once, even while the stream goes on), and
-   * the rest is sent as it comes, not buffered.
+   * The largest answer body kept for replay, in bytes. Default 1 MiB; `Infinity` keeps every
+   * answer. A bigger answer is still sent to the client in full, and its key is completed with only
+   * the body's size: a retry gets 410 `answer-not-kept` (the handler does not run again). A
+   * streamed answer is kept while it fits too: the moment it grows past it, its key is recorded as
+   * done with only the size sent so far (a retry gets 410 at once, even while the stream goes on),
+   * and the rest is sent as it comes, not buffered.
    */
   readonly maxStoredBytes?: number;
   /**

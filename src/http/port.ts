@@ -51,8 +51,8 @@ export interface AdapterOptions<R> extends IdempotentOptions {
    * status, headers and a body (bytes, a JSON value, or a string with a non-JSON content type),
    * as a transactional handler returns it. It shapes every problem, those answered before the
    * handler runs (400, 409, 410, 422) and after it (500 `answer-not-recorded`, 409
-   * `request-superseded`, 503 `request-rolled-back`); like every answer of the layer, it keeps the headers set before the
-   * layer ran (CORS, a request id).
+   * `request-superseded`, 503 `request-rolled-back`); like every answer of the layer, it keeps the
+   * headers set before the layer ran (CORS, a request id).
    */
   readonly onError?: (
     problem: IdempotencyProblem,
@@ -68,9 +68,9 @@ export interface AdapterOptions<R> extends IdempotentOptions {
 export interface AdapterTransactionOptions<R, P> extends Omit<AdapterOptions<R>, 'steps'> {
   /**
    * Asynchronous work after the key is claimed and before the transaction opens (reading the
-   * body, a call to another service); its result is the handler's third argument, `prepared`. It is what lets a
-   * synchronous SQLite handler depend on an `await`. A throw releases the key. Its effects are
-   * not in the transaction: make them idempotent on their own (pass the key on).
+   * body, a call to another service); its result is the handler's third argument, `prepared`. It is
+   * what lets a synchronous SQLite handler depend on an `await`. A throw releases the key. Its
+   * effects are not in the transaction: make them idempotent on their own (pass the key on).
    */
   readonly prepare?: (request: R) => P | Promise<P>;
 }

@@ -193,8 +193,8 @@ function base64(bytes: Uint8Array): string {
 const DESCRIBE_BYTES: ReadonlySet<string> = new Set(['content-type', 'content-encoding']);
 
 /**
- * What is stored of an answer on the wire: its status, its content type and encoding, the headers in
- * `storedHeaders`, and the exact bytes of its body (text when they are UTF-8, base64 otherwise),
+ * What is stored of an answer on the wire: its status, its content type and encoding, the headers
+ * in `storedHeaders`, and the exact bytes of its body (text when they are UTF-8, base64 otherwise),
  * or only their size when there are more than `maxStoredBytes` of them or `notKept` says the body
  * was not kept (a stream).
  */
@@ -262,7 +262,8 @@ export function notKeptOf(stored: unknown): NotKept | undefined {
  * (a JSON body kept as the value, a `text/*` body as the string, anything else as base64 marked
  * `encoding: 'base64'`), which are sent as 0.1.0 sent them.
  *
- * @throws {@link SchemaMismatchError} for a value that is neither, e.g. a store shared with other code
+ * @throws {@link SchemaMismatchError} for a value that is neither, e.g. a store shared with other
+ * code
  */
 export function fromStoredAnswer(key: string, stored: unknown): WireResponse {
   const { wire, status, headers, body, encoding } = (stored ?? {}) as Fields;

@@ -12,14 +12,14 @@ import { keys as defaultKeys, type SqliteKeysTable } from './schema.js';
 import { writeQueue } from './write-queue.js';
 
 /** Any drizzle database over a libSQL client, whatever schema it was built with. */
-// biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
+// biome-ignore lint/suspicious/noExplicitAny: the store uses its own table, never the app's schema
 export type AnyLibsqlDatabase = LibSQLDatabase<any> & { $client: Client };
 
 /** Options of {@link LibsqlIdempotencyStore}. */
 export interface LibsqlStoreOptions extends EncryptionOption {
   /**
-   * Called once by `close()`, e.g. `() => db.$client.close()` to close the libSQL client the store owns.
-   * By default `close()` leaves it alone: a store built over your database never closes it.
+   * Called once by `close()`, e.g. `() => db.$client.close()` to close the libSQL client the store
+   * owns. By default `close()` leaves it alone: a store built over your database never closes it.
    * `openLibsqlStore` closes the client it opened.
    */
   readonly onClose?: () => unknown;

@@ -17,7 +17,8 @@ import { writeQueue } from './write-queue.js';
  */
 export type LibsqlHandlerTransaction = TransactionOf<AnyLibsqlDatabase>;
 
-// Thrown out of a transaction SQLite already rolled back, whose handler caught the error that did it.
+// Thrown out of a transaction SQLite already rolled back, whose handler caught the error that did
+// it.
 class RolledBackUnderHandler extends Error {}
 
 // Whether libSQL refused a statement because its transaction is over: SQLite rolled it back.

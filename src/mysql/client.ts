@@ -3,7 +3,7 @@ import type { MySql2Database } from 'drizzle-orm/mysql2';
 import { type DrizzleDatabaseKind, hasMethod } from '../core/database-identity.js';
 
 /** Any drizzle database over mysql2 (a pool or a single connection), whatever its schema. */
-// biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
+// biome-ignore lint/suspicious/noExplicitAny: the store uses its own table, never the app's schema
 export type AnyMysqlDatabase = MySql2Database<any>;
 
 /**

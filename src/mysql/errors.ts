@@ -54,7 +54,8 @@ export function mysqlRefused(error: unknown): boolean {
 }
 
 // A victim's whole transaction was undone, so running it again is safe; a few attempts are enough
-// for the short transactions of the store, and a persistent deadlock is surfaced rather than hidden.
+// for the short transactions of the store, and a persistent deadlock is surfaced rather than
+// hidden.
 const DEADLOCK_ATTEMPTS = 5;
 
 /** How {@link retryDeadlocks} tries again. */

@@ -10,7 +10,7 @@ import { mysqlRollbackRetry } from './errors.js';
 import { MysqlIdempotencyStore, type MysqlStoreOptions } from './store.js';
 
 /** A drizzle database over PlanetScale's serverless driver, whatever its schema. */
-// biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
+// biome-ignore lint/suspicious/noExplicitAny: the store uses its own table, never the app's schema
 export type AnyPlanetscaleDatabase = PlanetScaleDatabase<any>;
 
 /**

@@ -1,7 +1,7 @@
 /**
  * Observability: OpenTelemetry spans and metrics over any store and over the HTTP layer's
- * requests, and the store's gauges in the Prometheus text format. `@opentelemetry/api` is an optional peer dependency; without it every
- * instrument is a no-op.
+ * requests, and the store's gauges in the Prometheus text format. `@opentelemetry/api` is an
+ * optional peer dependency; without it every instrument is a no-op.
  *
  * @module
  */

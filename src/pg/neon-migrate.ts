@@ -19,7 +19,7 @@ import { assertAdoptablePgKeysTable, type PgMigrationOptions } from './migrate.j
 import { resolvePgTable } from './schema.js';
 
 /** A drizzle database over neon-http (`drizzle({ client: neon(url) })`), whatever its schema. */
-// biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
+// biome-ignore lint/suspicious/noExplicitAny: the store uses its own table, never the app's schema
 export type AnyNeonHttpDatabase = NeonHttpDatabase<any>;
 
 type Reader = Pick<AnyNeonHttpDatabase, 'execute'>;

@@ -430,7 +430,8 @@ function replicaFetch(
 // walks the done rows in id order, passing about done rows ÷ backlog entries per expired one,
 // a second per purge in that table. Counting up to the cap first is cheap and never misjudges.
 // A backlog that grows past the cap between the count and the purge (rows finished meanwhile) is
-// purged from its `cap` earliest deadlines, lowest ids first among them: still expired answers only.
+// purged from its `cap` earliest deadlines, lowest ids first among them: still expired answers
+// only.
 const SORTED_BACKLOG_PER_ID = 20;
 
 function pgStatements(

@@ -69,7 +69,8 @@ interface SqliteColumnInfo {
  * adopted as a store; empty when it fits. Driver-free, so every SQLite driver judges a table alike.
  */
 function sqliteKeysTableProblems(columns: readonly SqliteColumnInfo[]): string[] {
-  // Compared by affinity: a hand-made table may say VARCHAR or DOUBLE where drizzle says TEXT, REAL.
+  // Compared by affinity: a hand-made table may say VARCHAR or DOUBLE where drizzle says TEXT,
+  // REAL.
   return keysTableProblems(
     columns.map((column) => ({
       name: column.name,

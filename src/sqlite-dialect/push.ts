@@ -86,8 +86,8 @@ export interface SqlitePushTables {
  * the store, or run `applySqliteMigrations`) before the first push: a push over an empty database
  * would create the index without its `WHERE`.
  *
- * For `drizzle-kit generate` keep exporting {@link sqliteKeysTable} (or `keys`), which describes the
- * exact DDL. libSQL keeps the same tables: these serve it as well.
+ * For `drizzle-kit generate` keep exporting {@link sqliteKeysTable} (or `keys`), which describes
+ * the exact DDL. libSQL keeps the same tables: these serve it as well.
  *
  * @param name - the keys table's name, as given to the store; default `keys`
  * @throws {@link InvalidOptionError} for a name the library cannot use

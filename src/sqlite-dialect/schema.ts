@@ -18,10 +18,10 @@ import {
 } from '../core/table-name.js';
 
 /**
- * Builds the keys table on SQLite under `name`: exactly the columns of the contract plus the lease columns, and the
- * retention index on `(status, expires, id)`, named after the table (`<name>_status_expires_id_idx`)
- * so two tables never clash. Export it from your drizzle-kit schema if you keep your own
- * migrations, and give it to the store as `{ table }`.
+ * Builds the keys table on SQLite under `name`: exactly the columns of the contract plus the lease
+ * columns, and the retention index on `(status, expires, id)`, named after the table
+ * (`<name>_status_expires_id_idx`) so two tables never clash. Export it from your drizzle-kit
+ * schema if you keep your own migrations, and give it to the store as `{ table }`.
  *
  * The index covers retention: `status = 'done' AND expires <= now` is one range scan of it, and
  * walking it in order lets a sweep delete a backlog in linear time.

@@ -7,10 +7,11 @@ import { sqliteKeysColumns } from './schema.js';
 const { id, fingerprint, status, response, expires } = sqliteKeysColumns();
 
 /**
- * The keys table as the one-shot file functions (`drizzle-idempotency/sqlite-file`) promise it: `id`, `fingerprint`, `status`,
- * `response` and `expires`, in that order, and nothing else. Its statements name these columns
- * only, so they run alike on a file of exactly this shape and on one the full store has given
- * its lease columns (whose defaults are what the store's own `reserve` writes).
+ * The keys table as the one-shot file functions (`drizzle-idempotency/sqlite-file`) promise it:
+ * `id`, `fingerprint`, `status`, `response` and `expires`, in that order, and nothing else. Its
+ * statements name these columns only, so they run alike on a file of exactly this shape and on one
+ * the full store has given its lease columns (whose defaults are what the store's own `reserve`
+ * writes).
  */
 export const fiveColumnKeys = sqliteTable(DEFAULT_TABLE_NAME, {
   id,

@@ -18,8 +18,8 @@ export interface SqlitePragmaSource {
  *   crash can lose committed answers or corrupt the file;
  * - a journal other than WAL: with `journal_mode = OFF` or `MEMORY` a crash in the middle of a
  *   write can corrupt the file; with a rollback journal (`DELETE`, `TRUNCATE`, `PERSIST`) below
- *   `synchronous = FULL` a power loss can, and every write blocks the readers; an in-memory database
- *   loses everything when the process ends.
+ *   `synchronous = FULL` a power loss can, and every write blocks the readers; an in-memory
+ *   database loses everything when the process ends.
  *
  * `synchronous = NORMAL` with WAL, `openSqliteStore`'s default, is no finding: a process crash
  * loses nothing, a power loss may roll back the last commits (use `synchronous: 'FULL'` where it

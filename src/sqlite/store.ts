@@ -26,7 +26,7 @@ import {
 import { checkSqliteDeployment } from './deployment.js';
 
 /** Any drizzle database over better-sqlite3, whatever schema it was built with. */
-// biome-ignore lint/suspicious/noExplicitAny: the store only uses its own table, never the user's schema
+// biome-ignore lint/suspicious/noExplicitAny: the store uses its own table, never the app's schema
 export type AnyBetterSqliteDatabase = BetterSQLite3Database<any> & {
   $client: BetterSqlite3.Database;
 };

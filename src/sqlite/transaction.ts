@@ -21,7 +21,8 @@ const p = sql.placeholder;
 // Thrown inside the transaction callback to make better-sqlite3 roll back, then caught outside.
 class OwnershipLost extends Error {}
 
-// Thrown out of a transaction SQLite already rolled back, whose handler caught the error that did it.
+// Thrown out of a transaction SQLite already rolled back, whose handler caught the error that did
+// it.
 class RolledBackUnderHandler extends Error {}
 
 /**

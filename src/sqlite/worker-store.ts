@@ -68,7 +68,8 @@ function linkedStatements(link: WorkerLink): KeyStatements {
  * `sqliteTransaction(openSqliteStore(path))` on the same file), a thread's memory (a V8 isolate
  * and a connection), and a round trip between threads on every call, which a lone request pays.
  * If the thread ends without `close()`, every waiting and later call rejects with
- * {@link StoreThreadExitedError} and `closed` is `true`. Open it with {@link openSqliteWorkerStore}.
+ * {@link StoreThreadExitedError} and `closed` is `true`. Open it with
+ * {@link openSqliteWorkerStore}.
  *
  * @typeParam T - the type of the stored responses
  */
